@@ -1,0 +1,411 @@
+"""The bot's configuration: TOML → frozen `Config`. `parse_config` is pure; `load_config` reads the file.
+
+    ConfigError           every problem at once, one line each, naming the key (`servers.demo.url: not a URL`)
+
+Strings may use `${VAR}` (an unset VAR is a problem) or `${VAR:-default}` (used when VAR is unset or empty);
+`$${` is a literal `${`. Problem lines never quote a configured value, so no secret can reach a log.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+import sys
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from bot import _config_read as read
+
+__all__ = [
+    "SERVER_NAME",
+    "WEBHOOK_PORTS",
+    "WEBHOOK_SECRET",
+    "Config",
+    "ConfigError",
+    "ElicitationConfig",
+    "Secret",
+    "ServerConfig",
+    "ServerProtocol",
+    "SessionsConfig",
+    "TelegramConfig",
+    "TelegramMode",
+    "Transport",
+    "WebhookConfig",
+    "load_config",
+    "parse_config",
+]
+
+_MASK: Final = "**********"
+SERVER_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,32}")
+"""What a `[servers.<name>]` name must fullmatch (it appears in commands and callback data)."""
+WEBHOOK_SECRET: Final = re.compile(r"[A-Za-z0-9_-]{1,256}")
+"""Telegram's rule for `setWebhook(secret_token=...)`."""
+WEBHOOK_PORTS: Final = frozenset({80, 88, 443, 8443})
+"""The only ports Telegram delivers webhooks to."""
+_BOT_TOKEN: Final = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
+_TOKEN_REQUIRED: Final = 'telegram.token: required to run the Telegram bot (token = "${TELEGRAM_BOT_TOKEN}")'
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be used; `problems` holds one line per problem, each naming its key."""
+
+    def __init__(self, problems: Iterable[str], path: str | None = None) -> None:
+        self.problems: tuple[str, ...] = tuple(problems)
+        self.path = path
+        """The file the problems are in, when read by `load_config`."""
+        super().__init__("\n".join(self.problems))
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Secret:
+    """A string that never shows itself in `repr`/`str` (tracebacks, logs); `.get()` reveals it."""
+
+    _value: str
+
+    def get(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret('{_MASK}')"
+
+    def __str__(self) -> str:
+        return _MASK
+
+
+class TelegramMode(enum.StrEnum):
+    """How updates arrive from Telegram."""
+
+    POLLING = "polling"
+    WEBHOOK = "webhook"
+
+
+class ServerProtocol(enum.StrEnum):
+    """Which MCP revision to speak; the values are the `mcp` SDK's `Client(mode=...)`.
+
+    Not named `Protocol`, so that it never shadows `typing.Protocol` in a module importing both.
+    """
+
+    AUTO = "auto"
+    """Probe for 2026-07-28, fall back to the 2025 handshake."""
+    LEGACY = "legacy"
+    """The `initialize` handshake (2025-06-18 / 2025-11-25)."""
+    V2026_07_28 = "2026-07-28"
+    """Skip the probe."""
+
+
+class Transport(enum.StrEnum):
+    """How a server is reached."""
+
+    STDIO = "stdio"
+    HTTP = "http"
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookConfig:
+    """`[telegram.webhook]`: where PTB listens, and what Telegram is told (`setWebhook`)."""
+
+    listen: str = "127.0.0.1"
+    """Local address to bind (usually behind a TLS reverse proxy)."""
+    port: int = 8443
+    """Local port to bind."""
+    url: str | None = None
+    """The public https URL Telegram posts to; required in webhook mode."""
+    path: str = "/telegram"
+    """Local URL path to serve."""
+    secret_token: Secret | None = None
+    """Sent back by Telegram in `X-Telegram-Bot-Api-Secret-Token`; required in webhook mode."""
+
+
+@dataclass(frozen=True, slots=True)
+class TelegramConfig:
+    """`[telegram]`. Only the Telegram bot needs a token, so it may be absent (see `token_problem`)."""
+
+    token: Secret | None = None
+    """The bot token; None when missing or unusable."""
+    api_base_url: str = "https://api.telegram.org/bot"
+    """Bot API base; PTB appends the token. Point it at a self-hosted Bot API server or a test fake."""
+    allowed_users: frozenset[int] = frozenset()
+    """Telegram user ids that may use the bot; empty means nobody (unless `allow_everyone`)."""
+    allow_everyone: bool = False
+    """Let every Telegram user in (a public demo)."""
+    mode: TelegramMode = TelegramMode.POLLING
+    """Long-polling or webhook."""
+    webhook: WebhookConfig = field(default_factory=WebhookConfig)
+    """Used in webhook mode only."""
+    token_problem: str | None = None
+    """Why a given token is unusable, as the problem line `Config.require_telegram` raises."""
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitationConfig:
+    """`[elicitation]`."""
+
+    timeout_s: float = 600.0
+    """An unanswered prompt is cancelled after this long."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionsConfig:
+    """`[sessions]`: the per-(server, chat, user) MCP sessions."""
+
+    idle_timeout_s: float = 900.0
+    """A session unused this long is closed (it is reopened on demand)."""
+    max_open: int = 100
+    """At most this many sessions at once; to open another, the least recently used idle one is closed."""
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class ServerConfig:
+    """`[servers.<name>]`: an MCP server, started as a subprocess (`command`) or reached over HTTP (`url`)."""
+
+    name: str
+    """The table name: 1-32 of A-Z a-z 0-9 _ -."""
+    command: str | None = None
+    """Program to run (stdio). `parse_config` resolves exactly `"python"` to `sys.executable`."""
+    args: tuple[str, ...] = ()
+    """Its arguments."""
+    env: Mapping[str, str] = field(default_factory=dict[str, str])
+    """Extra environment variables for it (added to the bot's own)."""
+    cwd: str | None = None
+    """Its working directory (default: the bot's)."""
+    url: str | None = None
+    """Streamable HTTP endpoint."""
+    headers: Mapping[str, Secret] = field(default_factory=dict[str, Secret])
+    """HTTP headers sent with every request; values are `Secret`s (bearer tokens), see `reveal_headers`."""
+    protocol: ServerProtocol = ServerProtocol.AUTO
+    """Which MCP revision to speak."""
+    shared: bool = False
+    """One session for everyone instead of one per (chat, user)."""
+    call_timeout_s: float = 300.0
+    """Bounds a tool call's own rounds; time a person spends answering a prompt never counts."""
+    title: str | None = None
+    """Display name (surfaces fall back to `name`)."""
+
+    def __post_init__(self) -> None:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"server {self.name!r}: give either command or url, not both or neither")
+        headers = {name: _as_secret(value) for name, value in self.headers.items()}
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+        object.__setattr__(self, "headers", MappingProxyType(headers))
+
+    @property
+    def transport(self) -> Transport:
+        return Transport.STDIO if self.command is not None else Transport.HTTP
+
+    def reveal_headers(self) -> dict[str, str]:
+        """The headers with their real values, for the HTTP client only."""
+        return {name: value.get() for name, value in self.headers.items()}
+
+    def __repr__(self) -> str:
+        parts: list[str] = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("env", "headers"):
+                value = {name: _MASK for name in value}  # API keys and bearer tokens live here
+            parts.append(f"{f.name}={value!r}")
+        return f"ServerConfig({', '.join(parts)})"
+
+
+def _as_secret(value: object) -> Secret:
+    # Hand-built configs (tests) may pass plain strings; keep them masked all the same.
+    return value if isinstance(value, Secret) else Secret(str(value))
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The whole configuration. Build it with `load_config`/`parse_config`, or by hand in tests."""
+
+    servers: tuple[ServerConfig, ...]
+    """In file order; names are unique (see `server`)."""
+    telegram: TelegramConfig = field(default_factory=TelegramConfig)
+    elicitation: ElicitationConfig = field(default_factory=ElicitationConfig)
+    sessions: SessionsConfig = field(default_factory=SessionsConfig)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "servers", tuple(self.servers))
+        names = [server.name for server in self.servers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"server names must be unique: {names}")
+
+    def server(self, name: str) -> ServerConfig | None:
+        """The server called `name`, if any."""
+        return next((server for server in self.servers if server.name == name), None)
+
+    def require_telegram(self) -> Secret:
+        """Return the bot token (the one setting only the Telegram bot needs; `console` and `check` don't).
+
+        Raises:
+            ConfigError: the token is missing or unusable (`telegram.token: ...`).
+        """
+        if self.telegram.token is None:
+            raise ConfigError([self.telegram.token_problem or _TOKEN_REQUIRED])
+        return self.telegram.token
+
+
+def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> Config:
+    """Read and parse a TOML config file.
+
+    Raises:
+        ConfigError: the file is missing, unreadable or not TOML (`config.toml:3:7: invalid TOML: ...`),
+            or its content is invalid (see `parse_config`); `path` is set either way.
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as file:
+            data = tomllib.load(file)
+    except FileNotFoundError:
+        raise ConfigError([f"{name}: no such file"], name) from None
+    except OSError as exc:
+        raise ConfigError([f"{name}: cannot read it ({exc.strerror})"], name) from None
+    except UnicodeDecodeError:
+        raise ConfigError([f"{name}: not UTF-8 text"], name) from None
+    except tomllib.TOMLDecodeError as exc:
+        where = re.fullmatch(r"(.*) \(at line (\d+), column (\d+)\)", str(exc))
+        line = f"{name}:{where[2]}:{where[3]}: {where[1]}" if where else f"{name}: {exc}"
+        raise ConfigError([line.replace(": ", ": invalid TOML: ", 1)], name) from None
+    try:
+        return parse_config(data, environ)
+    except ConfigError as exc:
+        raise ConfigError(exc.problems, name) from None
+
+
+def parse_config(data: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
+    """Validate a parsed TOML document, expanding `${VAR}` from `environ`.
+
+    `command = "python"` becomes `sys.executable`, so `args = ["-m", "bot.demo_server"]` runs in the bot's
+    own venv. A missing `[telegram]` token is not a problem here; `Config.require_telegram` reports it.
+
+    Raises:
+        ConfigError: with every problem found, one line each, naming the key.
+    """
+    problems: list[str] = []
+    root = read.Section(data, "", environ, problems)
+    root.only(("telegram", "elicitation", "sessions", "servers"))
+    telegram = _telegram(root.section("telegram"))
+    e = root.section("elicitation")
+    e.only(("timeout_s",))
+    elicitation = ElicitationConfig(timeout_s=e.get("timeout_s", read.positive, 600.0))
+    s = root.section("sessions")
+    s.only(("idle_timeout_s", "max_open"))
+    sessions = SessionsConfig(
+        idle_timeout_s=s.get("idle_timeout_s", read.positive, 900.0),
+        max_open=s.get("max_open", read.positive_int, 100),
+    )
+    servers = _servers(root)
+    if problems:
+        raise ConfigError(problems)
+    return Config(servers=tuple(servers), telegram=telegram, elicitation=elicitation, sessions=sessions)
+
+
+def _telegram(t: read.Section) -> TelegramConfig:
+    t.only(("token", "api_base_url", "allowed_users", "allow_everyone", "mode", "webhook"))
+    # The token's problems wait for `require_telegram`: `console` and `check` must run without it.
+    token, token_problem = None, None
+    if t.has("token"):
+        try:
+            token = Secret(_bot_token(t.values["token"], t.environ))
+        except read.Invalid as exc:
+            token_problem = f"telegram.token: {exc.reason}"
+    api_base_url = t.get("api_base_url", read.http_url, "https://api.telegram.org/bot")
+    allowed_users = t.get("allowed_users", read.user_ids, frozenset[int]())
+    allow_everyone = t.get("allow_everyone", read.boolean, False)
+    mode = t.get("mode", read.one_of(TelegramMode), TelegramMode.POLLING)
+    w = t.section("webhook")
+    w.only(("listen", "port", "url", "path", "secret_token"))
+    listen = w.get("listen", read.text, "127.0.0.1")
+    port = w.get("port", read.port, 8443)
+    url = w.get("url", _webhook_url, None)
+    path = w.get("path", _url_path, "/telegram")
+    secret = w.get("secret_token", _webhook_secret, None)
+    if mode is TelegramMode.WEBHOOK:
+        for name in ("url", "secret_token"):
+            if not w.has(name):
+                w.problem("required when telegram.mode is webhook", name)
+    return TelegramConfig(
+        token=token,
+        api_base_url=api_base_url,
+        allowed_users=allowed_users,
+        allow_everyone=allow_everyone,
+        mode=mode,
+        webhook=WebhookConfig(listen, port, url, path, None if secret is None else Secret(secret)),
+        token_problem=token_problem,
+    )
+
+
+_SERVER_KEYS: Final = (
+    *("command", "args", "env", "cwd", "url", "headers"),
+    *("protocol", "shared", "call_timeout_s", "title"),
+)
+
+
+def _servers(root: read.Section) -> list[ServerConfig]:
+    raw = root.values.get("servers")
+    if raw is None or raw == {}:  # a non-table is reported by `section`
+        root.problem("at least one server is required ([servers.<name>] with command or url)", "servers")
+    t = root.section("servers")
+    servers: list[ServerConfig] = []
+    for name in t.values:
+        before = len(t.problems)
+        if not SERVER_NAME.fullmatch(name):
+            t.problem("a server name must be 1-32 characters of A-Z, a-z, 0-9, _ and -", name)
+        s = t.section(name)
+        s.only(_SERVER_KEYS)
+        if s.has("command") and s.has("url"):
+            s.problem("give either command or url, not both")
+        elif s.has("url"):
+            for other in ("args", "env", "cwd"):
+                if other in s.values:
+                    s.problem("only for a server started with command", other)
+        elif "headers" in s.values:
+            s.problem("only for a server reached by url", "headers")
+        elif not s.has("command") and isinstance(t.values[name], Mapping):
+            s.problem("give either command (a program to run) or url (a streamable HTTP endpoint)")
+        command = s.get("command", read.text, None)
+        if command == "python":
+            # In a venv, "python" on PATH may be another interpreter; the bundled demo server needs ours.
+            command = sys.executable or command
+        args = s.get("args", read.str_list, ())
+        env = s.get("env", read.str_table, dict[str, str]())
+        cwd = s.get("cwd", read.text, None)
+        url = s.get("url", read.http_url, None)
+        headers = {k: Secret(v) for k, v in s.get("headers", read.str_table, dict[str, str]()).items()}
+        protocol = s.get("protocol", read.one_of(ServerProtocol), ServerProtocol.AUTO)
+        shared = s.get("shared", read.boolean, False)
+        call_timeout_s = s.get("call_timeout_s", read.positive, 300.0)
+        title = s.get("title", read.text, None)
+        if len(t.problems) == before:  # else ServerConfig would refuse it (and we raise anyway)
+            servers.append(
+                ServerConfig(
+                    name, command, args, env, cwd, url, headers, protocol, shared, call_timeout_s, title
+                )
+            )
+    return servers
+
+
+def _bot_token(value: object, environ: Mapping[str, str]) -> str:
+    token = read.string(value, environ)
+    if not token:
+        raise read.Invalid("must not be empty")
+    if not _BOT_TOKEN.fullmatch(token):
+        raise read.Invalid("not a bot token (expected <digits>:<characters>, as @BotFather gives it)")
+    return token
+
+
+def _webhook_url(value: object, environ: Mapping[str, str]) -> str:
+    url = read.http_url(value, environ)
+    parts = urlsplit(url)
+    if parts.scheme != "https":
+        raise read.Invalid("must be an https:// URL (Telegram only delivers webhooks over TLS)")
+    if (parts.port or 443) not in WEBHOOK_PORTS:
+        raise read.Invalid("Telegram only delivers webhooks to ports 443, 80, 88 and 8443")
+    return url
+
+
+_webhook_secret = read.matching(WEBHOOK_SECRET, "must be 1-256 characters of A-Z, a-z, 0-9, _ and -")
+_url_path = read.matching(re.compile(r"/\S*"), "must be a URL path starting with /")
