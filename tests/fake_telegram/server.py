@@ -1,0 +1,223 @@
+"""`FakeTelegram`: the fake Bot API's HTTP side (starlette + uvicorn, 127.0.0.1, free port), fault injection.
+
+I/O: serves PTB's requests in the test's own event loop, decodes params like Telegram, records calls/errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Final
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from .api import BotApi
+from .faults import Fault, Faults, FloodLimiter, RateLimits, default_description
+from .model import JSON, ApiReject, ErrorReply, ScriptError
+from .state import World
+
+# PTB form-encodes str params raw and everything else as JSON, so these must never be JSON-decoded
+# (text "123" would become an int). Unlisted fields are decoded as JSON when they parse.
+_STRING_PARAMS: Final = frozenset({
+    "text", "parse_mode", "callback_query_id", "url", "secret_token", "action", "language_code",
+    "inline_message_id", "caption", "ip_address", "emoji", "title", "description", "short_description",
+    "name", "query_id", "business_connection_id", "message_effect_id", "custom_title",
+})  # fmt: skip
+SECRET_HEADER: Final = "X-Telegram-Bot-Api-Secret-Token"
+
+
+class FakeTelegram(World):
+    """A fake Telegram Bot API server for end-to-end tests; see the package docstring for the contract."""
+
+    def __init__(
+        self,
+        *,
+        bot_id: int = 123456,
+        bot_username: str = "fake_test_bot",
+        rate_limit: bool | RateLimits = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(bot_id=bot_id, bot_username=bot_username)
+        self.token = f"{bot_id}:TEST-fake-token-for-tests"
+        limits = RateLimits() if rate_limit is True else rate_limit or None
+        self._api = BotApi(self, FloodLimiter(limits, clock) if limits else None)
+        self._faults = Faults()
+        self._call_counts: Counter[str] = Counter()
+        self._server: uvicorn.Server | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        """For `ApplicationBuilder().base_url(...)`: PTB appends the token and the method name."""
+        return f"http://127.0.0.1:{self.port}/bot"
+
+    @property
+    def base_file_url(self) -> str:
+        """For `ApplicationBuilder().base_file_url(...)`; the fake serves no files (404)."""
+        return f"http://127.0.0.1:{self.port}/file/bot"
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> FakeTelegram:
+        app = Starlette(
+            routes=[
+                Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"]),
+                Route("/file/bot{token}/{path:path}", self._no_file, methods=["GET"]),
+            ]
+        )
+        # uvicorn binds the socket itself: its sockets have proto IPPROTO_TCP, so asyncio sets TCP_NODELAY
+        # (a hand-made proto-0 socket costs ~44 ms per keep-alive request; telegram.md §4).
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=0,
+            http="h11",
+            ws="none",
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+        )
+        config.load()
+        server = uvicorn.Server(config)
+        # Server.serve() would add a 0.1 s tick loop and signal handlers; startup() alone just listens.
+        server.lifespan = config.lifespan_class(config)
+        await server.startup()
+        self._server = server
+        self.port = server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self.closing = True
+        self.notify()  # releases long polls and hung requests, so in-flight tasks finish now
+        for listener in server.servers:
+            listener.close()
+        for connection in list(server.server_state.connections):
+            connection.shutdown()
+        if server.server_state.tasks:
+            _, stuck = await asyncio.wait(list(server.server_state.tasks), timeout=5)
+            for task in stuck:  # e.g. a method blocked on something the test never provided
+                task.cancel()
+        for listener in server.servers:
+            await listener.wait_closed()
+
+    # --- fault injection ------------------------------------------------------------------------------
+
+    def fail_next(
+        self,
+        method: str,
+        status: int = 429,
+        description: str | None = None,
+        *,
+        retry_after: int | None = None,
+        times: int = 1,
+        hang: bool = False,
+    ) -> None:
+        """Make the next `times` calls of `method` fail with `status` (recorded as injected errors).
+
+        429 carries {"parameters": {"retry_after": N}} (default 1). With `hang`, each call is held
+        unanswered until the next call of the same method or the fake stops (the client sees a timeout).
+        """
+        if status == 429 and retry_after is None:
+            retry_after = 1
+        text = description or default_description(status, retry_after)
+        self._faults.add(method, Fault(status, text, retry_after, hang, times))
+
+    # --- webhooks -------------------------------------------------------------------------------------
+
+    async def post_update_to(self, url: str, update: JSON, *, secret_token: str | None = None) -> int:
+        """POST an Update as Telegram does to a webhook; returns the HTTP status."""
+        headers = {SECRET_HEADER: secret_token} if secret_token else {}
+        async with httpx.AsyncClient(trust_env=False) as client:
+            response = await client.post(url, json=update, headers=headers, timeout=5)
+        return response.status_code
+
+    def deliver_via_webhook(self, url: str | None, *, secret_token: str | None = None) -> None:
+        """Send users' future updates to `url` instead of queueing them for getUpdates (None: queue again).
+
+        A delivery the webhook does not answer with 200 raises ScriptError in the user action.
+        """
+        if url is None:
+            self._deliver = None
+            return
+
+        async def deliver(update: JSON) -> None:
+            status = await self.post_update_to(url, update, secret_token=secret_token)
+            if status != 200:
+                raise ScriptError(f"webhook {url} answered {status} to update {update['update_id']}")
+
+        self._deliver = deliver
+
+    # --- HTTP -----------------------------------------------------------------------------------------
+
+    async def _endpoint(self, request: Request) -> JSONResponse:
+        method = request.path_params["method"]
+        params = await _read_params(request)
+        self.calls.append((method, params))
+        self._call_counts[method.lower()] += 1
+        self.notify()
+        try:
+            if request.path_params["token"] != self.token:
+                raise ApiReject(401, "Unauthorized")
+            implementation = self._api.lookup(method)
+            if implementation is None:
+                raise ApiReject(404, "Not Found: method not found")
+            fault = self._faults.take(method)
+            if fault is not None:
+                if fault.hang:
+                    await self._hold(method)
+                return self._error(method, params, fault.reject(), injected=True)
+            result = await implementation(params)
+        except ApiReject as rejected:
+            return self._error(method, params, rejected, injected=False)
+        return JSONResponse({"ok": True, "result": result})
+
+    async def _no_file(self, request: Request) -> JSONResponse:
+        return self._error("file", dict(request.path_params), ApiReject(404, "Not Found"), injected=False)
+
+    async def _hold(self, method: str) -> None:
+        seen = self._call_counts[method.lower()]
+        while not self.closing and self._call_counts[method.lower()] == seen:
+            await self.next_change()
+
+    def _error(self, method: str, params: JSON, rejected: ApiReject, *, injected: bool) -> JSONResponse:
+        self.errors.append(ErrorReply(method, rejected.status, rejected.description, params, injected))
+        body: JSON = {"ok": False, "error_code": rejected.status, "description": rejected.description}
+        if rejected.retry_after is not None:
+            body["parameters"] = {"retry_after": rejected.retry_after}
+        return JSONResponse(body, status_code=rejected.status)
+
+
+async def _read_params(request: Request) -> JSON:
+    params: JSON = {k: _decode(k, v) for k, v in request.query_params.items()}
+    content_type = request.headers.get("content-type", "")
+    if content_type.startswith("application/json"):
+        body = await request.json()
+        if isinstance(body, dict):
+            params.update(body)
+    elif content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
+        async with request.form() as form:
+            params.update({k: _decode(k, v) for k, v in form.items() if isinstance(v, str)})
+    return params
+
+
+def _decode(key: str, value: str) -> Any:
+    if key in _STRING_PARAMS:
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
