@@ -8,6 +8,7 @@ from __future__ import annotations
 from mapping.elicitation import answer_to_elicit_result, elicitation_to_request
 from mapping.errors import InvalidParams, MappingError, UnsupportedSchema
 from mapping.form import (
+    NOT_FOR_THIS,
     Ask,
     Choose,
     Done,
@@ -26,7 +27,7 @@ from mapping.form import (
     apply,
     start,
 )
-from mapping.ids import new_request_id
+from mapping.ids import new_request_id, to_base36
 from mapping.model import DECLINED, Answer, Request, RequestKind
 from mapping.schema import (
     MAX_TEXT_LENGTH,
@@ -49,6 +50,7 @@ __all__ = [
     "DECLINED",
     "MAX_PATTERN_INPUT",
     "MAX_TEXT_LENGTH",
+    "NOT_FOR_THIS",
     "WEB_SCHEMES",
     "Answer",
     "Ask",
@@ -94,4 +96,5 @@ __all__ = [
     "parse_schema",
     "parse_text",
     "start",
+    "to_base36",
 ]

@@ -111,7 +111,7 @@ def check_pattern(pattern: str) -> None:
     # `re.search` retries an unanchored pattern at every position: one more factor of the input length
     screen.max_traded = 2 if anchored else 1
     try:
-        screen.sequence(items, cyclic=False)
+        screen.sequence(items, cyclic=False, in_loop=False)
     except RecursionError:
         raise UnsafePattern("the pattern is nested too deeply") from None
 
@@ -128,9 +128,10 @@ class _Screen:
 
     def variable(self, item: Any) -> bool:
         """Can this element match in more than one way, trading characters with its neighbours?"""
-        if item[0] is _c.BRANCH:  # disjoint fixed-width alternatives are chosen by the next character alone
-            alts = item[1][1]
-            return self.alternatives_overlap(item) or any(len(set(self.width_of(alt))) > 1 for alt in alts)
+        if item[0] is _c.BRANCH:  # disjoint, non-empty, fixed-width alternatives: the next character decides
+            widths = [self.width_of(alt) for alt in item[1][1]]
+            empty_or_not = any(low == 0 for low, _ in widths) and any(high > 0 for _, high in widths)
+            return self.alternatives_overlap(item) or empty_or_not or any(low != high for low, high in widths)
         low, high = self.width(item)
         return high > low
 
@@ -202,12 +203,14 @@ class _Screen:
                 out.append(item)
         return out
 
-    def sequence(self, items: Sequence[Any], *, cyclic: bool) -> None:
+    def sequence(self, items: Sequence[Any], *, cyclic: bool, in_loop: bool) -> None:
+        """Check one sequence: `cyclic` when it is a repetition's body (it follows itself), `in_loop` when it
+        sits anywhere inside a repetition (then any ambiguity multiplies with every round)."""
         elems = self.flatten(items)
         for item in elems:
-            self.inside(item)
+            self.inside(item, in_loop=in_loop)
         for i, item in enumerate(elems):
-            if cyclic and item[0] is _c.BRANCH and self.alternatives_overlap(item):
+            if in_loop and item[0] is _c.BRANCH and self.alternatives_overlap(item):
                 raise UnsafePattern("the pattern repeats alternatives that can match the same text")
             if not self.variable(item):
                 continue
@@ -221,7 +224,7 @@ class _Screen:
                 if theirs.empty():
                     continue
                 if mine.overlaps(theirs):
-                    if cyclic:
+                    if in_loop:
                         raise UnsafePattern("the pattern nests repetitions that can match the same text")
                     if self.variable(other):
                         traded += 1
@@ -230,17 +233,18 @@ class _Screen:
                 elif self.width(other)[0] >= 1:
                     break  # a mandatory part this one cannot eat: the two cannot trade characters past it
 
-    def inside(self, item: Any) -> None:
+    def inside(self, item: Any, *, in_loop: bool) -> None:
         op, av = item
         if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
-            self.sequence(list(av[2]), cyclic=av[1] > 1)
+            repeated = av[1] > 1
+            self.sequence(list(av[2]), cyclic=repeated, in_loop=in_loop or repeated)
         elif op is _c.BRANCH:
             for alt in av[1]:
-                self.sequence(list(alt), cyclic=False)
+                self.sequence(list(alt), cyclic=False, in_loop=in_loop)
         elif op in (_c.ASSERT, _c.ASSERT_NOT):
-            self.sequence(list(av[1]), cyclic=False)
+            self.sequence(list(av[1]), cyclic=False, in_loop=in_loop)
         elif op is _c.ATOMIC_GROUP:
-            self.sequence(list(av), cyclic=False)
+            self.sequence(list(av), cyclic=False, in_loop=in_loop)
         elif op in (_c.GROUPREF, _c.GROUPREF_EXISTS):
             raise UnsafePattern("the pattern uses a backreference, which is not supported")
 

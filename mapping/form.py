@@ -18,6 +18,7 @@ from mapping._formats import validator
 from mapping.values import FieldError, check_value, parse_text
 
 __all__ = [
+    "NOT_FOR_THIS",
     "Ask",
     "Choose",
     "Done",
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 NOT_FOR_THIS: Final = "that button is not for this question"
+"""The error when an input does not fit the current step (a stale or forged button)."""
 _CLIP: Final = 200
 
 

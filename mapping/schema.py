@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -220,6 +221,11 @@ def _options(prop: dict[str, Any], path: str) -> tuple[Option, ...]:
             reason = f"option values must be strings, not {_clip(repr(value))}"
             raise UnsupportedSchema(reason, f"{path}.{where}")
         options.setdefault(value, Option(value=value, title=_text(title) or value or "(empty)"))
+    if where == "oneOf":
+        # under oneOf a value listed twice matches two branches, so no answer can ever pick it: not offered
+        counts = Counter(value for value, _ in pairs)
+        repeated = {value for value, count in counts.items() if count > 1}
+        options = {value: option for value, option in options.items() if value not in repeated}
     if not options:
         raise UnsupportedSchema("a choice needs at least one option", f"{path}.{where}")
     return tuple(options.values())

@@ -33,9 +33,8 @@ MAX_PATTERN_INPUT: Final = 500
 """Text checked against a `pattern` is at most this long: bounds the cost of the regexes we let through."""
 _MAX_NUMBER_TEXT: Final = 100
 _MAX_MAGNITUDE: Final = 300
-"""Typed numbers up to 1e300: finite as floats, and sane as JSON."""
-_MAX_BITS: Final = 1000
-"""Integers beyond 2**1000 (about 1e301) are refused before anything converts them to float."""
+_LARGEST: Final = float(f"1e{_MAX_MAGNITUDE}")
+"""Numbers beyond 1e300 are refused: finite as floats, sane as JSON, cheap to print."""
 _LISTED: Final = 10
 """Hints and reasons name at most this many options."""
 _NUMBER: Final = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -221,10 +220,13 @@ def _reason(field: Field, value: object) -> str | None:
         case TextField():
             return _text_reason(field, value)
         case NumberField():
-            if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _MAX_BITS:
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                return _number_rule(field, must=True)
+            if isinstance(value, float) and not math.isfinite(value):
+                return _number_rule(field, must=True)
+            if abs(value) > _LARGEST:  # exact for ints of any size; math.isfinite would overflow on them
                 return "is too large"
-            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-            if not ok or (field.integer and isinstance(value, float) and not value.is_integer()):
+            if field.integer and isinstance(value, float) and not value.is_integer():
                 return _number_rule(field, must=True)
             if (field.minimum is not None and value < field.minimum) or (
                 field.maximum is not None and value > field.maximum
@@ -343,7 +345,7 @@ def _length_reason(low: int | None, high: int | None, side: str) -> str:
 
 
 def _number(value: int | float) -> str:
-    if isinstance(value, int) and value.bit_length() > _MAX_BITS:
+    if isinstance(value, int) and abs(value) > _LARGEST:
         return "a huge number"  # str() of a very long int raises
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
         return str(int(value))
