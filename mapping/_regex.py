@@ -17,13 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from re import _constants as _c  # type: ignore[attr-defined]  # private, but the public sre_parse is deprecated
+from re import _parser as _p  # type: ignore[attr-defined]
 from typing import Any, Final
-
-try:  # the parser behind `re`; private but stable since 3.11 (`sre_parse` before, now deprecated)
-    from re import _constants as _c  # type: ignore[attr-defined]
-    from re import _parser as _p  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - a future Python without it: no screen, the input cap remains
-    _p = _c = None
 
 MAX_PATTERN_LENGTH: Final = 1000
 """Longer patterns are refused outright."""
@@ -97,8 +93,6 @@ def check_pattern(pattern: str) -> None:
         re.compile(pattern)
     except (re.error, RecursionError, OverflowError) as exc:
         raise UnsafePattern(f"the pattern is not a valid regular expression ({exc})") from None
-    if _p is None:  # pragma: no cover
-        return
     parsed = _p.parse(pattern)
     screen = _Screen(parsed.state)
     items = screen.flatten(parsed)
@@ -256,8 +250,8 @@ _CATEGORY_TESTS: Final[dict[str, Callable[[str], bool]]] = {
     "space": _any_case(str.isspace),
 }
 _DISJOINT: Final = frozenset({frozenset(("digit", "space")), frozenset(("word", "space"))})
-_CATEGORY_NAMES: Final[dict[Any, str]] = (
-    {_c.CATEGORY_DIGIT: "digit", _c.CATEGORY_WORD: "word", _c.CATEGORY_SPACE: "space"}
-    if _c is not None
-    else {}
-)
+_CATEGORY_NAMES: Final[dict[Any, str]] = {
+    _c.CATEGORY_DIGIT: "digit",
+    _c.CATEGORY_WORD: "word",
+    _c.CATEGORY_SPACE: "space",
+}

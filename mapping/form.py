@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final, TypeAlias
+from typing import Final, TypeAlias, TypeVar, cast
 
 from jsonschema.exceptions import best_match
 
@@ -38,6 +38,7 @@ __all__ = [
     "start",
 ]
 
+_V = TypeVar("_V", bound="Value | None")
 NOT_FOR_THIS: Final = "that button is not for this question"
 """The error when an input does not fit the current step (a stale or forged button)."""
 _CLIP: Final = 200
@@ -291,6 +292,6 @@ def _valid_index(index: object, options: tuple[object, ...]) -> bool:
     return isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(options)
 
 
-def _copy(value: Value | None) -> Value | None:
+def _copy(value: _V) -> _V:
     # lists are the one mutable Value: hand out copies so no surface can change the state behind its back
-    return list(value) if isinstance(value, list) else value
+    return cast(_V, list(value)) if isinstance(value, list) else value

@@ -188,8 +188,11 @@ def _number_field(prop: dict[str, Any], path: str, common: dict[str, Any], *, in
 
 def _multi_field(prop: dict[str, Any], path: str, common: dict[str, Any]) -> MultiChoiceField:
     items = prop.get("items")
-    is_choice = isinstance(items, dict) and ("enum" in items or "anyOf" in items or "oneOf" in items)
-    if not is_choice or items.get("type", "string") != "string":
+    if (
+        not isinstance(items, dict)
+        or not ("enum" in items or "anyOf" in items or "oneOf" in items)
+        or items.get("type", "string") != "string"
+    ):
         raise UnsupportedSchema(
             "arrays are only supported as multiple choice: items with a string enum or anyOf", path
         )

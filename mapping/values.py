@@ -9,7 +9,7 @@ import math
 import re
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Final
+from typing import Any, Final, cast
 
 from jsonschema import ValidationError
 from jsonschema.exceptions import best_match
@@ -26,6 +26,16 @@ from mapping._fields import (
     Value,
 )
 from mapping._formats import FORMAT_CHECKS, validator
+from mapping._phrases import (
+    FORMAT_HINTS,
+    FORMAT_REASONS,
+    clip,
+    length_hint,
+    length_reason,
+    number_rule,
+    number_text,
+    titles,
+)
 
 __all__ = ["MAX_PATTERN_INPUT", "FieldError", "check_value", "describe", "display_value", "parse_text"]
 
@@ -35,8 +45,6 @@ _MAX_NUMBER_TEXT: Final = 100
 _MAX_MAGNITUDE: Final = 300
 _LARGEST: Final = float(f"1e{_MAX_MAGNITUDE}")
 """Numbers beyond 1e300 are refused: finite as floats, sane as JSON, cheap to print."""
-_LISTED: Final = 10
-"""Hints and reasons name at most this many options."""
 _NUMBER: Final = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _YES: Final = frozenset({"yes", "y", "true", "t", "1", "on"})
 _NO: Final = frozenset({"no", "n", "false", "f", "0", "off"})
@@ -45,18 +53,6 @@ _DATE_TIME_TYPED: Final = re.compile(
     r"([0-9]{4}-[0-9]{2}-[0-9]{2})[Tt ]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(\.[0-9]{1,9})?)? ?"
     r"([Zz]|[+-][0-9]{2}:?[0-9]{2})?"
 )
-_FORMAT_REASONS: Final = {
-    TextFormat.EMAIL: "not an email address",
-    TextFormat.URI: "not a URL (it needs a scheme, like https://example.com)",
-    TextFormat.DATE: "not a date (write it as YYYY-MM-DD, like 2025-06-18)",
-    TextFormat.DATE_TIME: "not a date and time (write it like 2025-06-18T14:30:00Z)",
-}
-_FORMAT_HINTS: Final = {
-    TextFormat.EMAIL: "an email address",
-    TextFormat.URI: "a URL (like https://example.com)",
-    TextFormat.DATE: "a date (YYYY-MM-DD)",
-    TextFormat.DATE_TIME: "a date and time (like 2025-06-18T14:30:00Z)",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +73,7 @@ def parse_text(field: Field, raw: str) -> Value | FieldError:
         case TextField():
             value = _typed_text(field, text)
         case NumberField():
-            value = _typed_number(field, text)
+            value = _typednumber_text(field, text)
         case BoolField():
             value = _typed_bool(field, text)
         case ChoiceField():
@@ -114,7 +110,7 @@ def display_value(field: Field, value: Value | None) -> str:
         titles = [(o.title if (o := field.option(v)) is not None else str(v)) for v in value]
         return ", ".join(titles) if titles else "none"
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return _number(value)
+        return number_text(value)
     return str(value)
 
 
@@ -122,20 +118,20 @@ def describe(field: Field) -> str:
     """A short hint of what `field` expects: `"a whole number from 1 to 12"`, `"an email address"`."""
     match field:
         case TextField():
-            parts = [_FORMAT_HINTS[field.format] if field.format is not None else "text"]
-            parts.extend(_length_hint(field.min_length, field.max_length, "character"))
+            parts = [FORMAT_HINTS[field.format] if field.format is not None else "text"]
+            parts.extend(length_hint(field.min_length, field.max_length, "character"))
             if field.pattern is not None:
                 parts.append(f"matching {field.pattern}")
             return ", ".join(parts)
         case NumberField():
-            return _number_rule(field)
+            return number_rule(field)
         case BoolField():
             return "yes or no"
         case ChoiceField():
-            return f"one of: {_titles(field.options)}"
+            return f"one of: {titles(field.options)}"
         case MultiChoiceField():
-            hint = f"any of: {_titles(field.options)}"
-            pick = _length_hint(field.min_items, field.max_items, "")
+            hint = f"any of: {titles(field.options)}"
+            pick = length_hint(field.min_items, field.max_items, "")
             return f"{hint} (pick {pick[0]})" if pick else hint
     return "an answer"
 
@@ -144,7 +140,7 @@ def _typed_text(field: TextField, text: str) -> str | FieldError:
     if field.format is TextFormat.DATE_TIME:
         match = _DATE_TIME_TYPED.fullmatch(text)
         if match is None:
-            return FieldError(field.name, _FORMAT_REASONS[TextFormat.DATE_TIME])
+            return FieldError(field.name, FORMAT_REASONS[TextFormat.DATE_TIME])
         date, hour, minute, second, fraction, zone = match.groups()
         if zone is None:
             return FieldError(field.name, "needs a time zone: add Z for UTC, or an offset like +02:00")
@@ -154,16 +150,16 @@ def _typed_text(field: TextField, text: str) -> str | FieldError:
     return text
 
 
-def _typed_number(field: NumberField, text: str) -> int | float | FieldError:
+def _typednumber_text(field: NumberField, text: str) -> int | float | FieldError:
     text = text.replace("\u2212", "-")  # the minus sign some phone keyboards offer
     if len(text) > _MAX_NUMBER_TEXT or not _NUMBER.fullmatch(text):
-        return FieldError(field.name, _number_rule(field, must=True))
+        return FieldError(field.name, number_rule(field, must=True))
     number = Decimal(text)
     if number != 0 and number.adjusted() > _MAX_MAGNITUDE:
         return FieldError(field.name, "is too large")
     if field.integer:
         if number != number.to_integral_value():
-            return FieldError(field.name, _number_rule(field, must=True))
+            return FieldError(field.name, number_rule(field, must=True))
         return int(number)
     if "." in text or "e" in text.lower():
         return float(number)
@@ -192,10 +188,10 @@ def _find_option(options: tuple[Option, ...], text: str) -> Option | str:
         if len(matches) == 1:
             return matches[0]
         if matches:
-            return f"matches more than one option ({_titles(tuple(matches))}); type its number instead"
+            return f"matches more than one option ({titles(tuple(matches))}); type its number instead"
     if text.isascii() and text.isdigit() and len(text) <= 9 and 1 <= int(text) <= len(options):
         return options[int(text) - 1]
-    return f"is not one of the options: {_titles(options)}"
+    return f"is not one of the options: {titles(options)}"
 
 
 def _typed_choices(field: MultiChoiceField, text: str) -> list[str] | FieldError:
@@ -210,7 +206,7 @@ def _typed_choices(field: MultiChoiceField, text: str) -> list[str] | FieldError
             continue
         option = _find_option(field.options, piece.strip())
         if not isinstance(option, Option):
-            return FieldError(field.name, f"“{_clip(piece.strip())}” {option}")
+            return FieldError(field.name, f"“{clip(piece.strip())}” {option}")
         chosen.add(option.value)
     return [o.value for o in field.options if o.value in chosen]
 
@@ -221,23 +217,23 @@ def _reason(field: Field, value: object) -> str | None:
             return _text_reason(field, value)
         case NumberField():
             if not isinstance(value, int | float) or isinstance(value, bool):
-                return _number_rule(field, must=True)
+                return number_rule(field, must=True)
             if isinstance(value, float) and not math.isfinite(value):
-                return _number_rule(field, must=True)
+                return number_rule(field, must=True)
             if abs(value) > _LARGEST:  # exact for ints of any size; math.isfinite would overflow on them
                 return "is too large"
             if field.integer and isinstance(value, float) and not value.is_integer():
-                return _number_rule(field, must=True)
+                return number_rule(field, must=True)
             if (field.minimum is not None and value < field.minimum) or (
                 field.maximum is not None and value > field.maximum
             ):
-                return _number_rule(field, must=True)
+                return number_rule(field, must=True)
             return None
         case BoolField():
             return None if isinstance(value, bool) else "must be yes or no"
         case ChoiceField():
             if field.option(value) is None:
-                return f"is not one of the options: {_titles(field.options)}"
+                return f"is not one of the options: {titles(field.options)}"
             return None
         case MultiChoiceField():
             return _choices_reason(field, value)
@@ -248,11 +244,11 @@ def _text_reason(field: TextField, value: object) -> str | None:
     if not isinstance(value, str):
         return "must be text"
     if field.min_length is not None and len(value) < field.min_length:
-        return _length_reason(field.min_length, field.max_length, "at least")
+        return length_reason(field.min_length, field.max_length, "at least")
     if field.max_length is not None and len(value) > field.max_length:
-        return _length_reason(field.min_length, field.max_length, "at most")
+        return length_reason(field.min_length, field.max_length, "at most")
     if field.format is not None and not FORMAT_CHECKS[field.format](value):
-        return _FORMAT_REASONS[field.format]
+        return FORMAT_REASONS[field.format]
     if field.pattern is not None:
         if len(value) > MAX_PATTERN_INPUT:
             return f"at most {MAX_PATTERN_INPUT} characters"
@@ -271,7 +267,7 @@ def _choices_reason(field: MultiChoiceField, value: object) -> str | None:
     for item in value:
         option = field.option(item)
         if option is None:
-            return f"“{_clip(str(item))}” is not one of the options: {_titles(field.options)}"
+            return f"“{clip(str(item))}” is not one of the options: {titles(field.options)}"
         if item in seen:
             return f"lists {option.title} twice"
         seen.add(item)
@@ -284,12 +280,12 @@ def _choices_reason(field: MultiChoiceField, value: object) -> str | None:
 
 def _schema_reason(field: Field, value: object) -> str | None:
     """Keywords the field types do not model (`exclusiveMinimum`, `multipleOf`, ...), via jsonschema."""
-    error: ValidationError | None = best_match(validator(field.schema).iter_errors(value))
+    error: ValidationError | None = best_match(validator(field.schema).iter_errors(cast(Any, value)))
     if error is None:
         return None
-    expected = error.validator_value
+    expected: Any = error.validator_value
     is_number = isinstance(expected, int | float) and not isinstance(expected, bool)
-    shown = _number(expected) if is_number else None
+    shown = number_text(expected) if is_number else None
     reasons = {
         "exclusiveMinimum": f"must be greater than {shown}",
         "exclusiveMaximum": f"must be less than {shown}",
@@ -299,63 +295,4 @@ def _schema_reason(field: Field, value: object) -> str | None:
         "pattern": f"does not match the required pattern {expected}",
         "format": f"is not a valid {expected}",
     }
-    return reasons.get(str(error.validator), f"does not fit the form's rules ({_clip(error.message)})")
-
-
-def _number_rule(field: NumberField, *, must: bool = False) -> str:
-    kind = "a whole number" if field.integer else "a number"
-    low, high = field.minimum, field.maximum
-    if low is not None and high is not None:
-        low_text, high_text = _number(low), _number(high)
-        rule = (
-            f"{kind} between {low_text} and {high_text}" if must else f"{kind} from {low_text} to {high_text}"
-        )
-    elif low is not None:
-        rule = f"{kind}, at least {_number(low)}"
-    elif high is not None:
-        rule = f"{kind}, at most {_number(high)}"
-    else:
-        rule = kind
-    for key, words in (("exclusiveMinimum", "greater than"), ("exclusiveMaximum", "less than")):
-        bound = field.schema.get(key)
-        if isinstance(bound, int | float) and not isinstance(bound, bool):
-            rule += f", {words} {_number(bound)}"
-    return f"must be {rule}" if must else rule
-
-
-def _length_hint(low: int | None, high: int | None, unit: str) -> list[str]:
-    def units(n: int) -> str:
-        return f"{n} {unit}{'' if n == 1 else 's'}" if unit else str(n)
-
-    low = low or None  # zero is no lower bound at all
-    if low is not None and high is not None:
-        return [f"exactly {units(low)}" if low == high else f"{low} to {units(high)}"]
-    if low is not None:
-        return [f"at least {units(low)}"]
-    if high is not None:
-        return [f"at most {units(high)}"]
-    return []
-
-
-def _length_reason(low: int | None, high: int | None, side: str) -> str:
-    if low is not None and low == high:
-        return f"exactly {low} character{'' if low == 1 else 's'}"
-    n = low if side == "at least" else high
-    return f"{side} {n} character{'' if n == 1 else 's'}"
-
-
-def _number(value: int | float) -> str:
-    if isinstance(value, int) and abs(value) > _LARGEST:
-        return "a huge number"  # str() of a very long int raises
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
-        return str(int(value))
-    return repr(value) if isinstance(value, float) else str(value)
-
-
-def _titles(options: tuple[Option, ...]) -> str:
-    shown = ", ".join(_clip(o.title) for o in options[:_LISTED])
-    return shown if len(options) <= _LISTED else f"{shown}, … ({len(options)} options)"
-
-
-def _clip(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return reasons.get(str(error.validator), f"does not fit the form's rules ({clip(error.message)})")
