@@ -1,8 +1,8 @@
 """The mapping's exceptions. Pure.
 
-    MappingError
-     ├── InvalidParams        elicitation params that are not the shape MCP defines
-     └── UnsupportedSchema    a requestedSchema outside what the spec allows (or broken JSON Schema)
+MappingError
+ ├── InvalidParams        elicitation params that are not the shape MCP defines
+ └── UnsupportedSchema    a requestedSchema outside what the spec allows (or broken JSON Schema)
 """
 
 from __future__ import annotations

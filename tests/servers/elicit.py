@@ -212,6 +212,16 @@ def build_server(tripwire: Tripwire | None = None) -> MCPServer[_State]:
         raise AssertionError("unreachable: the process ends once the question is sent")
 
     @server.tool()
+    async def long_text(chars: int = 10_000, line: int = 60) -> str:
+        """Numbered lines of filler adding up to `chars` characters (results longer than one chat message)."""
+        lines, total = [], 0
+        while total < chars:
+            text = f"{len(lines) + 1:05d} " + "x" * max(0, line - 7)
+            lines.append(text)
+            total += len(text) + 1
+        return "\n".join(lines)[:chars]
+
+    @server.tool()
     async def whoami(ctx: Context[_State]) -> str:
         """JSON: pid, connection (per stdio process / in-process client), caller, protocol, client name."""
         client = ctx.session.client_params

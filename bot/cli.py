@@ -1,0 +1,71 @@
+"""Command line: `toolnexus-bot [--config PATH]`, `toolnexus-bot check`, `toolnexus-bot console`. Does I/O.
+
+Config is read here and only here. Exit status: 0 fine, 1 a server check failed, 2 a bad config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+import anyio
+
+from bot.config import Config, ConfigError, load_config, parse_config
+from bot.logs import setup_logging
+
+DEMO_CONFIG = {"servers": {"demo": {"command": "python", "args": ["-m", "bot.demo_server"], "title": "Demo"}}}
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="PATH", help="TOML config (see config.example.toml)")
+    common.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser = argparse.ArgumentParser(
+        prog="toolnexus-bot",
+        description="A Telegram bot that is an MCP client. Without a sub-command it runs the bot.",
+        parents=[common],
+    )
+    sub = parser.add_subparsers(dest="command", metavar="{run,check,console}")
+    sub.add_parser("run", parents=[common], help="run the Telegram bot (the default)")
+    sub.add_parser("check", parents=[common], help="validate the config and connect to every server")
+    sub.add_parser(
+        "console", parents=[common], help="the bridge in this terminal (demo server without --config)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `toolnexus-bot` script and `python -m bot`."""
+    args = _parser().parse_args(argv)
+    command = args.command or "run"
+    try:
+        config = _load(args.config, command)
+        token = config.require_telegram().get() if command == "run" else ""
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"config error: {problem}", file=sys.stderr)
+        return 2
+    setup_logging(
+        "WARNING" if command == "console" and args.log_level == "INFO" else args.log_level, (token,)
+    )
+    if command == "check":
+        from bot.check import check
+
+        return anyio.run(check, config)
+    if command == "console":
+        from bot.console_main import run_console
+
+        return anyio.run(run_console, config)
+    from bot.app import run_bot
+
+    return anyio.run(run_bot, config)
+
+
+def _load(path: str | None, command: str) -> Config:
+    if path is not None:
+        return load_config(path)
+    if command == "console":
+        return parse_config(DEMO_CONFIG, os.environ)
+    raise ConfigError([f"--config: required for {command!r} (try: --config config.example.toml)"])

@@ -1,0 +1,214 @@
+"""One MCP `Client` per owner task: connect, notice when the server goes away, close. Does I/O.
+
+anyio contexts must be exited by the task that entered them, so each `Client` lives inside
+`Connection.own()`, which a long-lived task group runs; callers only borrow `connection.client`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx2
+from anyio.abc import TaskStatus
+from mcp import Client, StdioServerParameters, stdio_client
+from mcp.client import ClientRequestContext, IncomingMessage
+from mcp.client._transport import Transport, TransportStreams
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import ElicitRequestParams, ElicitResult, ErrorData, Implementation
+
+from bot.config import ServerConfig
+
+logger = logging.getLogger(__name__)
+
+ElicitHandler = Callable[
+    ["Connection", ClientRequestContext, ElicitRequestParams], Awaitable[ElicitResult | ErrorData]
+]
+MessageHandler = Callable[["Connection", IncomingMessage], Awaitable[None]]
+
+CLIENT_INFO = Implementation(name="toolnexus-bot", version="0.1.0")
+
+
+class _WatchedStream:
+    """A read stream that sets `gone` when the server side ends (EOF or a transport error)."""
+
+    def __init__(self, inner: Any, gone: anyio.Event) -> None:
+        self._inner = inner
+        self._gone = gone
+
+    async def receive(self) -> Any:
+        try:
+            item = await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._gone.set()
+            raise
+        return item
+
+    def __aiter__(self) -> _WatchedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedStream:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._inner.__aexit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def default_transport(server: ServerConfig) -> Transport:
+    """stdio for `command`, streamable HTTP (with the configured headers) for `url`."""
+    if server.url is not None:
+        return _http(server)
+    assert server.command is not None
+    params = StdioServerParameters(
+        command=server.command, args=list(server.args), env=dict(server.env) or None, cwd=server.cwd
+    )
+    return stdio_client(params, errlog=sys.stderr)
+
+
+@asynccontextmanager
+async def _http(server: ServerConfig) -> AsyncIterator[TransportStreams]:
+    # The SDK leaves a client it was given open, so this transport owns (and closes) its own.
+    assert server.url is not None
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with (
+        httpx2.AsyncClient(headers=server.reveal_headers(), timeout=timeout, follow_redirects=False) as http,
+        streamable_http_client(server.url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+@asynccontextmanager
+async def _watched(transport: Transport, gone: anyio.Event) -> AsyncIterator[TransportStreams]:
+    async with transport as (read, write):
+        yield _WatchedStream(read, gone), write  # type: ignore[misc]
+
+
+class Connection:
+    """An MCP session for one key (a server, and a person unless the server is shared)."""
+
+    def __init__(
+        self,
+        server: ServerConfig,
+        key: Hashable,
+        on_elicit: ElicitHandler,
+        on_message: MessageHandler,
+        transport: Callable[[ServerConfig], Any] | None = None,
+    ) -> None:
+        self.server = server
+        self.key = key
+        self.client: Client | None = None
+        self.gone = anyio.Event()
+        """Set when the session ended for any reason (server died, closed, failed to connect)."""
+        self.closing = False
+        self.active_calls = 0
+        self.open_prompts = 0
+        self.last_used = anyio.current_time()
+        self.error: str | None = None
+        self._stop = anyio.Event()
+        self._changed = anyio.Event()
+        self._on_elicit = on_elicit
+        self._on_message = on_message
+        self._transport = transport or default_transport
+
+    @property
+    def protocol(self) -> str | None:
+        return self.client.protocol_version if self.client is not None else None
+
+    @property
+    def idle(self) -> bool:
+        return self.active_calls == 0 and self.open_prompts == 0
+
+    @property
+    def changed(self) -> anyio.Event:
+        """Set (and replaced) whenever `open_prompts` changes; capture it before checking the count."""
+        return self._changed
+
+    def prompt_opened(self, delta: int) -> None:
+        self.open_prompts += delta
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def close(self) -> None:
+        """Ask the owner task to leave the session (it exits in its own task)."""
+        self.closing = True
+        self._stop.set()
+
+    async def own(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run the session until closed or gone; reports readiness (or the connect error) via task_status."""
+        started = False
+        try:
+            target = self._transport(self.server)
+            client = Client(
+                _watched(target, self.gone) if _is_transport(target) else target,
+                elicitation_callback=self._elicit,
+                message_handler=self._message,
+                mode=self.server.protocol.value,
+                read_timeout_seconds=None,
+                client_info=CLIENT_INFO,
+            )
+            async with client:
+                self.client = client
+                task_status.started()
+                started = True
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_set_when, self.gone, self._stop)
+                    await self._stop.wait()
+                    tg.cancel_scope.cancel()
+        except Exception as exc:
+            self.error = describe_error(exc)
+            if not self.closing:
+                logger.warning("MCP server %s: %s", self.server.name, self.error)
+        finally:
+            self.client = None
+            self.gone.set()
+            if not started:
+                task_status.started()
+
+    async def _elicit(
+        self, ctx: ClientRequestContext, params: ElicitRequestParams
+    ) -> ElicitResult | ErrorData:
+        return await self._on_elicit(self, ctx, params)
+
+    async def _message(self, message: IncomingMessage) -> None:
+        await self._on_message(self, message)
+
+
+def _is_transport(target: object) -> bool:
+    """A transport is an async context manager of streams; anything else (an in-process server) goes as is."""
+    return hasattr(target, "__aenter__") and not hasattr(target, "call_tool") and not hasattr(target, "run")
+
+
+async def _set_when(gone: anyio.Event, stop: anyio.Event) -> None:
+    await gone.wait()
+    stop.set()
+
+
+def describe_error(exc: BaseException) -> str:
+    """One readable line for a connect or transport failure (ExceptionGroups unwrapped)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe_error(e) for e in exc.exceptions)
+    if isinstance(exc, httpx2.ConnectError):
+        return "cannot connect"
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {exc.filename or exc}"
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -1,0 +1,362 @@
+"""The terminal host: the same bridge as the Telegram bot, with prompts as plain questions. Does I/O.
+
+Reads commands and answers line by line, so it works interactively and with a pipe:
+`printf '/call demo deploy\\n2\\ny\\ns\\n' | toolnexus-bot console`.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import TextIO
+
+import anyio
+from anyio.abc import TaskGroup
+
+from bot.call_args import CallArgsError, missing_required, parse_arguments, split_call, sub_schema
+from bot.mcp_hub import Hub, Unavailable
+from bot.prompts import Prompt, PromptRegistry
+from bot.surface import OUTCOME_TEXT, CallStatus, Origin, Outcome, Progress, ToolInfo, ToolOutcome
+from mapping import (
+    DECLINED,
+    Answer,
+    Ask,
+    BoolField,
+    ChoiceField,
+    Finished,
+    FormSpec,
+    Keep,
+    MultiChoiceField,
+    Review,
+    Skip,
+    Submit,
+    TextInput,
+    UnsupportedSchema,
+    apply,
+    describe,
+    display_value,
+    parse_schema,
+    start,
+)
+from mapping.form import Edit, FormState
+from mapping.urls import check_url
+
+CONSOLE_USER = Origin(chat_id=0, user_id=0)
+HELP = """Commands:
+  /servers                      the configured servers
+  /tools [server]               list tools
+  /call <server> <tool> [args]  call a tool; args: a JSON object or key=value pairs
+  /call <tool> [args]           when the tool name is unique
+  /cancel                       cancel the running call
+  /help, /quit
+While a question is asked: type the answer; Enter keeps the shown value; /skip, /decline, /cancel."""
+
+
+class LineReader:
+    """Lines from a text stream, read by a daemon thread so a blocked read never holds up exit."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._send, self._receive = anyio.create_memory_object_stream[str | None](1000)
+        self._stream = stream
+
+    def start(self) -> None:
+        token = anyio.lowlevel.current_token()
+
+        def pump() -> None:
+            for line in self._stream:
+                anyio.from_thread.run_sync(self._send.send_nowait, line.rstrip("\r\n"), token=token)
+            anyio.from_thread.run_sync(self._send.send_nowait, None, token=token)
+
+        threading.Thread(target=pump, name="console-stdin", daemon=True).start()
+
+    async def readline(self) -> str | None:
+        """The next line, or None at end of input."""
+        try:
+            return await self._receive.receive()
+        except anyio.EndOfStream:
+            return None
+
+
+class Console:
+    """A `Surface` for one person at a terminal."""
+
+    def __init__(self, reader: LineReader, write: Callable[[str], None] | None = None) -> None:
+        self.reader = reader
+        self.hub: Hub | None = None
+        self.prompts: PromptRegistry | None = None
+        self._write = write or _stdout
+        self._turn = anyio.Lock()
+        self._scopes: dict[str, anyio.CancelScope] = {}
+        self._tg: TaskGroup | None = None
+        self._eof = False
+
+    def say(self, text: str = "") -> None:
+        self._write(text)
+
+    # -- Surface -------------------------------------------------------------------------------------
+
+    async def show_prompt(self, prompt: Prompt) -> None:
+        assert self._tg is not None
+        self._tg.start_soon(self._interact, prompt)
+
+    async def settle_prompt(self, prompt: Prompt, outcome: Outcome) -> None:
+        scope = self._scopes.pop(prompt.token, None)
+        if scope is not None:
+            scope.cancel()
+        if outcome is Outcome.ANSWERED and prompt.request.url is not None:
+            self.say(f"  Open this link in your browser:\n  {prompt.request.url}")
+            if prompt.awaits_completion:
+                assert self._tg is not None
+                self._tg.start_soon(self._await_completion, prompt)
+            return
+        if outcome is not Outcome.ANSWERED:
+            self.say(f"  [{prompt.server}] {OUTCOME_TEXT[outcome]}.")
+
+    async def report_unsupported(self, origin: Origin, server: str, message: str, reason: str) -> None:
+        self.say(f"[{server}] asked something this client cannot show: {reason}\n  ({message})")
+
+    # -- the command loop ----------------------------------------------------------------------------
+
+    async def run(self, hub: Hub, prompts: PromptRegistry) -> None:
+        """Read commands until /quit or end of input."""
+        self.hub, self.prompts = hub, prompts
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            self.say("toolnexus console. /help for commands.")
+            while (line := await self._next_line()) is not None:
+                if line.strip() in ("/quit", "/exit"):
+                    break
+                await self.command(line.strip())
+            tg.cancel_scope.cancel()
+
+    async def _next_line(self) -> str | None:
+        if self._eof:
+            return None
+        line = await self.reader.readline()
+        self._eof = line is None
+        return line
+
+    async def command(self, line: str) -> None:
+        assert self.hub is not None
+        if not line:
+            return
+        word, _, rest = line.partition(" ")
+        if word in ("/help", "/start"):
+            self.say(HELP)
+        elif word == "/servers":
+            for status in [await self.hub.probe(name, CONSOLE_USER) for name in self.hub.server_names()]:
+                state = (
+                    f"ok, {status.tool_count} tools, {status.protocol}"
+                    if status.connected
+                    else f"unavailable: {status.error}"
+                )
+                self.say(f"  {status.name} ({status.transport}): {state}")
+        elif word == "/tools":
+            for name in [rest.strip()] if rest.strip() else self.hub.server_names():
+                try:
+                    tools = await self.hub.list_tools(name, CONSOLE_USER)
+                except Unavailable as exc:
+                    self.say(f"  {name}: unavailable: {exc.reason}")
+                    continue
+                for tool in tools:
+                    self.say(
+                        f"  {name} {tool.name}"
+                        + (f": {_first_line(tool.description)}" if tool.description else "")
+                    )
+        elif word == "/call":
+            await self._call(rest)
+        elif word == "/cancel":
+            self.say(f"  cancelled {self.hub.cancel(CONSOLE_USER)}")
+        else:
+            self.say("  Unknown command. /help lists them.")
+
+    async def _call(self, text: str) -> None:
+        assert self.hub is not None
+        try:
+            cmd = split_call(text, self.hub.server_names())
+        except CallArgsError as exc:
+            self.say(f"  {exc}")
+            return
+        tool = await self._find_tool(cmd.server, cmd.tool)
+        if tool is None:
+            return
+        try:
+            args = parse_arguments(cmd.raw_args, tool.input_schema)
+        except CallArgsError as exc:
+            self.say(f"  {exc}")
+            return
+        missing = missing_required(tool.input_schema, args)
+        if missing:
+            extra = await self._ask_arguments(tool, missing)
+            if extra is None:
+                self.say("  Not called.")
+                return
+            args.update(extra)
+        self.say(f"  Calling {tool.server}/{tool.name}...")
+        outcome = await self.hub.call_tool(tool.server, tool.name, args, CONSOLE_USER, self._progress)
+        self._show_outcome(outcome)
+
+    async def _find_tool(self, server: str | None, name: str) -> ToolInfo | None:
+        assert self.hub is not None
+        found: list[ToolInfo] = []
+        for candidate in [server] if server else self.hub.server_names():
+            try:
+                found += [t for t in await self.hub.list_tools(candidate, CONSOLE_USER) if t.name == name]
+            except Unavailable as exc:
+                if server:
+                    self.say(f"  {server}: unavailable: {exc.reason}")
+                    return None
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            self.say(f"  No tool named {name!r}." + ("" if server else " Try /tools."))
+        else:
+            self.say(
+                f"  {name!r} is on several servers: "
+                + ", ".join(t.server for t in found)
+                + "; name the server."
+            )
+        return None
+
+    async def _ask_arguments(self, tool: ToolInfo, names: list[str]) -> dict[str, object] | None:
+        try:
+            spec = parse_schema(sub_schema(tool.input_schema, names))
+        except UnsupportedSchema as exc:
+            self.say(f"  {tool.name} needs {', '.join(names)}; pass them as JSON ({exc.reason}).")
+            return None
+        self.say(f"  {tool.name} needs some arguments.")
+        answer = await self._walk_form(spec)
+        return answer if isinstance(answer, dict) else None
+
+    async def _progress(self, progress: Progress) -> None:
+        fraction = progress.fraction
+        bar = f"{fraction:.0%}" if fraction is not None else f"{progress.progress:g}"
+        self.say(f"  ... {bar}" + (f" {progress.message}" if progress.message else ""))
+
+    def _show_outcome(self, outcome: ToolOutcome) -> None:
+        label = {CallStatus.OK: "Result", CallStatus.TOOL_ERROR: "Tool error"}.get(
+            outcome.status, outcome.status.value.replace("_", " ").capitalize()
+        )
+        self.say(f"{label}:\n{outcome.text}" if outcome.text else f"{label}.")
+
+    # -- prompts -------------------------------------------------------------------------------------
+
+    async def _interact(self, prompt: Prompt) -> None:
+        async with self._turn:
+            if not prompt.pending:
+                return
+            with anyio.CancelScope() as scope:
+                self._scopes[prompt.token] = scope
+                answer = await self._ask(prompt)
+                assert self.prompts is not None
+                self.prompts.answer(prompt, answer)
+            self._scopes.pop(prompt.token, None)
+
+    async def _ask(self, prompt: Prompt) -> Answer:
+        request = prompt.request
+        self.say(f"\n[{prompt.server}] asks: {request.prompt}")
+        if request.url is not None:
+            check = check_url(request.url)
+            self.say(f"  Link: {request.url}\n  Host: {check.host}")
+            for warning in check.warnings:
+                self.say(f"  Warning: {warning}")
+            while True:
+                self.say(f"  Open {check.host}? [y]es / /decline / /cancel")
+                line = await self._next_line()
+                if line is None or line.strip() == "/cancel":
+                    return Answer(request.id, ok=False, reason="cancelled")
+                if line.strip() == "/decline":
+                    return Answer(request.id, ok=False, reason=DECLINED)
+                if line.strip().lower() in ("y", "yes", "open"):
+                    return Answer(request.id, ok=True)
+        assert prompt.form is not None
+        content = await self._walk_form(prompt.form)
+        if isinstance(content, dict):
+            return Answer(request.id, ok=True, data=content)
+        return Answer(request.id, ok=False, reason=content)
+
+    async def _walk_form(self, spec: FormSpec) -> dict[str, object] | str:
+        """Walk a form; the content, or the reason it was not sent ("declined"/"cancelled")."""
+        state: FormState = start(spec)
+        while not isinstance(state.step, Finished):
+            step = state.step
+            self._show_step(step)
+            line = await self._next_line()
+            if line is None or line.strip() == "/cancel":
+                return "cancelled"
+            raw = line.strip()
+            if raw == "/decline":
+                return DECLINED
+            if isinstance(step, Review):
+                if raw.lower() in ("s", "submit", "y", "yes", "ok"):
+                    state = apply(state, Submit())
+                elif raw.isdigit() and 1 <= int(raw) <= len(step.rows):
+                    state = apply(state, Edit(step.rows[int(raw) - 1][0].name))
+                else:
+                    self.say("  Type s to submit, a field number to change it, /decline or /cancel.")
+                continue
+            if raw == "" and step.current is not None:
+                state = apply(state, Keep())
+            elif raw == "/skip":
+                state = apply(state, Skip())
+            else:
+                state = apply(state, TextInput(raw))
+        return dict(state.step.content)
+
+    def _show_step(self, step: Ask | Review) -> None:
+        if isinstance(step, Review):
+            if step.error:
+                self.say(f"  ! {step.error}")
+            self.say("  Review:" if step.rows else "  Confirm?")
+            for number, (field, value) in enumerate(step.rows, 1):
+                self.say(f"   {number}. {field.title}: {display_value(field, value)}")
+            self.say(
+                "  s = submit"
+                + (", a number = change that field" if step.rows else "")
+                + ", /decline, /cancel"
+            )
+            return
+        field = step.field
+        if step.error:
+            self.say(f"  ! {step.error}")
+        need = "required" if field.required else "optional, /skip to leave empty"
+        self.say(f"  ({step.index + 1}/{step.total}) {field.title} ({need})")
+        if field.description:
+            self.say(f"    {field.description}")
+        if isinstance(field, ChoiceField | MultiChoiceField):
+            for number, option in enumerate(field.options, 1):
+                self.say(f"    {number}) {option.title}")
+            if isinstance(field, MultiChoiceField):
+                self.say("    (numbers separated by commas)")
+        elif isinstance(field, BoolField):
+            self.say("    y / n")
+        else:
+            self.say(f"    {describe(field)}")
+        if step.current is not None:
+            self.say(f"    Enter keeps: {display_value(field, step.current)}")
+
+    async def _await_completion(self, prompt: Prompt) -> None:
+        async with self._turn:
+            if prompt.completed.is_set():
+                return
+            with anyio.CancelScope() as scope:
+                self._scopes[prompt.token] = scope
+                self.say("  Press Enter when you have finished there (or /cancel).")
+                line = await self._next_line()
+                assert self.prompts is not None
+                if line is None or line.strip() == "/cancel":
+                    assert self.hub is not None
+                    self.hub.cancel(CONSOLE_USER)
+                else:
+                    self.prompts.complete_by_hand(prompt)
+            self._scopes.pop(prompt.token, None)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _stdout(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()

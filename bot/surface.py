@@ -1,0 +1,138 @@
+"""The seam between the MCP side and a chat surface (Telegram, terminal). Plain data only, no I/O here.
+
+No MCP or Telegram type crosses this seam: a surface sees `mapping` types (`Request`, `Answer`, `FormSpec`)
+and the small values below; the hub sees only `Answer`s coming back through the prompt registry.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from bot.prompts import Prompt
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Who caused a tool call, and where: prompts go there and only this user may answer them."""
+
+    chat_id: int
+    user_id: int
+
+    @property
+    def is_private(self) -> bool:
+        """Telegram private chats have the user's id as chat id (groups are negative)."""
+        return self.chat_id == self.user_id
+
+
+class Outcome(enum.StrEnum):
+    """How a prompt ended; every card is settled with exactly one of these (URL prompts may add COMPLETED)."""
+
+    ANSWERED = "answered"
+    DECLINED = "declined"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    SERVER_CANCELLED = "server_cancelled"
+    SERVER_GONE = "server_gone"
+    SHUTDOWN = "shutdown"
+    UNDELIVERABLE = "undeliverable"
+    COMPLETED = "completed"
+    """A URL prompt the server (or the person, for a retry) reported as done after consent."""
+
+
+class CallStatus(enum.StrEnum):
+    """How a tool call ended."""
+
+    OK = "ok"
+    TOOL_ERROR = "tool_error"
+    """The tool ran and reported `isError`."""
+    FAILED = "failed"
+    """A protocol error (JSON-RPC error, bad arguments, unknown tool)."""
+    UNAVAILABLE = "unavailable"
+    """The server could not be reached or went away."""
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInfo:
+    """A tool as a surface lists it."""
+
+    server: str
+    name: str
+    title: str | None
+    description: str | None
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStatus:
+    """One configured server, as `/servers` and `check` show it."""
+
+    name: str
+    title: str | None
+    transport: str
+    connected: bool
+    protocol: str | None = None
+    tool_count: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """A finished tool call, rendered to plain text by the MCP edge."""
+
+    status: CallStatus
+    text: str
+    structured: dict[str, Any] | None = None
+    blocks: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A progress notification for a running call."""
+
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        if not self.total or self.total <= 0:
+            return None
+        return max(0.0, min(1.0, self.progress / self.total))
+
+
+class Surface(Protocol):
+    """What a chat surface implements so the hub can reach a person."""
+
+    async def show_prompt(self, prompt: Prompt) -> None:
+        """Show a newly pending prompt. Answers come back through `PromptRegistry.answer`.
+
+        A surface that cannot show it at all answers it itself (e.g. `reason="undeliverable"`).
+        """
+        ...
+
+    async def settle_prompt(self, prompt: Prompt, outcome: Outcome) -> None:
+        """Mark a prompt's card as ended (buttons removed), or, for URL consent, as consented/completed."""
+        ...
+
+    async def report_unsupported(self, origin: Origin, server: str, message: str, reason: str) -> None:
+        """Tell the person a server asked something that cannot be shown (the server gets a JSON-RPC error)."""
+        ...
+
+
+OUTCOME_TEXT: dict[Outcome, str] = {
+    Outcome.ANSWERED: "Answer sent",
+    Outcome.DECLINED: "Declined",
+    Outcome.CANCELLED: "Cancelled",
+    Outcome.EXPIRED: "Expired: nobody answered in time",
+    Outcome.SERVER_CANCELLED: "Cancelled by the server",
+    Outcome.SERVER_GONE: "The server went away",
+    Outcome.SHUTDOWN: "Cancelled: the bot is stopping",
+    Outcome.UNDELIVERABLE: "Cancelled: could not be delivered",
+    Outcome.COMPLETED: "Done",
+}
+"""How each outcome reads on a settled card (both hosts use the same words)."""

@@ -1,0 +1,378 @@
+"""The MCP side end to end: real test servers (in-process, stdio), the real hub and registry, a recording surface."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+
+from bot.surface import CallStatus, Outcome, Progress
+from mapping import RequestKind, SetBool, Submit, TextInput
+from tests.bot.support import (
+    ALICE,
+    BOB,
+    cancel,
+    decline,
+    fill,
+    make_config,
+    placeholder,
+    running_hub,
+    stdio_server,
+)
+from tests.servers.elicit import build_server
+
+pytestmark = pytest.mark.anyio
+
+PROTOCOLS = ["legacy", "auto"]
+FORM = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Name", "minLength": 2},
+        "guests": {"type": "integer", "title": "Guests", "minimum": 1, "maximum": 12},
+        "outdoor": {"type": "boolean", "title": "Outdoor"},
+    },
+    "required": ["name", "guests", "outdoor"],
+}
+
+
+def in_process(protocol: str, **extra: object):
+    return running_hub(
+        make_config(placeholder(["t"], protocol=protocol, **extra)), in_process={"t": build_server}
+    )
+
+
+def server_saw(text: str) -> dict[str, object]:
+    return json.loads(text)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_form_answer_reaches_the_server_as_typed_content(protocol: str) -> None:
+    """Typed text becomes JSON types on the wire (an integer, a boolean), in both protocol eras."""
+    async with in_process(protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
+        results = []
+
+        async def call() -> None:
+            results.append(await hub.call_tool("t", "ask_form", {"schema_json": json.dumps(FORM)}, ALICE))
+
+        tg.start_soon(call)
+        prompt = await surface.next_prompt(ALICE)
+        assert prompt.request.kind is RequestKind.INPUT and prompt.server == "t"
+        assert prompts.answer(
+            prompt, fill(prompt, TextInput("Ada"), TextInput("7.0"), SetBool(True), Submit())
+        )
+        assert await surface.outcome_of(prompt) is Outcome.ANSWERED
+    (result,) = results
+    assert result.status is CallStatus.OK
+    assert server_saw(result.text) == {
+        "action": "accept",
+        "content": {"name": "Ada", "guests": 7, "outdoor": True},
+    }
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize(
+    ("answer", "action", "outcome"),
+    [(decline, "decline", Outcome.DECLINED), (cancel, "cancel", Outcome.CANCELLED)],
+)
+async def test_decline_and_cancel_reach_the_server_without_content(protocol, answer, action, outcome) -> None:
+    """Decline and cancel are distinct on the wire and settle the card accordingly."""
+    async with in_process(protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
+        results = []
+        tg.start_soon(
+            lambda: _collect(
+                results, hub.call_tool("t", "ask_form", {"schema_json": json.dumps(FORM)}, ALICE)
+            )
+        )
+        prompt = await surface.next_prompt()
+        prompts.answer(prompt, answer(prompt))
+        assert await surface.outcome_of(prompt) is outcome
+    assert server_saw(results[0].text) == {"action": action, "content": None}
+
+
+async def _collect(into: list, awaitable) -> None:
+    into.append(await awaitable)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_url_consent_is_an_accept_without_content(protocol: str) -> None:
+    """URL mode: consent is `accept` with no content; on 2025-11-25 the completion notice settles the card."""
+    async with in_process(protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
+        results = []
+        tg.start_soon(lambda: _collect(results, hub.call_tool("t", "ask_url", {}, ALICE)))
+        prompt = await surface.next_prompt()
+        assert prompt.request.kind is RequestKind.AUTHORIZATION
+        assert prompt.request.url == "https://example.com/test/login"
+        from mapping import Answer
+
+        prompts.answer(prompt, Answer(prompt.request.id, ok=True))
+        if protocol == "legacy":
+            assert await surface.wait_for(
+                lambda: surface.outcomes(prompt) == [Outcome.ANSWERED, Outcome.COMPLETED]
+            )
+    assert server_saw(results[0].text)["action"] == "accept"
+    if protocol != "legacy":
+        assert surface.outcomes(prompt) == [Outcome.ANSWERED]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_url_elicitation_required_shows_consent_then_retries_the_call(protocol: str) -> None:
+    """-32042: the URL elicitation becomes a consent card; once the person says it is done, the call is retried."""
+    from mapping import Answer
+
+    async with in_process(protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
+        results = []
+        tg.start_soon(lambda: _collect(results, hub.call_tool("t", "needs_auth", {}, ALICE)))
+        prompt = await surface.next_prompt()
+        assert prompt.awaits_completion and prompt.request.url.startswith(
+            "https://example.com/test/authorize"
+        )
+        prompts.answer(prompt, Answer(prompt.request.id, ok=True))
+        await surface.wait_for(lambda: surface.outcomes(prompt) == [Outcome.ANSWERED])
+        assert prompts.complete_by_hand(prompt)
+    assert results[0].status is CallStatus.OK and results[0].text == "authorized"
+    assert surface.outcomes(prompt) == [Outcome.ANSWERED, Outcome.COMPLETED]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_declined_authorization_does_not_retry(protocol: str) -> None:
+    """Declining a -32042 consent ends the call with a clear message, and no retry happens."""
+    async with in_process(protocol) as (hub, prompts, surface):
+        async with anyio.create_task_group() as tg:
+            results = []
+            tg.start_soon(lambda: _collect(results, hub.call_tool("t", "needs_auth", {}, ALICE)))
+            prompt = await surface.next_prompt()
+            prompts.answer(prompt, decline(prompt))
+        assert results[0].status is CallStatus.CANCELLED and "declined" in results[0].text
+        assert len(surface.shown) == 1
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"address": {"type": "object", "properties": {}}}},
+        {"type": "object", "properties": {"n": {"type": "wizard"}}},
+        {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "integer"}}}},
+    ],
+)
+async def test_unsupported_schema_is_a_json_rpc_error_and_the_person_is_told(
+    protocol: str, schema: dict
+) -> None:
+    """Never a fake decline: the server gets invalid-params, the surface reports why."""
+    async with in_process(protocol) as (hub, _prompts, surface):
+        result = await hub.call_tool("t", "ask_form", {"schema_json": json.dumps(schema)}, ALICE)
+    assert result.status in (CallStatus.FAILED, CallStatus.TOOL_ERROR)
+    assert "unsupported elicitation" in result.text
+    assert not surface.shown
+    ((origin, server, _message, reason),) = surface.unsupported
+    assert origin == ALICE and server == "t" and reason
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_non_object_root_schema_is_an_error_for_the_server_never_a_prompt(protocol: str) -> None:
+    """The SDK refuses a non-object root before our callback; the server still sees an error, not a decline."""
+    async with in_process(protocol) as (hub, _prompts, surface):
+        result = await hub.call_tool("t", "ask_form", {"schema_json": json.dumps({"type": "array"})}, ALICE)
+    assert result.status in (CallStatus.FAILED, CallStatus.TOOL_ERROR)
+    assert "decline" not in result.text and not surface.shown
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_non_web_url_is_declined_and_reported(protocol: str) -> None:
+    """A javascript: URL never becomes a prompt: the server hears decline, the person is warned."""
+    async with in_process(protocol) as (hub, _prompts, surface):
+        result = await hub.call_tool("t", "ask_url", {"url": "javascript:alert(1)"}, ALICE)
+    assert server_saw(result.text)["action"] == "decline"
+    assert not surface.shown
+    assert "javascript" in surface.unsupported[0][3]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_unanswered_prompt_expires_and_the_server_gets_cancel(protocol: str) -> None:
+    """The prompt's own timeout bounds the wait; the server hears cancel."""
+    config = make_config(placeholder(["t"], protocol=protocol), elicitation={"timeout_s": 0.2})
+    async with running_hub(config, in_process={"t": build_server}) as (hub, _prompts, surface):
+        result = await hub.call_tool("t", "ask_form", {"schema_json": json.dumps(FORM)}, ALICE)
+        (prompt,) = surface.shown
+        assert surface.outcomes(prompt) == [Outcome.EXPIRED]
+    assert server_saw(result.text) == {"action": "cancel", "content": None}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_time_spent_answering_does_not_count_against_the_call_timeout(protocol: str) -> None:
+    """A call with a short own timeout survives a person who takes longer than that to answer."""
+    call_timeout = 0.2
+    async with (
+        in_process(protocol, call_timeout_s=call_timeout) as (hub, prompts, surface),
+        anyio.create_task_group() as tg,
+    ):
+        results = []
+        tg.start_soon(
+            lambda: _collect(
+                results, hub.call_tool("t", "ask_form", {"schema_json": json.dumps(FORM)}, ALICE)
+            )
+        )
+        prompt = await surface.next_prompt()
+        await anyio.sleep(call_timeout * 3)  # the passing of time is the thing under test
+        prompts.answer(prompt, fill(prompt, TextInput("Ada"), TextInput("2"), SetBool(False), Submit()))
+    assert results[0].status is CallStatus.OK
+
+
+async def test_a_call_that_never_returns_times_out_by_its_own_clock() -> None:
+    """With no prompt open, `call_timeout_s` ends a hung call."""
+    async with in_process("auto", call_timeout_s=0.2) as (hub, _prompts, _surface):
+        result = await hub.call_tool("t", "never_answers", {}, ALICE)
+    assert result.status is CallStatus.TIMED_OUT
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_cancel_ends_the_persons_prompts_and_calls(protocol: str) -> None:
+    """/cancel answers pending prompts with cancel and stops the call."""
+    async with in_process(protocol) as (hub, _prompts, surface), anyio.create_task_group() as tg:
+        results = []
+        tg.start_soon(
+            lambda: _collect(
+                results, hub.call_tool("t", "ask_form", {"schema_json": json.dumps(FORM)}, ALICE)
+            )
+        )
+        prompt = await surface.next_prompt()
+        assert hub.cancel(BOB) == 0
+        assert hub.cancel(ALICE) >= 1
+    assert surface.outcomes(prompt) == [Outcome.CANCELLED]
+    assert results[0].status in (CallStatus.CANCELLED, CallStatus.OK)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_progress_notifications_reach_the_surface(protocol: str) -> None:
+    """Each progress notification arrives, in order, with total and message."""
+    seen: list[Progress] = []
+
+    async def sink(progress: Progress) -> None:
+        seen.append(progress)
+
+    async with in_process(protocol) as (hub, _prompts, _surface):
+        result = await hub.call_tool("t", "slow_progress", {"n": 3}, ALICE, sink)
+    assert result.text == "done 3"
+    assert [(p.progress, p.total, p.message) for p in seen] == [(i, 3, f"step {i}/3") for i in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_two_people_at_once_each_get_only_their_own_prompt(protocol: str) -> None:
+    """Concurrent calls by two users: each prompt goes to its caller, each server request gets its own answer."""
+    async with in_process(protocol) as (hub, prompts, surface):
+        results: dict[str, object] = {}
+
+        async def call(who, origin) -> None:
+            results[who] = await hub.call_tool("t", "ask_form", {"schema_json": json.dumps(FORM)}, origin)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, "alice", ALICE)
+            tg.start_soon(call, "bob", BOB)
+            alice_prompt = await surface.next_prompt(ALICE)
+            bob_prompt = await surface.next_prompt(BOB)
+            prompts.answer(
+                bob_prompt, fill(bob_prompt, TextInput("Bob"), TextInput("2"), SetBool(False), Submit())
+            )
+            prompts.answer(
+                alice_prompt, fill(alice_prompt, TextInput("Alice"), TextInput("9"), SetBool(True), Submit())
+            )
+        assert len(surface.shown) == 2
+    assert server_saw(results["alice"].text)["content"] == {"name": "Alice", "guests": 9, "outdoor": True}
+    assert server_saw(results["bob"].text)["content"] == {"name": "Bob", "guests": 2, "outdoor": False}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_sessions_are_per_person_unless_shared(protocol: str) -> None:
+    """Two people get two sessions; `shared = true` gives them one, and prompts still reach the caller."""
+    async with in_process(protocol) as (hub, _prompts, _surface):
+        a = json.loads((await hub.call_tool("t", "whoami", {}, ALICE)).text)
+        b = json.loads((await hub.call_tool("t", "whoami", {}, BOB)).text)
+        assert a["connection"] != b["connection"]
+    async with in_process(protocol, shared=True) as (hub, prompts, surface):
+        a = json.loads((await hub.call_tool("t", "whoami", {}, ALICE)).text)
+        b = json.loads((await hub.call_tool("t", "whoami", {}, BOB)).text)
+        assert a["connection"] == b["connection"]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hub.call_tool, "t", "ask_form", {"schema_json": json.dumps(FORM)}, BOB)
+            prompt = await surface.next_prompt()
+            assert prompt.origin == BOB
+            prompts.answer(prompt, cancel(prompt))
+
+
+async def test_shutdown_cancels_pending_prompts_towards_the_server() -> None:
+    """Stopping the hub settles every pending prompt as SHUTDOWN and the server hears cancel."""
+    results = []
+    async with in_process("legacy") as (hub, _prompts, surface), anyio.create_task_group() as tg:
+        tg.start_soon(
+            lambda: _collect(
+                results, hub.call_tool("t", "ask_form", {"schema_json": json.dumps(FORM)}, ALICE)
+            )
+        )
+        prompt = await surface.next_prompt()
+        await hub.aclose()
+    assert surface.outcomes(prompt) == [Outcome.SHUTDOWN]
+    assert server_saw(results[0].text) == {"action": "cancel", "content": None}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_server_killed_while_a_prompt_is_pending_settles_it_and_the_next_call_reconnects(
+    protocol: str,
+) -> None:
+    """Over stdio the server exits mid-question: the card settles, the call fails cleanly, the next call works."""
+    config = make_config({"t": stdio_server("tests.servers.elicit", protocol=protocol)})
+    async with running_hub(config) as (hub, _prompts, surface):
+        first = json.loads((await hub.call_tool("t", "whoami", {}, ALICE)).text)
+        result = await hub.call_tool("t", "die_during_elicitation", {}, ALICE)
+        assert result.status is CallStatus.UNAVAILABLE
+        for prompt in surface.shown:
+            assert surface.outcomes(prompt) == [Outcome.SERVER_GONE]
+        again = json.loads((await hub.call_tool("t", "whoami", {}, ALICE)).text)
+        assert again["pid"] != first["pid"]
+
+
+async def test_unreachable_server_is_reported_and_retried_with_backoff() -> None:
+    """A server whose command does not exist is unavailable with a reason; the others keep working."""
+    config = make_config({"broken": {"command": "/nonexistent/toolnexus-server"}, **placeholder(["t"])})
+    async with running_hub(config, in_process={"t": build_server}) as (hub, _prompts, _surface):
+        first = await hub.call_tool("broken", "x", {}, ALICE)
+        assert first.status is CallStatus.UNAVAILABLE and first.text
+        second = await hub.call_tool("broken", "x", {}, ALICE)
+        assert second.status is CallStatus.UNAVAILABLE and "retrying in" in second.text
+        assert (await hub.call_tool("t", "whoami", {}, ALICE)).status is CallStatus.OK
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_over_streamable_http_forms_urls_and_two_people_work(protocol: str) -> None:
+    """The same flows over real HTTP: a form answer, a URL consent, and per-person sessions."""
+    from mapping import Answer
+    from tests.servers.http import serve_http
+
+    async with serve_http(build_server) as url:
+        config = make_config(
+            {"t": {"url": url, "protocol": protocol, "headers": {"Authorization": "Bearer t0k"}}}
+        )
+        async with running_hub(config) as (hub, prompts, surface):
+            async with anyio.create_task_group() as tg:
+                results: dict[str, object] = {}
+
+                async def call(who, origin, tool, args) -> None:
+                    results[who] = await hub.call_tool("t", tool, args, origin)
+
+                tg.start_soon(call, "alice", ALICE, "ask_form", {"schema_json": json.dumps(FORM)})
+                tg.start_soon(call, "bob", BOB, "ask_url", {})
+                form = await surface.next_prompt(ALICE)
+                link = await surface.next_prompt(BOB)
+                prompts.answer(link, Answer(link.request.id, ok=True))
+                prompts.answer(form, fill(form, TextInput("Ada"), TextInput("3"), SetBool(True), Submit()))
+            assert server_saw(results["alice"].text)["content"] == {
+                "name": "Ada",
+                "guests": 3,
+                "outdoor": True,
+            }
+            assert server_saw(results["bob"].text)["action"] == "accept"
+            if protocol == "legacy":
+                await surface.wait_for(lambda: Outcome.COMPLETED in surface.outcomes(link))
+                a = json.loads((await hub.call_tool("t", "whoami", {}, ALICE)).text)
+                b = json.loads((await hub.call_tool("t", "whoami", {}, BOB)).text)
+                assert a["caller"] != b["caller"]  # two MCP sessions: one per person

@@ -1,0 +1,25 @@
+"""Serve an MCP server over streamable HTTP on a loopback port, inside the test's own event loop."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import uvicorn
+
+
+@asynccontextmanager
+async def serve_http(build: Callable[[], Any]) -> AsyncIterator[str]:
+    """Yield the /mcp URL of `build()`'s streamable HTTP app; stop it on exit."""
+    server = uvicorn.Server(uvicorn.Config(build().streamable_http_app(), log_level="warning"))
+    # Listening before uvicorn starts, so clients can connect at once (no waiting for `server.started`).
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve, [listener])
+            try:
+                yield f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
+            finally:
+                server.should_exit = True
