@@ -1,0 +1,126 @@
+"""Composition root and lifecycle of the Telegram bot. Does I/O.
+
+The MCP sessions and the PTB Application live in one task and one exit stack (anyio contexts must be
+left by the task that entered them), and PTB is driven by hand instead of `run_polling`, which cannot
+run inside a running event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from telegram.ext import AIORateLimiter, Application, ApplicationBuilder
+
+from bot.config import Config, ServerConfig, TelegramMode
+from bot.handlers import access, commands, forms
+from bot.handlers.deps import Deps
+from bot.handlers.errors import on_error
+from bot.mcp_hub import Hub
+from bot.prompts import PromptRegistry
+from bot.telegram_surface import TelegramSurface
+from bot.tool_runs import ToolButtons, ToolRunner
+
+logger = logging.getLogger(__name__)
+
+POLL_TIMEOUT_S = 10
+ALLOWED_UPDATES = ["message", "callback_query"]
+
+
+def build_application(config: Config) -> Application:  # type: ignore[type-arg]
+    """The PTB Application: the configured Bot API server, flood control that waits out 429s."""
+    # PTB 22 warns on every RetryAfter unless opted in to timedelta values; the rate limiter's retry of a
+    # 429 would otherwise surface as that warning (an error under strict warning filters).
+    os.environ.setdefault("PTB_TIMEDELTA", "true")
+    telegram = config.telegram
+    token = config.require_telegram().get()
+    return (
+        ApplicationBuilder()
+        .token(token)
+        .base_url(telegram.api_base_url)
+        .base_file_url(telegram.api_base_url.replace("/bot", "/file/bot"))
+        .rate_limiter(AIORateLimiter(max_retries=5))
+        .concurrent_updates(True)
+        .get_updates_read_timeout(POLL_TIMEOUT_S + 5)
+        .build()
+    )
+
+
+async def serve(
+    config: Config,
+    stop: anyio.Event,
+    ready: anyio.Event | None = None,
+    *,
+    transport: Callable[[ServerConfig], Any] | None = None,
+) -> None:
+    """Run the bot until `stop` is set; then cancel every pending prompt, settle its card, and shut down.
+
+    `transport` replaces how servers are reached (tests pass in-process servers).
+    """
+    app = build_application(config)
+    surface = TelegramSurface(app.bot)
+    prompts = PromptRegistry(surface, config.elicitation.timeout_s)
+    surface.prompts = prompts
+    async with Hub(config, prompts, transport=transport) as hub:
+        deps = Deps(config.telegram, hub, prompts, surface, ToolRunner(hub, prompts, surface), ToolButtons())
+        app.add_handlers(access.handlers(deps), group=-1)
+        app.add_handlers(commands.handlers(deps) + forms.handlers(deps))
+        app.add_error_handler(on_error)
+        async with app:
+            await app.bot.set_my_commands(commands.COMMANDS)
+            await app.start()
+            try:
+                await _start_updates(app, config)
+                logger.info("bot @%s is running", app.bot.username)
+                if ready is not None:
+                    ready.set()
+                await stop.wait()
+                logger.info("stopping: cancelling pending prompts")
+                await hub.aclose()  # settles every card while Telegram is still reachable
+            finally:
+                with anyio.CancelScope(shield=True):
+                    if app.updater is not None and app.updater.running:
+                        await app.updater.stop()
+                    if app.running:
+                        await app.stop()
+
+
+async def _start_updates(app: Application, config: Config) -> None:  # type: ignore[type-arg]
+    """Polling (the default), or a webhook that refuses requests without the secret token."""
+    assert app.updater is not None
+    telegram = config.telegram
+    if telegram.mode is TelegramMode.WEBHOOK:
+        hook = telegram.webhook
+        assert hook.url is not None and hook.secret_token is not None  # checked by the config
+        await app.updater.start_webhook(
+            listen=hook.listen,
+            port=hook.port,
+            url_path=hook.path.lstrip("/"),
+            webhook_url=hook.url,
+            secret_token=hook.secret_token.get(),
+            allowed_updates=ALLOWED_UPDATES,
+        )
+        logger.info("webhook listening on %s:%s%s", hook.listen, hook.port, hook.path)
+        return
+    await app.updater.start_polling(timeout=POLL_TIMEOUT_S, allowed_updates=ALLOWED_UPDATES)
+
+
+async def run_bot(config: Config) -> int:
+    """`toolnexus-bot --config PATH`: run until SIGINT or SIGTERM, then exit 0."""
+    stop = anyio.Event()
+
+    async def watch_signals() -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                stop.set()
+                return
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch_signals)
+        await serve(config, stop)
+        tg.cancel_scope.cancel()
+    return 0

@@ -1,0 +1,86 @@
+"""The only place that knows the `callback_data` format. Pure.
+
+`<kind>:<token>:<version>:<action>[:<arg>]` — the token is a short random handle looked up server-side
+(never the server's ids, never trusted), `version` ties a button to the card state it was drawn for, so a
+tap on an outdated keyboard is refused instead of being applied to a different question.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Final
+
+MAX_BYTES: Final = 64
+"""Telegram's limit (InlineKeyboardButtonLimit.MAX_CALLBACK_DATA)."""
+
+
+class Kind(enum.StrEnum):
+    PROMPT = "p"
+    """A button on an elicitation card."""
+    TOOL = "t"
+    """A tool button of /tools."""
+
+
+class Action(enum.StrEnum):
+    CHOOSE = "c"
+    YES = "y"
+    NO = "n"
+    TOGGLE = "t"
+    DONE = "d"
+    SKIP = "s"
+    KEEP = "k"
+    PAGE = "g"
+    EDIT = "e"
+    SUBMIT = "u"
+    DECLINE = "x"
+    CANCEL = "z"
+    CONSENT = "o"
+    FINISHED = "f"
+    CALL = "r"
+
+
+@dataclass(frozen=True, slots=True)
+class Button:
+    """A decoded button press."""
+
+    kind: Kind
+    token: str
+    version: int
+    action: Action
+    arg: int | None = None
+
+    def pack(self) -> str:
+        """Encode; raises ValueError when the result would not fit Telegram's 64 bytes."""
+        if ":" in self.token or not self.token:
+            raise ValueError(f"bad token {self.token!r}")
+        parts = [self.kind.value, self.token, str(self.version), self.action.value]
+        if self.arg is not None:
+            parts.append(str(self.arg))
+        data = ":".join(parts)
+        if len(data.encode()) > MAX_BYTES:
+            raise ValueError(f"callback data over {MAX_BYTES} bytes: {data!r}")
+        return data
+
+
+def unpack(data: str | None) -> Button | None:
+    """Decode, or None for anything that is not one of ours (forged, truncated, from an old build)."""
+    if not data or len(data.encode()) > MAX_BYTES:
+        return None
+    parts = data.split(":")
+    if len(parts) not in (4, 5):
+        return None
+    try:
+        kind, action = Kind(parts[0]), Action(parts[3])
+        version = int(parts[2])
+        arg = int(parts[4]) if len(parts) == 5 else None
+    except ValueError:
+        return None
+    if not parts[1] or version < 0 or (arg is not None and arg < 0):
+        return None
+    return Button(kind, parts[1], version, action, arg)
+
+
+def matches(data: object) -> bool:
+    """For `CallbackQueryHandler(pattern=...)`."""
+    return isinstance(data, str) and unpack(data) is not None

@@ -1,0 +1,1 @@
+"""PTB handlers, one module per feature; each exposes `handlers(deps) -> list[BaseHandler]`."""

@@ -1,0 +1,188 @@
+"""Chat commands: /start /help /servers /tools /call /cancel. Long work runs as tasks, never in the update loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from telegram import BotCommand, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram.ext import BaseHandler, CommandHandler, ContextTypes
+
+from bot.call_args import CallArgsError, parse_arguments, split_call
+from bot.callback_data import Action, Button, Kind
+from bot.handlers.deps import Deps
+from bot.mcp_hub import Unavailable
+from bot.render import LABEL_CLIP, Screen, clip, esc, fit
+from bot.surface import Origin, ToolInfo
+
+COMMANDS = [
+    BotCommand("tools", "List tools as buttons (optionally of one server)"),
+    BotCommand("call", "Call a tool: /call <server> <tool> [json | key=value …]"),
+    BotCommand("servers", "The MCP servers and their state"),
+    BotCommand("cancel", "Cancel your pending questions and calls here"),
+    BotCommand("help", "How this bot works"),
+]
+
+HELP = (
+    "I connect to MCP servers and run their tools for you. When a tool needs to ask you something, "
+    "I show the question here: tap a button, or reply to the card with text.\n\n"
+    "/tools [server] — tools as buttons; tap one to run it\n"
+    "/call &lt;server&gt; &lt;tool&gt; [json | key=value …] — run a tool with arguments "
+    "(<code>/call &lt;tool&gt; …</code> when its name is unique)\n"
+    "/servers — servers, connected or not, and their tools\n"
+    "/cancel — cancel your pending questions and calls in this chat"
+)
+
+
+def origin_of(update: Update) -> Origin:
+    assert update.effective_chat is not None and update.effective_user is not None
+    return Origin(chat_id=update.effective_chat.id, user_id=update.effective_user.id)
+
+
+async def start_tool(
+    deps: Deps,
+    context: ContextTypes.DEFAULT_TYPE,
+    update: Update,
+    server: str,
+    tool: str,
+    args: dict[str, Any],
+    chat_id: int,
+) -> None:
+    """Look the tool up for this person and run it in the background."""
+    assert update.effective_user is not None
+    origin = Origin(chat_id=chat_id, user_id=update.effective_user.id)
+    try:
+        tools = await deps.hub.list_tools(server, origin)
+    except Unavailable as exc:
+        await deps.surface.send(
+            chat_id, Screen(f"⚠️ <b>{esc(server, 64)}</b> is unavailable: {esc(exc.reason, 300)}")
+        )
+        return
+    info = next((t for t in tools if t.name == tool), None)
+    if info is None:
+        await deps.surface.send(
+            chat_id, Screen(f"No tool <b>{esc(tool, 64)}</b> on {esc(server, 64)}. Try /tools.")
+        )
+        return
+    context.application.create_task(deps.runner.run(info, args, origin), update=update)
+
+
+def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
+    async def reply(update: Update, text: str, markup: InlineKeyboardMarkup | None = None) -> None:
+        assert update.effective_chat is not None
+        await deps.surface.send(update.effective_chat.id, Screen(text, markup))
+
+    async def help_(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """/start and /help."""
+        await reply(update, HELP)
+
+    async def servers(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """/servers: each server, connected or not, with its tool count."""
+        origin = origin_of(update)
+        lines = ["<b>Servers</b>"]
+        for name in deps.hub.server_names():
+            status = await deps.hub.probe(name, origin)
+            title = f" ({esc(status.title, 64)})" if status.title else ""
+            if status.connected:
+                lines.append(
+                    f"🟢 <b>{esc(name)}</b>{title}: {status.tool_count} tools, protocol {esc(status.protocol or '?')}"
+                )
+            else:
+                lines.append(
+                    f"🔴 <b>{esc(name)}</b>{title}: unavailable — {esc(status.error or 'unknown error', 300)}"
+                )
+        await reply(update, "\n".join(lines))
+
+    async def tools(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """/tools [server]: one button per tool."""
+        origin = origin_of(update)
+        wanted = context.args[0] if context.args else None
+        names = deps.hub.server_names()
+        if wanted is not None and wanted not in names:
+            await reply(update, f"No server named <b>{esc(wanted, 64)}</b>. /servers lists them.")
+            return
+        for name in [wanted] if wanted else names:
+            try:
+                listed = await deps.hub.list_tools(name, origin)
+            except Unavailable as exc:
+                await reply(update, f"⚠️ <b>{esc(name, 64)}</b> is unavailable: {esc(exc.reason, 300)}")
+                continue
+            await reply(update, *_tool_list(deps, name, listed, origin.user_id))
+
+    async def call(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """/call <server> <tool> [args] or /call <tool> [args]."""
+        assert update.message is not None and update.message.text is not None
+        origin = origin_of(update)
+        _, _, text = update.message.text.partition(" ")
+        try:
+            cmd = split_call(text, deps.hub.server_names())
+        except CallArgsError as exc:
+            await reply(update, esc(str(exc)))
+            return
+        server = cmd.server
+        if server is None:
+            found: list[ToolInfo] = []
+            for name in deps.hub.server_names():
+                try:
+                    found += [t for t in await deps.hub.list_tools(name, origin) if t.name == cmd.tool]
+                except Unavailable:
+                    continue
+            if len(found) != 1:
+                where = ", ".join(t.server for t in found)
+                await reply(
+                    update,
+                    f"<b>{esc(cmd.tool, 64)}</b> is on several servers ({esc(where)}); name one: /call &lt;server&gt; {esc(cmd.tool, 64)}"
+                    if found
+                    else f"No tool named <b>{esc(cmd.tool, 64)}</b>. /tools lists them.",
+                )
+                return
+            server = found[0].server
+        try:
+            schema = next(
+                (t.input_schema for t in await deps.hub.list_tools(server, origin) if t.name == cmd.tool),
+                None,
+            )
+        except Unavailable as exc:
+            await reply(update, f"⚠️ <b>{esc(server, 64)}</b> is unavailable: {esc(exc.reason, 300)}")
+            return
+        try:
+            args = parse_arguments(cmd.raw_args, schema)
+        except CallArgsError as exc:
+            await reply(update, esc(str(exc)))
+            return
+        await start_tool(deps, context, update, server, cmd.tool, args, origin.chat_id)
+
+    async def cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """/cancel: this person's pending prompts and calls in this chat."""
+        count = deps.hub.cancel(origin_of(update))
+        await reply(
+            update,
+            f"Cancelled {count} pending question(s) and call(s)." if count else "Nothing to cancel here.",
+        )
+
+    return [
+        CommandHandler(["start", "help"], help_, block=False),
+        CommandHandler("servers", servers, block=False),
+        CommandHandler("tools", tools, block=False),
+        CommandHandler("call", call, block=False),
+        CommandHandler("cancel", cancel, block=False),
+    ]
+
+
+def _tool_list(
+    deps: Deps, server: str, tools: list[ToolInfo], user_id: int
+) -> tuple[str, InlineKeyboardMarkup | None]:
+    if not tools:
+        return f"<b>{esc(server, 64)}</b> has no tools.", None
+    lines = [f"<b>{esc(server, 64)}</b> — tap a tool to run it:"]
+    rows = []
+    for tool in tools[:90]:
+        summary = (tool.description or "").strip().splitlines()[0] if (tool.description or "").strip() else ""
+        lines.append(
+            f"• <b>{esc(tool.title or tool.name, 64)}</b>" + (f" — {esc(summary, 120)}" if summary else "")
+        )
+        token = deps.tool_buttons.add(server, tool.name, user_id)
+        data = Button(Kind.TOOL, token, 0, Action.CALL).pack()
+        rows.append([InlineKeyboardButton(clip(tool.title or tool.name, LABEL_CLIP), callback_data=data)])
+    if len(tools) > 90:
+        lines.append(f"… and {len(tools) - 90} more; use /call for those.")
+    return fit(lines), InlineKeyboardMarkup(rows)

@@ -1,0 +1,21 @@
+"""The explicit dependencies every handler closes over (no module globals, nothing in bot_data)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.config import TelegramConfig
+from bot.mcp_hub import Hub
+from bot.prompts import PromptRegistry
+from bot.telegram_surface import TelegramSurface
+from bot.tool_runs import ToolButtons, ToolRunner
+
+
+@dataclass(frozen=True, slots=True)
+class Deps:
+    telegram: TelegramConfig
+    hub: Hub
+    prompts: PromptRegistry
+    surface: TelegramSurface
+    runner: ToolRunner
+    tool_buttons: ToolButtons

@@ -1,0 +1,257 @@
+"""Cards as Telegram shows them: (prompt, form state) -> `Screen(text, markup)`. Builds objects, awaits nothing.
+
+Every server string is escaped (HTML parse mode), every text stays inside Telegram's 4096 characters,
+every keyboard inside 100 buttons and 64-byte callback data.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from typing import Final
+
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
+from bot.callback_data import Action, Button, Kind
+from bot.prompts import Prompt
+from bot.surface import OUTCOME_TEXT, Outcome, Progress
+from mapping import (
+    Ask,
+    BoolField,
+    ChoiceField,
+    FormState,
+    MultiChoiceField,
+    Review,
+    describe,
+    display_value,
+)
+from mapping.urls import check_url
+
+PAGE_SIZE: Final = 8
+MAX_TEXT: Final = 4096
+MESSAGE_CLIP: Final = 1500
+LABEL_CLIP: Final = 40
+VALUE_CLIP: Final = 80
+MAX_EDIT_BUTTONS: Final = 40
+_TAG: Final = re.compile(r"<[^>]+>")
+
+
+@dataclass(frozen=True, slots=True)
+class Screen:
+    """What one message shows: HTML text and an optional inline keyboard."""
+
+    text: str
+    markup: InlineKeyboardMarkup | None = None
+
+
+@dataclass(slots=True)
+class Card:
+    """A prompt's message in a chat and the state it was drawn from (owned by the Telegram surface)."""
+
+    prompt: Prompt
+    chat_id: int
+    message_id: int | None = None
+    state: FormState | None = None
+    version: int = 0
+    page: int = 0
+    consented: bool = False
+    answered_with: list[str] = field(default_factory=list)
+
+
+def esc(text: str, limit: int | None = None) -> str:
+    """Escape server text for HTML parse mode, clipped (before escaping) to `limit` characters."""
+    return html.escape(clip(text, limit) if limit else text, quote=False)
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def _btn(card: Card, label: str, action: Action, arg: int | None = None) -> InlineKeyboardButton:
+    data = Button(Kind.PROMPT, card.prompt.token, card.version, action, arg).pack()
+    return InlineKeyboardButton(clip(label, LABEL_CLIP) or "·", callback_data=data)
+
+
+def _header(prompt: Prompt) -> str:
+    return f"❓ <b>{esc(prompt.server, 64)}</b> asks:\n{esc(prompt.request.prompt, MESSAGE_CLIP)}"
+
+
+def _exit_row(card: Card) -> list[InlineKeyboardButton]:
+    return [_btn(card, "Decline", Action.DECLINE), _btn(card, "Cancel", Action.CANCEL)]
+
+
+def prompt_screen(card: Card) -> Screen:
+    """The card while its prompt is pending."""
+    if card.prompt.request.url is not None:
+        return _url_screen(card)
+    assert card.state is not None
+    step = card.state.step
+    if isinstance(step, Review):
+        return _review_screen(card, step)
+    assert isinstance(step, Ask)
+    return _ask_screen(card, step)
+
+
+def _ask_screen(card: Card, step: Ask) -> Screen:
+    field_ = step.field
+    lines = [_header(card.prompt), ""]
+    counter = f" ({step.index + 1}/{step.total})" if step.total > 1 else ""
+    need = "" if field_.required else " <i>(optional)</i>"
+    lines.append(f"<b>{esc(field_.title, 100)}</b>{counter}{need}")
+    if field_.description:
+        lines.append(f"<i>{esc(field_.description, 300)}</i>")
+    rows: list[list[InlineKeyboardButton]] = []
+    if isinstance(field_, ChoiceField | MultiChoiceField):
+        options = field_.options
+        pages = max(1, -(-len(options) // PAGE_SIZE))
+        card.page = min(card.page, pages - 1)
+        first = card.page * PAGE_SIZE
+        shown = list(enumerate(options))[first : first + PAGE_SIZE]
+        if isinstance(field_, MultiChoiceField):
+            chosen = set(step.selected)
+            lines.append("Tap to select, then Done." + (f" Selected: {len(chosen)}." if chosen else ""))
+            buttons = [
+                _btn(card, ("☑ " if o.value in chosen else "☐ ") + o.title, Action.TOGGLE, i)
+                for i, o in shown
+            ]
+        else:
+            lines.append("Choose one:")
+            buttons = [_btn(card, o.title, Action.CHOOSE, i) for i, o in shown]
+        per_row = 1 if any(len(o.title) > 16 for _, o in shown) else 2
+        rows += [buttons[i : i + per_row] for i in range(0, len(buttons), per_row)]
+        if pages > 1:
+            lines.append(f"Page {card.page + 1} of {pages}")
+            nav = []
+            if card.page > 0:
+                nav.append(_btn(card, "‹ Previous", Action.PAGE, card.page - 1))
+            if card.page < pages - 1:
+                nav.append(_btn(card, "Next ›", Action.PAGE, card.page + 1))
+            rows.append(nav)
+        if isinstance(field_, MultiChoiceField):
+            rows.append([_btn(card, f"Done ({len(step.selected)} selected)", Action.DONE)])
+    elif isinstance(field_, BoolField):
+        rows.append([_btn(card, "Yes", Action.YES), _btn(card, "No", Action.NO)])
+    else:
+        lines.append(f"Reply to this message with {esc(describe(field_), 300)}.")
+    if step.error:
+        lines.append(f"⚠️ {esc(step.error, 300)}")
+    extra = []
+    if step.current is not None and not isinstance(field_, MultiChoiceField):
+        extra.append(_btn(card, f"Keep: {display_value(field_, step.current)}", Action.KEEP))
+    if not field_.required:
+        extra.append(_btn(card, "Skip", Action.SKIP))
+    if extra:
+        rows.append(extra)
+    rows.append(_exit_row(card))
+    return Screen(fit(lines), InlineKeyboardMarkup(rows))
+
+
+def _review_screen(card: Card, step: Review) -> Screen:
+    lines = [_header(card.prompt), ""]
+    rows: list[list[InlineKeyboardButton]] = []
+    if step.rows:
+        lines.append("<b>Please review:</b>")
+        for f, value in step.rows:
+            lines.append(f"• {esc(f.title, 60)}: {esc(display_value(f, value), VALUE_CLIP)}")
+    if step.error:
+        lines.append(f"⚠️ {esc(step.error, 300)}")
+    rows.append([_btn(card, "✅ Submit" if step.rows else "✅ OK", Action.SUBMIT)])
+    edits = [_btn(card, f"✏️ {f.title}", Action.EDIT, i) for i, (f, _) in enumerate(step.rows)][
+        :MAX_EDIT_BUTTONS
+    ]
+    rows += [edits[i : i + 2] for i in range(0, len(edits), 2)]
+    rows.append(_exit_row(card))
+    return Screen(fit(lines), InlineKeyboardMarkup(rows))
+
+
+def _url_lines(card: Card) -> list[str]:
+    url = card.prompt.request.url or ""
+    check = check_url(url)
+    lines = [
+        f"🔐 <b>{esc(card.prompt.server, 64)}</b> asks you to open a link:",
+        esc(card.prompt.request.prompt, MESSAGE_CLIP),
+        "",
+        f"Host: <b>{esc(check.host, 200)}</b>",
+        f"<code>{esc(url, 1500)}</code>",
+    ]
+    lines += [f"⚠️ {esc(w, 300)}" for w in check.warnings]
+    return lines
+
+
+def telegram_can_link(url: str) -> bool:
+    """Telegram refuses URL buttons that are not http(s) or whose host has no dot."""
+    check = check_url(url)
+    return check.openable and "." in check.host
+
+
+def _url_screen(card: Card) -> Screen:
+    host = check_url(card.prompt.request.url or "").host
+    lines = _url_lines(card)
+    lines.append("\nTapping Open gives your consent and shows the link button.")
+    rows = [[_btn(card, f"Open {host}", Action.CONSENT)], _exit_row(card)]
+    return Screen(fit(lines), InlineKeyboardMarkup(rows))
+
+
+def consented_screen(card: Card) -> Screen:
+    """After consent: the real link (a URL button when Telegram allows one) and, for a retry, Finished."""
+    url = card.prompt.request.url or ""
+    lines = _url_lines(card)
+    rows: list[list[InlineKeyboardButton]] = []
+    if telegram_can_link(url):
+        lines.append("\n✅ Consent given. Open the link below.")
+        rows.append([InlineKeyboardButton(clip(f"Open {check_url(url).host}", LABEL_CLIP), url=url)])
+    else:
+        lines.append("\n✅ Consent given. Copy the link above into your browser.")
+    if card.prompt.awaits_completion:
+        lines.append("Tap <b>I've finished</b> when you are done there; the tool call is then retried.")
+        rows.append([_btn(card, "I've finished", Action.FINISHED)])
+    return Screen(fit(lines), InlineKeyboardMarkup(rows) if rows else None)
+
+
+def settled_screen(card: Card, outcome: Outcome) -> Screen:
+    """The final card: what was asked, how it ended, no buttons."""
+    icon = {Outcome.ANSWERED: "✅", Outcome.COMPLETED: "✅", Outcome.DECLINED: "🚫"}.get(outcome, "⏹")
+    lines = _url_lines(card) if card.prompt.request.url is not None else [_header(card.prompt)]
+    lines += ["", f"{icon} <b>{esc(OUTCOME_TEXT[outcome])}</b>"]
+    if outcome is Outcome.ANSWERED and card.state is not None:
+        lines += [esc(line, VALUE_CLIP + 60) for line in card.answered_with[:30]]
+    return Screen(fit(lines), None)
+
+
+def progress_text(title: str, progress: Progress | None) -> str:
+    """The status message of a running call, with a small text bar."""
+    text = f"⏳ Running <b>{esc(title, 100)}</b>…"
+    if progress is None:
+        return text
+    fraction = progress.fraction
+    if fraction is not None:
+        filled = round(fraction * 10)
+        text += f"\n{'▓' * filled}{'░' * (10 - filled)} {fraction:.0%}"
+    else:
+        text += f"\nstep {progress.progress:g}"
+    if progress.message:
+        text += f"\n{esc(progress.message, 300)}"
+    return text
+
+
+def visible_len(text: str) -> int:
+    """Length as Telegram counts it: after tags are parsed and entities decoded."""
+    return len(html.unescape(_TAG.sub("", text)))
+
+
+def fit(lines: list[str]) -> str:
+    text = "\n".join(lines)
+    if visible_len(text) <= MAX_TEXT:
+        return text
+    # Only reached by extreme forms (hundreds of fields): drop whole lines so no tag is cut in half.
+    kept: list[str] = []
+    total = 0
+    for line in lines:
+        size = visible_len(line) + 1
+        if total + size > MAX_TEXT - 40:
+            kept.append("… (shortened)")
+            break
+        kept.append(line)
+        total += size
+    return "\n".join(kept)

@@ -1,0 +1,343 @@
+"""The Telegram surface: elicitation cards, taps and replies, settled cards. Does I/O (Bot API calls).
+
+Implements `bot.surface.Surface`. Handlers decode an update and call `on_button` / `on_text`; the
+decision is made by `mapping.form` (pure), then the card is re-rendered by `bot.render` and edited.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from telegram import Bot, LinkPreviewOptions, Message, User
+from telegram.constants import ParseMode
+from telegram.error import BadRequest, Forbidden, TelegramError
+
+from bot.callback_data import Action, Button
+from bot.prompts import Prompt, PromptRegistry
+from bot.render import Card, Screen, consented_screen, esc, prompt_screen, settled_screen
+from bot.surface import Origin, Outcome
+from mapping import (
+    DECLINED,
+    Answer,
+    Ask,
+    Choose,
+    Done,
+    Edit,
+    Finished,
+    FormInput,
+    Keep,
+    NumberField,
+    Review,
+    SetBool,
+    Skip,
+    Submit,
+    TextField,
+    TextInput,
+    Toggle,
+    apply,
+    display_value,
+    start,
+)
+
+logger = logging.getLogger(__name__)
+
+NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
+EXPIRED = "This prompt has expired."
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a tap gets back: a toast, or an alert the person must dismiss."""
+
+    text: str | None = None
+    alert: bool = False
+
+
+class TelegramSurface:
+    """All cards of the bot, by prompt token."""
+
+    def __init__(self, bot: Bot) -> None:
+        self.bot = bot
+        self.prompts: PromptRegistry | None = None
+        self.cards: dict[str, Card] = {}
+        self._by_message: dict[tuple[int, int], str] = {}
+
+    # -- sending ---------------------------------------------------------------------------------------
+
+    async def send(self, chat_id: int, screen: Screen, *, reply_to: int | None = None) -> Message:
+        return await self.bot.send_message(
+            chat_id,
+            screen.text,
+            parse_mode=ParseMode.HTML,
+            reply_markup=screen.markup,
+            link_preview_options=NO_PREVIEW,
+            reply_to_message_id=reply_to,
+            allow_sending_without_reply=True,
+        )
+
+    async def edit(self, chat_id: int, message_id: int, screen: Screen) -> None:
+        """Edit a message; "not modified" and "not found" are fine (a double tap, a deleted card)."""
+        try:
+            await self.bot.edit_message_text(
+                screen.text,
+                chat_id=chat_id,
+                message_id=message_id,
+                parse_mode=ParseMode.HTML,
+                reply_markup=screen.markup,
+                link_preview_options=NO_PREVIEW,
+            )
+        except BadRequest as exc:
+            text = exc.message.lower()
+            if "message is not modified" in text:
+                return
+            if "message to edit not found" in text or "message can't be edited" in text:
+                logger.info("card %s/%s is gone; sending it again", chat_id, message_id)
+                await self.send(chat_id, screen)
+                return
+            raise
+
+    # -- Surface ---------------------------------------------------------------------------------------
+
+    async def show_prompt(self, prompt: Prompt) -> None:
+        card = Card(prompt=prompt, chat_id=self._chat_for(prompt))
+        if prompt.form is not None:
+            card.state = start(prompt.form)
+        self.cards[prompt.token] = card
+        try:
+            message = await self.send(card.chat_id, prompt_screen(card))
+        except Forbidden:
+            await self._unreachable(prompt)
+            return
+        except TelegramError:
+            logger.exception("could not show prompt %s", prompt.request.id)
+            self._answer(prompt, Answer(prompt.request.id, ok=False, reason=Outcome.UNDELIVERABLE.value))
+            return
+        self._place(card, message.message_id)
+        if card.chat_id != prompt.origin.chat_id:
+            await self._note_private(prompt)
+
+    async def settle_prompt(self, prompt: Prompt, outcome: Outcome) -> None:
+        card = self.cards.get(prompt.token)
+        if card is None:
+            return
+        if outcome is Outcome.ANSWERED and prompt.request.url is not None:
+            card.consented = True
+            card.version += 1
+            screen = consented_screen(card)
+            if not (prompt.awaits_completion or prompt.elicitation_id):
+                self._forget(card)  # no completion will ever come: the link button is the end state
+        else:
+            screen = settled_screen(card, outcome)
+            self._forget(card)
+        if card.message_id is not None:
+            await self.edit(card.chat_id, card.message_id, screen)
+
+    async def report_unsupported(self, origin: Origin, server: str, message: str, reason: str) -> None:
+        text = (
+            f"⚠️ <b>{esc(server, 64)}</b> asked something this bot cannot show, so it was refused:\n"
+            f"{esc(message, 500)}\n\n<i>{esc(reason, 500)}</i>"
+        )
+        try:
+            await self.send(origin.chat_id, Screen(text))
+        except TelegramError:
+            logger.exception("could not report an unsupported request")
+
+    # -- taps and replies ------------------------------------------------------------------------------
+
+    async def on_button(self, user: User, button: Button) -> Reply:
+        """A tap on a card button: decide, re-render, and say what the person should see."""
+        card = self.cards.get(button.token)
+        if card is None:
+            return Reply(EXPIRED, alert=True)
+        prompt = card.prompt
+        if user.id != prompt.origin.user_id:
+            return Reply("This question is for the person who started the call.", alert=True)
+        if button.version != card.version:
+            return Reply("That button is outdated; use the buttons on the card as it is now.", alert=True)
+        if button.action is Action.FINISHED:
+            if self._registry.complete_by_hand(prompt):
+                return Reply("Thanks, retrying the call.")
+            return Reply(EXPIRED, alert=True)
+        if not prompt.pending:
+            return Reply(EXPIRED, alert=True)
+        if button.action is Action.DECLINE:
+            self._answer(prompt, Answer(prompt.request.id, ok=False, reason=DECLINED))
+            return Reply("Declined.")
+        if button.action is Action.CANCEL:
+            self._answer(prompt, Answer(prompt.request.id, ok=False, reason="cancelled"))
+            return Reply("Cancelled.")
+        if button.action is Action.CONSENT and prompt.request.url is not None:
+            self._answer(prompt, Answer(prompt.request.id, ok=True))
+            return Reply()
+        if button.action is Action.PAGE and button.arg is not None:
+            card.page = button.arg
+            await self._redraw(card)
+            return Reply()
+        form_input = self._form_input(card, button)
+        if form_input is None:
+            return Reply("That button does not fit this question.", alert=True)
+        await self._step(card, form_input)
+        return Reply()
+
+    def card_for_reply(self, chat_id: int, message_id: int) -> Card | None:
+        token = self._by_message.get((chat_id, message_id))
+        return self.cards.get(token) if token else None
+
+    def text_cards(self, chat_id: int, user_id: int | None = None) -> list[Card]:
+        """Pending cards in a chat whose current question is answered by typing."""
+        return [
+            c
+            for c in self.cards.values()
+            if c.chat_id == chat_id
+            and c.prompt.pending
+            and (user_id is None or c.prompt.origin.user_id == user_id)
+            and c.state is not None
+            and isinstance(c.state.step, Ask)
+            and isinstance(c.state.step.field, TextField | NumberField)
+        ]
+
+    async def on_text(self, card: Card, user: User, text: str, message_id: int) -> None:
+        """A typed answer for `card` (already matched by reply or as the only text question)."""
+        if user.id != card.prompt.origin.user_id:
+            await self.send(
+                card.chat_id,
+                Screen("Only the person who started the call can answer that."),
+                reply_to=message_id,
+            )
+            return
+        if not card.prompt.pending or card.state is None:
+            await self.send(card.chat_id, Screen(EXPIRED), reply_to=message_id)
+            return
+        before = card.state
+        await self._step(card, TextInput(text), moved=True)
+        after = card.state
+        if (
+            isinstance(after.step, Ask)
+            and after.step.error
+            and after.step.field is getattr(before.step, "field", None)
+        ):
+            await self.send(
+                card.chat_id,
+                Screen(f"⚠️ {esc(after.step.error, 300)}. Please try again."),
+                reply_to=message_id,
+            )
+
+    # -- internals -------------------------------------------------------------------------------------
+
+    @property
+    def _registry(self) -> PromptRegistry:
+        assert self.prompts is not None, "wire the PromptRegistry before use"
+        return self.prompts
+
+    def _answer(self, prompt: Prompt, answer: Answer) -> None:
+        self._registry.answer(prompt, answer)
+
+    def _chat_for(self, prompt: Prompt) -> int:
+        # A link meant for one person must not be tappable by another: URL cards go to a private chat.
+        if prompt.request.url is not None and not prompt.origin.is_private:
+            return prompt.origin.user_id
+        return prompt.origin.chat_id
+
+    def _place(self, card: Card, message_id: int) -> None:
+        card.message_id = message_id
+        self._by_message[(card.chat_id, message_id)] = card.prompt.token
+
+    def _forget(self, card: Card) -> None:
+        self.cards.pop(card.prompt.token, None)
+        self._by_message = {k: t for k, t in self._by_message.items() if t != card.prompt.token}
+
+    async def _unreachable(self, prompt: Prompt) -> None:
+        """The person never opened a private chat with the bot: tell them where the call started."""
+        self.cards.pop(prompt.token, None)
+        text = (
+            f"🔐 <b>{esc(prompt.server, 64)}</b> needs you to open a link, which I only send in a private chat. "
+            "Open a private chat with me, press Start, then run the command again."
+        )
+        try:
+            await self.send(prompt.origin.chat_id, Screen(text))
+        except TelegramError:
+            logger.exception("could not tell the user about an unreachable private chat")
+        self._answer(prompt, Answer(prompt.request.id, ok=False, reason=Outcome.UNDELIVERABLE.value))
+
+    async def _note_private(self, prompt: Prompt) -> None:
+        try:
+            await self.send(
+                prompt.origin.chat_id,
+                Screen(
+                    f"🔐 <b>{esc(prompt.server, 64)}</b> asked for a link; I sent it to you in a private chat."
+                ),
+            )
+        except TelegramError:
+            logger.exception("could not post the private-chat note")
+
+    def _form_input(self, card: Card, button: Button) -> FormInput | None:
+        assert card.state is not None or card.prompt.request.url is not None
+        if card.state is None:
+            return None
+        step = card.state.step
+        action, arg = button.action, button.arg
+        simple: dict[Action, FormInput] = {
+            Action.YES: SetBool(True),
+            Action.NO: SetBool(False),
+            Action.DONE: Done(),
+            Action.SKIP: Skip(),
+            Action.KEEP: Keep(),
+            Action.SUBMIT: Submit(),
+        }
+        if action in simple:
+            return simple[action]
+        if arg is None:
+            return None
+        if action is Action.CHOOSE:
+            return Choose(arg)
+        if action is Action.TOGGLE:
+            return Toggle(arg)
+        if action is Action.EDIT and isinstance(step, Review) and arg < len(step.rows):
+            return Edit(step.rows[arg][0].name)
+        return None
+
+    async def _step(self, card: Card, form_input: FormInput, *, moved: bool = False) -> None:
+        assert card.state is not None
+        before = getattr(card.state.step, "field", None)
+        card.state = apply(card.state, form_input)
+        step = card.state.step
+        if isinstance(step, Finished):
+            content = dict(step.content)
+            card.answered_with = [
+                f"{f.title}: {display_value(f, content.get(f.name))}"
+                for f in card.state.spec.fields
+                if f.name in content
+            ]
+            self._answer(card.prompt, Answer(card.prompt.request.id, ok=True, data=content))
+            return
+        if getattr(step, "field", None) is not before:
+            card.page = 0  # a new question starts on its first page
+        await self._redraw(card, moved=moved)
+
+    async def _redraw(self, card: Card, *, moved: bool = False) -> None:
+        card.version += 1
+        screen = prompt_screen(card)
+        if card.message_id is None:
+            return
+        if moved:
+            # After a typed answer the card would sit above the reply: send it again below and retire the old one.
+            old = card.message_id
+            message = await self.send(card.chat_id, screen)
+            self._place(card, message.message_id)
+            await self._retire(card.chat_id, old)
+            return
+        await self.edit(card.chat_id, card.message_id, screen)
+
+    async def _retire(self, chat_id: int, message_id: int) -> None:
+        try:
+            await self.bot.delete_message(chat_id, message_id)
+        except TelegramError:
+            try:
+                await self.edit(chat_id, message_id, Screen("↓ continued below"))
+            except TelegramError:
+                logger.info("could not retire card message %s/%s", chat_id, message_id)
+
+    def pending_in(self, chat_id: int) -> Iterable[Card]:
+        return [c for c in self.cards.values() if c.chat_id == chat_id]

@@ -1,0 +1,182 @@
+"""Running a tool from Telegram: collect missing arguments, a status message with progress, the result. Does I/O."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Final
+
+import anyio
+from telegram.error import TelegramError
+
+from bot.call_args import missing_required, sub_schema
+from bot.mcp_hub import Hub
+from bot.prompts import Prompt, PromptRegistry
+from bot.render import Screen, clip, esc, progress_text
+from bot.surface import CallStatus, Origin, Progress, ToolInfo, ToolOutcome
+from bot.telegram_surface import TelegramSurface
+from mapping import Request, RequestKind, UnsupportedSchema, new_request_id, parse_schema
+
+logger = logging.getLogger(__name__)
+
+CHUNK: Final = 3500
+MAX_MESSAGES: Final = 4
+PROGRESS_EVERY_S: Final = 1.0
+"""Telegram allows about one message per second per chat; progress edits never go faster."""
+
+_ICON = {
+    CallStatus.OK: "✅",
+    CallStatus.TOOL_ERROR: "❌",
+    CallStatus.FAILED: "⚠️",
+    CallStatus.UNAVAILABLE: "⚠️",
+    CallStatus.TIMED_OUT: "⌛",
+    CallStatus.CANCELLED: "⏹",
+}
+_LABEL = {
+    CallStatus.TOOL_ERROR: "tool error",
+    CallStatus.FAILED: "failed",
+    CallStatus.UNAVAILABLE: "server unavailable",
+    CallStatus.TIMED_OUT: "timed out",
+    CallStatus.CANCELLED: "cancelled",
+}
+
+
+def result_messages(title: str, outcome: ToolOutcome) -> list[str]:
+    """The result as HTML messages within Telegram's limits (long output split, then trimmed with a note)."""
+    label = _LABEL.get(outcome.status)
+    header = f"{_ICON[outcome.status]} <b>{esc(title, 100)}</b>" + (f" — {label}" if label else "")
+    body = outcome.text.strip()
+    as_code = outcome.structured is not None and not any(b.strip() for b in outcome.blocks)
+    if not body:
+        return [header + ("\n<i>(no output)</i>" if outcome.status is CallStatus.OK else "")]
+    chunks = _split(body, CHUNK)
+    shown, rest = chunks[:MAX_MESSAGES], chunks[MAX_MESSAGES:]
+    messages = []
+    for i, chunk in enumerate(shown):
+        text = f"<pre>{esc(chunk)}</pre>" if as_code else esc(chunk)
+        messages.append(f"{header}\n{text}" if i == 0 else text)
+    if rest:
+        messages[-1] += f"\n\n<i>… output trimmed: {sum(len(c) for c in rest)} more characters not shown.</i>"
+    return messages
+
+
+def _split(text: str, size: int) -> list[str]:
+    chunks: list[str] = []
+    while len(text) > size:
+        cut = text.rfind("\n", size // 2, size)
+        cut = size if cut < 0 else cut
+        chunks.append(text[:cut])
+        text = text[cut:].lstrip("\n")
+    chunks.append(text)
+    return chunks
+
+
+class ToolButtons:
+    """`/tools` buttons: short random tokens -> (server, tool, who may tap); bounded, oldest forgotten."""
+
+    def __init__(self, capacity: int = 5000) -> None:
+        self._entries: OrderedDict[str, tuple[str, str, int]] = OrderedDict()
+        self._capacity = capacity
+
+    def add(self, server: str, tool: str, user_id: int) -> str:
+        token = secrets.token_urlsafe(9)
+        self._entries[token] = (server, tool, user_id)
+        while len(self._entries) > self._capacity:
+            self._entries.popitem(last=False)
+        return token
+
+    def get(self, token: str) -> tuple[str, str, int] | None:
+        return self._entries.get(token)
+
+
+@dataclass(slots=True)
+class _Status:
+    chat_id: int
+    message_id: int | None
+    title: str
+    latest: Progress | None = None
+    last_edit: float = 0.0
+    dirty: anyio.Event | None = None
+
+
+class ToolRunner:
+    """Runs calls for Telegram users; one instance per bot."""
+
+    def __init__(self, hub: Hub, prompts: PromptRegistry, surface: TelegramSurface) -> None:
+        self.hub = hub
+        self.prompts = prompts
+        self.surface = surface
+
+    async def run(self, tool: ToolInfo, args: dict[str, Any], origin: Origin) -> None:
+        """Ask for missing required arguments, then call and report; never raises for outcomes."""
+        missing = missing_required(tool.input_schema, args)
+        if missing:
+            extra = await self._ask_arguments(tool, missing, origin)
+            if extra is None:
+                return
+            args = {**args, **extra}
+        title = f"{tool.server} · {tool.name}"
+        message = await self.surface.send(origin.chat_id, Screen(progress_text(title, None)))
+        status = _Status(origin.chat_id, message.message_id, title)
+        async with anyio.create_task_group() as tg:
+
+            async def on_progress(progress: Progress) -> None:
+                status.latest = progress
+                if status.dirty is None:
+                    status.dirty = anyio.Event()
+                    tg.start_soon(self._flush_progress, status)
+                status.dirty.set()
+
+            outcome = await self.hub.call_tool(tool.server, tool.name, args, origin, on_progress)
+            tg.cancel_scope.cancel()
+        await self._show(status, outcome)
+
+    async def _flush_progress(self, status: _Status) -> None:
+        while status.dirty is not None:
+            await status.dirty.wait()
+            status.dirty = anyio.Event()
+            wait = status.last_edit + PROGRESS_EVERY_S - anyio.current_time()
+            if wait > 0:
+                await anyio.sleep(wait)
+            status.last_edit = anyio.current_time()
+            assert status.message_id is not None
+            try:
+                await self.surface.edit(
+                    status.chat_id, status.message_id, Screen(progress_text(status.title, status.latest))
+                )
+            except TelegramError:
+                logger.info("progress edit failed", exc_info=True)
+
+    async def _show(self, status: _Status, outcome: ToolOutcome) -> None:
+        messages = result_messages(status.title, outcome)
+        assert status.message_id is not None
+        await self.surface.edit(status.chat_id, status.message_id, Screen(messages[0]))
+        for text in messages[1:]:
+            await self.surface.send(status.chat_id, Screen(text))
+
+    async def _ask_arguments(self, tool: ToolInfo, names: list[str], origin: Origin) -> dict[str, Any] | None:
+        schema = sub_schema(tool.input_schema, names)
+        try:
+            spec = parse_schema(schema)
+        except UnsupportedSchema as exc:
+            example = json.dumps({n: "…" for n in names}, ensure_ascii=False)
+            await self.surface.send(
+                origin.chat_id,
+                Screen(
+                    f"<b>{esc(tool.name, 64)}</b> needs {esc(', '.join(names), 300)}, which I cannot ask as a form "
+                    f"({esc(exc.reason, 200)}). Pass them as JSON:\n<code>/call {esc(tool.server, 64)} "
+                    f"{esc(tool.name, 64)} {esc(clip(example, 300))}</code>"
+                ),
+            )
+            return None
+        request = Request(
+            id=new_request_id(),
+            kind=RequestKind.INPUT,
+            prompt=f"To call {tool.name}, please fill in:",
+            data={"schema": schema},
+        )
+        answer = await self.prompts.ask(Prompt(request=request, origin=origin, server=tool.server, form=spec))
+        return answer.data if answer.ok else None

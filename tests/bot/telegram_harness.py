@@ -1,0 +1,78 @@
+"""End-to-end harness: the real bot (`bot.app.serve`: PTB Application, hub, registry) against the fake Bot API.
+
+MCP servers are real: in-process by default (the transport is not the point here), stdio where named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from bot.app import serve
+from bot.config import ServerConfig
+from bot.connections import default_transport
+from bot.demo_server import build_server as build_demo
+from tests.bot.support import make_config
+from tests.fake_telegram import FakeTelegram, FakeUser
+from tests.servers.elicit import build_server as build_elicit
+
+ALICE_ID, BOB_ID, MALLORY_ID = 1001, 1002, 6666
+GROUP_ID = -5001
+
+
+@dataclass
+class Chat:
+    """The scene: the fake API, the people, and the group."""
+
+    fake: FakeTelegram
+    alice: FakeUser
+    bob: FakeUser
+    mallory: FakeUser
+    group: int
+
+
+@asynccontextmanager
+async def bot_scene(
+    *,
+    protocol: str = "auto",
+    servers: dict[str, dict[str, Any]] | None = None,
+    in_process: dict[str, Callable[[], Any]] | None = None,
+    timeout_s: float = 600,
+    rate_limit: bool = False,
+    allowed: list[int] | None = None,
+    **telegram: Any,
+) -> AsyncIterator[Chat]:
+    """Run the bot with `demo` and `t` (the elicit test server) in-process unless told otherwise."""
+    factories = {"demo": build_demo, "t": build_elicit} if in_process is None else in_process
+    servers = servers or {name: {"command": "in-process", "protocol": protocol} for name in factories}
+    async with FakeTelegram(rate_limit=rate_limit) as fake:
+        config = make_config(
+            servers,
+            telegram={
+                "token": fake.token,
+                "api_base_url": fake.base_url,
+                "allowed_users": allowed if allowed is not None else [ALICE_ID, BOB_ID],
+                **telegram,
+            },
+            elicitation={"timeout_s": timeout_s},
+        )
+
+        def transport(server: ServerConfig) -> Any:
+            return factories[server.name]() if server.name in factories else default_transport(server)
+
+        alice = fake.user(id=ALICE_ID, first_name="Alice")
+        bob = fake.user(id=BOB_ID, first_name="Bob")
+        mallory = fake.user(id=MALLORY_ID, first_name="Mallory")
+        group = fake.group(GROUP_ID, title="Ops", members=[alice, bob, mallory])
+        stop, ready = anyio.Event(), anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: serve(config, stop, ready, transport=transport))
+            with anyio.fail_after(20):
+                await ready.wait()
+            yield Chat(fake, alice, bob, mallory, group)
+            stop.set()
+        assert not fake.unexpected_errors, fake.unexpected_errors

@@ -1,0 +1,125 @@
+"""The installed `toolnexus-bot` command as a person runs it: console through a pipe, check, bad configs, SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.fake_telegram import FakeTelegram
+
+REPO = Path(__file__).resolve().parents[2]
+EXE = Path(sys.executable).with_name("toolnexus-bot")
+
+
+def run(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "TOOLNEXUS_"))}
+    return subprocess.run(
+        [str(EXE), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**environ, **(env or {})},
+        timeout=60,
+    )
+
+
+def test_console_completes_a_deploy_through_a_pipe() -> None:
+    """`printf ... | toolnexus-bot console`: choose staging, submit, confirm yes, submit -> deployed."""
+    done = run("console", stdin="/call demo deploy\n1\ns\ny\ns\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert "Where should web be deployed?" in done.stdout
+    assert "Deployed web to staging" in done.stdout
+
+
+def test_console_re_asks_bad_answers_and_reports_decline() -> None:
+    """A bad answer is re-asked with the reason; /decline reaches the tool."""
+    done = run("console", stdin="/call demo book_table restaurant=Luigi\n99\n/decline\n")
+    assert done.returncode == 0, done.stderr
+    assert "12" in done.stdout.split("99", 1)[-1] or "between 1 and 12" in done.stdout
+    assert "Booking declined" in done.stdout
+
+
+def test_console_lists_servers_and_tools() -> None:
+    """/servers and /tools work without any config (the demo server is the default)."""
+    done = run("console", stdin="/servers\n/tools\n")
+    assert done.returncode == 0, done.stderr
+    assert "demo (stdio): ok, 6 tools" in done.stdout
+    assert "demo deploy" in done.stdout and "demo book_table" in done.stdout
+
+
+def test_check_reports_the_example_config_ok_with_its_tool_count() -> None:
+    """`check --config config.example.toml` connects to the demo server; no Telegram token is needed."""
+    done = run("check", "--config", "config.example.toml")
+    assert done.returncode == 0, done.stderr
+    assert "demo: ok (protocol 2026-07-28, 6 tools)" in done.stdout
+
+
+def test_check_fails_with_status_1_for_an_unreachable_server(tmp_path: Path) -> None:
+    """A server that cannot start is reported on its own line; exit status 1."""
+    config = tmp_path / "c.toml"
+    config.write_text(
+        '[servers.gone]\ncommand = "/nonexistent/server"\n[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+    )
+    done = run("check", "--config", str(config))
+    assert done.returncode == 1
+    assert "gone: FAILED:" in done.stdout and "demo: ok" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        ('[servers.demo]\ncomand = "python"\n', "servers.demo.comand: unknown key"),
+        ("[servers.demo]\ncommand = 5\n", "servers.demo.command"),
+        ('[servers.demo]\ncommand = "python"\nurl = "https://x.example/mcp"\n', "servers.demo"),
+        ('[servers.r]\nurl = "not a url"\n', "servers.r.url"),
+        (
+            '[telegram]\ntoken = "${TOOLNEXUS_TEST_MISSING}"\n[servers.demo]\ncommand = "python"\n',
+            "telegram.token",
+        ),
+    ],
+)
+def test_a_bad_config_exits_2_naming_the_key(tmp_path: Path, toml: str, expected: str) -> None:
+    """Unknown key, wrong type, both command and url, a bad URL, a missing token variable: exit 2, key named."""
+    config = tmp_path / "bad.toml"
+    config.write_text(toml)
+    done = run("--config", str(config))
+    assert done.returncode == 2
+    assert expected in done.stderr
+
+
+@pytest.mark.anyio
+async def test_the_bot_completes_a_deploy_and_sigterm_settles_pending_cards(tmp_path: Path) -> None:
+    """The installed command against the fake Bot API and the demo server; SIGTERM cancels what is pending."""
+    async with FakeTelegram() as fake:
+        alice = fake.user(id=1001, first_name="Alice")
+        config = tmp_path / "bot.toml"
+        config.write_text(
+            f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{fake.base_url}"\nallowed_users = [1001]\n'
+            '[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+        )
+        env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token}
+        async with await anyio.open_process([str(EXE), "--config", str(config)], env=env, cwd=REPO) as proc:
+            await alice.send("/call demo deploy")
+            card = await fake.wait_for(lambda m: "Where should" in m.text and bool(m.buttons), timeout=30)
+            await alice.press(card, "Production (live)")
+            await fake.wait_for(lambda m: m is card and "Please review" in m.text)
+            await alice.press(card, "✅ Submit")
+            confirm = await fake.wait_for(
+                lambda m: "Deploy web to production?" in m.text and bool(m.buttons), timeout=15
+            )
+            proc.send_signal(signal.SIGTERM)
+            with anyio.fail_after(10):
+                code = await proc.wait()
+            stderr = (await proc.stderr.receive()).decode() if proc.stderr else ""
+        assert code == 0
+        assert "stopping" in confirm.text and not confirm.buttons
+        assert await fake.wait_for(lambda m: "Deployment cancelled" in m.text)
+        assert fake.token not in stderr
+        assert not fake.unexpected_errors
