@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import pytest
@@ -21,6 +24,7 @@ from tests.bot.support import (
     stdio_server,
 )
 from tests.servers.elicit import build_server
+from tests.servers.http import serve_http
 
 pytestmark = pytest.mark.anyio
 
@@ -42,14 +46,36 @@ def in_process(protocol: str, **extra: object):
     )
 
 
+TRANSPORTS = ["memory", "stdio", "http"]
+
+
+@asynccontextmanager
+async def connected(transport: str, protocol: str, **extra: Any) -> AsyncIterator[Any]:
+    """The test server reached in-process, as a stdio subprocess, or over streamable HTTP."""
+    if transport == "memory":
+        async with in_process(protocol, **extra) as parts:
+            yield parts
+    elif transport == "stdio":
+        config = make_config({"t": stdio_server("tests.servers.elicit", protocol=protocol, **extra)})
+        async with running_hub(config) as parts:
+            yield parts
+    else:
+        async with (
+            serve_http(build_server) as url,
+            running_hub(make_config({"t": {"url": url, "protocol": protocol, **extra}})) as parts,
+        ):
+            yield parts
+
+
 def server_saw(text: str) -> dict[str, object]:
     return json.loads(text)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-async def test_form_answer_reaches_the_server_as_typed_content(protocol: str) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_form_answer_reaches_the_server_as_typed_content(transport: str, protocol: str) -> None:
     """Typed text becomes JSON types on the wire (an integer, a boolean), in both protocol eras."""
-    async with in_process(protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
+    async with connected(transport, protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
         results = []
 
         async def call() -> None:
@@ -75,9 +101,12 @@ async def test_form_answer_reaches_the_server_as_typed_content(protocol: str) ->
     ("answer", "action", "outcome"),
     [(decline, "decline", Outcome.DECLINED), (cancel, "cancel", Outcome.CANCELLED)],
 )
-async def test_decline_and_cancel_reach_the_server_without_content(protocol, answer, action, outcome) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_decline_and_cancel_reach_the_server_without_content(
+    transport: str, protocol, answer, action, outcome
+) -> None:
     """Decline and cancel are distinct on the wire and settle the card accordingly."""
-    async with in_process(protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
+    async with connected(transport, protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
         results = []
         tg.start_soon(
             lambda: _collect(
@@ -95,9 +124,10 @@ async def _collect(into: list, awaitable) -> None:
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-async def test_url_consent_is_an_accept_without_content(protocol: str) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_url_consent_is_an_accept_without_content(transport: str, protocol: str) -> None:
     """URL mode: consent is `accept` with no content; on 2025-11-25 the completion notice settles the card."""
-    async with in_process(protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
+    async with connected(transport, protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
         results = []
         tg.start_soon(lambda: _collect(results, hub.call_tool("t", "ask_url", {}, ALICE)))
         prompt = await surface.next_prompt()
@@ -116,11 +146,14 @@ async def test_url_consent_is_an_accept_without_content(protocol: str) -> None:
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-async def test_url_elicitation_required_shows_consent_then_retries_the_call(protocol: str) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_url_elicitation_required_shows_consent_then_retries_the_call(
+    transport: str, protocol: str
+) -> None:
     """-32042: the URL elicitation becomes a consent card; once the person says it is done, the call is retried."""
     from mapping import Answer
 
-    async with in_process(protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
+    async with connected(transport, protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
         results = []
         tg.start_soon(lambda: _collect(results, hub.call_tool("t", "needs_auth", {}, ALICE)))
         prompt = await surface.next_prompt()
@@ -156,11 +189,12 @@ async def test_declined_authorization_does_not_retry(protocol: str) -> None:
         {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "integer"}}}},
     ],
 )
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_unsupported_schema_is_a_json_rpc_error_and_the_person_is_told(
-    protocol: str, schema: dict
+    transport: str, protocol: str, schema: dict
 ) -> None:
     """Never a fake decline: the server gets invalid-params, the surface reports why."""
-    async with in_process(protocol) as (hub, _prompts, surface):
+    async with connected(transport, protocol) as (hub, _prompts, surface):
         result = await hub.call_tool("t", "ask_form", {"schema_json": json.dumps(schema)}, ALICE)
     assert result.status in (CallStatus.FAILED, CallStatus.TOOL_ERROR)
     assert "unsupported elicitation" in result.text
@@ -227,9 +261,10 @@ async def test_a_call_that_never_returns_times_out_by_its_own_clock() -> None:
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-async def test_cancel_ends_the_persons_prompts_and_calls(protocol: str) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_cancel_ends_the_persons_prompts_and_calls(transport: str, protocol: str) -> None:
     """/cancel answers pending prompts with cancel and stops the call."""
-    async with in_process(protocol) as (hub, _prompts, surface), anyio.create_task_group() as tg:
+    async with connected(transport, protocol) as (hub, _prompts, surface), anyio.create_task_group() as tg:
         results = []
         tg.start_soon(
             lambda: _collect(
