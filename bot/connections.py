@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitRequestParams, ElicitResult, ErrorData, Implementation
 
 from bot.config import ServerConfig
+from bot.surface import ToolInfo
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +122,8 @@ class Connection:
         self.open_prompts = 0
         self.last_used = anyio.current_time()
         self.error: str | None = None
+        self.tools: list[ToolInfo] | None = None
+        """The server's tool list, cached until `notifications/tools/list_changed`."""
         self._stop = anyio.Event()
         self._changed = anyio.Event()
         self._on_elicit = on_elicit

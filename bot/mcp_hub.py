@@ -131,25 +131,6 @@ class Hub:
     def server_names(self) -> list[str]:
         return list(self.servers)
 
-    def status(self, origin: Origin | None = None) -> list[ServerStatus]:
-        """What is known about each server, without connecting."""
-        out = []
-        for name, server in self.servers.items():
-            health = self._health[name]
-            conn = self._connections.get(self._key(server, origin)) if origin is not None else None
-            out.append(
-                ServerStatus(
-                    name=name,
-                    title=server.title,
-                    transport=server.transport,
-                    connected=conn is not None and conn.client is not None,
-                    protocol=(conn.protocol if conn else None) or health.protocol,
-                    tool_count=health.tool_count,
-                    error=health.last_error if health.failures else None,
-                )
-            )
-        return out
-
     async def probe(self, name: str, origin: Origin) -> ServerStatus:
         """Connect (if needed) and count tools; errors are reported in the status, not raised."""
         server = self.servers[name]
@@ -168,13 +149,15 @@ class Hub:
         )
 
     async def list_tools(self, name: str, origin: Origin) -> list[ToolInfo]:
-        """The server's tools (all pages).
+        """The server's tools (all pages), kept per session until the server says the list changed.
 
         Raises:
             Unavailable: the server cannot be reached or failed the request.
         """
         server = self._server(name)
         async with self._use(server, origin) as conn:
+            if conn.tools is not None:
+                return conn.tools
             assert conn.client is not None
             tools: list[types.Tool] = []
             cursor: str | None = None
@@ -188,21 +171,18 @@ class Hub:
                             break
             except (MCPError, TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 raise Unavailable(name, describe_error(exc)) from exc
+            conn.tools = [
+                ToolInfo(
+                    server=name,
+                    name=t.name,
+                    title=t.title,
+                    description=t.description,
+                    input_schema=dict(t.input_schema),
+                )
+                for t in tools
+            ]
         self._health[name].tool_count = len(tools)
-        return [
-            ToolInfo(
-                server=name,
-                name=t.name,
-                title=t.title,
-                description=t.description,
-                input_schema=dict(t.input_schema),
-            )
-            for t in tools
-        ]
-
-    def resolve_tool(self, tool: str, tools: Mapping[str, list[ToolInfo]]) -> list[ToolInfo]:
-        """All tools named `tool` across the given listings (for `/call <tool>` when unique)."""
-        return [t for infos in tools.values() for t in infos if t.name == tool]
+        return conn.tools
 
     # -- calls -----------------------------------------------------------------------------------------
 
@@ -356,9 +336,6 @@ class Hub:
                 call.scope.cancel()
                 count += 1
         return count
-
-    def running_calls(self, origin: Origin) -> int:
-        return sum(1 for c in self._calls if c.origin == origin)
 
     # -- sessions --------------------------------------------------------------------------------------
 
@@ -523,6 +500,8 @@ class Hub:
             prompt = self.prompts.complete(conn.key, message.params.elicitation_id)
             if prompt is not None:
                 await self.prompts.settle_completed(prompt)
+        elif isinstance(message, types.ToolListChangedNotification):
+            conn.tools = None
         elif isinstance(message, Exception):
             logger.debug("transport message from %s: %r", conn.server.name, message)
 

@@ -74,10 +74,6 @@ class PromptRegistry:
         prompt = self._pending.get(token)
         return prompt if prompt is not None and prompt.pending else None
 
-    def awaiting(self, token: str) -> Prompt | None:
-        """A consented URL prompt still waiting for completion, by token."""
-        return next((p for p in self._awaiting.values() if p.token == token), None)
-
     def pending(self, *, chat_id: int | None = None, origin: Origin | None = None) -> list[Prompt]:
         """Pending prompts, optionally only those of one chat or one origin, oldest first."""
         return [

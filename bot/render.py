@@ -55,7 +55,6 @@ class Card:
     state: FormState | None = None
     version: int = 0
     page: int = 0
-    consented: bool = False
     answered_with: list[str] = field(default_factory=list)
 
 

@@ -7,7 +7,6 @@ decision is made by `mapping.form` (pure), then the card is re-rendered by `bot.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from telegram import Bot, LinkPreviewOptions, Message, User
@@ -123,7 +122,6 @@ class TelegramSurface:
         if card is None:
             return
         if outcome is Outcome.ANSWERED and prompt.request.url is not None:
-            card.consented = True
             card.version += 1
             screen = consented_screen(card)
             if not (prompt.awaits_completion or prompt.elicitation_id):
@@ -210,19 +208,8 @@ class TelegramSurface:
         if not card.prompt.pending or card.state is None:
             await self.send(card.chat_id, Screen(EXPIRED), reply_to=message_id)
             return
-        before = card.state
+        # The card moves below the reply, so the refusal ("⚠️ must be ...") and the question stay in view.
         await self._step(card, TextInput(text), moved=True)
-        after = card.state
-        if (
-            isinstance(after.step, Ask)
-            and after.step.error
-            and after.step.field is getattr(before.step, "field", None)
-        ):
-            await self.send(
-                card.chat_id,
-                Screen(f"⚠️ {esc(after.step.error, 300)}. Please try again."),
-                reply_to=message_id,
-            )
 
     # -- internals -------------------------------------------------------------------------------------
 
@@ -338,6 +325,3 @@ class TelegramSurface:
                 await self.edit(chat_id, message_id, Screen("↓ continued below"))
             except TelegramError:
                 logger.info("could not retire card message %s/%s", chat_id, message_id)
-
-    def pending_in(self, chat_id: int) -> Iterable[Card]:
-        return [c for c in self.cards.values() if c.chat_id == chat_id]
