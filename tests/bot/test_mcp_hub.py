@@ -411,3 +411,28 @@ async def test_over_streamable_http_forms_urls_and_two_people_work(protocol: str
                 a = json.loads((await hub.call_tool("t", "whoami", {}, ALICE)).text)
                 b = json.loads((await hub.call_tool("t", "whoami", {}, BOB)).text)
                 assert a["caller"] != b["caller"]  # two MCP sessions: one per person
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_2025_06_18_request_without_mode_is_a_form(protocol: str) -> None:
+    """No `mode` (as 2025-06-18 servers send) is treated as a form, and its answer is accepted."""
+    params = {
+        "message": "Pick a colour",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"c": {"type": "string", "enum": ["red", "blue"]}},
+        },
+    }
+    async with in_process(protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
+        results: list = []
+        tg.start_soon(
+            lambda: _collect(
+                results, hub.call_tool("t", "ask_raw", {"params_json": json.dumps(params)}, ALICE)
+            )
+        )
+        prompt = await surface.next_prompt()
+        assert prompt.request.kind is RequestKind.INPUT and prompt.request.prompt == "Pick a colour"
+        from mapping import Choose
+
+        prompts.answer(prompt, fill(prompt, Choose(1), Submit()))
+    assert server_saw(results[0].text) == {"action": "accept", "content": {"c": "blue"}}
