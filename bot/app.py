@@ -14,9 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
-from telegram.ext import AIORateLimiter, Application, ApplicationBuilder
+from telegram.ext import Application, ApplicationBuilder
 
 from bot.config import Config, ServerConfig, TelegramMode
+from bot.flood import FloodLimiter
 from bot.handlers import access, commands, forms
 from bot.handlers.deps import Deps
 from bot.handlers.errors import on_error
@@ -43,7 +44,7 @@ def build_application(config: Config) -> Application:  # type: ignore[type-arg]
         .token(token)
         .base_url(telegram.api_base_url)
         .base_file_url(telegram.api_base_url.replace("/bot", "/file/bot"))
-        .rate_limiter(AIORateLimiter(max_retries=5))
+        .rate_limiter(FloodLimiter())
         .concurrent_updates(True)
         .get_updates_read_timeout(POLL_TIMEOUT_S + 5)
         .build()
