@@ -26,6 +26,7 @@ FORMAT_HINTS: Final = {
 
 
 def number_rule(field: NumberField, *, must: bool = False) -> str:
+    """ "a whole number from 1 to 12" (a hint), or "must be a whole number between 1 and 12" (`must`)."""
     kind = "a whole number" if field.integer else "a number"
     low, high = field.minimum, field.maximum
     if low is not None and high is not None:
@@ -47,6 +48,8 @@ def number_rule(field: NumberField, *, must: bool = False) -> str:
 
 
 def length_hint(low: int | None, high: int | None, unit: str) -> list[str]:
+    """["3 to 20 characters"], ["at most 2"], or [] when there is no limit."""
+
     def units(n: int) -> str:
         return f"{n} {unit}{'' if n == 1 else 's'}" if unit else str(n)
 
@@ -61,6 +64,7 @@ def length_hint(low: int | None, high: int | None, unit: str) -> list[str]:
 
 
 def length_reason(low: int | None, high: int | None, side: str) -> str:
+    """ "at most 20 characters" / "at least 3 characters" / "exactly 5 characters"."""
     if low is not None and low == high:
         return f"exactly {low} character{'' if low == 1 else 's'}"
     n = low if side == "at least" else high
@@ -68,6 +72,7 @@ def length_reason(low: int | None, high: int | None, side: str) -> str:
 
 
 def number_text(value: int | float) -> str:
+    """A number as people write it (and as `parse_text` reads it back): 7, 0.5, 1e+20."""
     if isinstance(value, int) and abs(value) > _HUGE:
         return "a huge number"  # str() of a very long int raises
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
@@ -76,6 +81,7 @@ def number_text(value: int | float) -> str:
 
 
 def titles(options: tuple[Option, ...]) -> str:
+    """Option titles, comma-separated, the first few only when there are many."""
     shown = ", ".join(clip(o.title) for o in options[:LISTED])
     return shown if len(options) <= LISTED else f"{shown}, … ({len(options)} options)"
 

@@ -73,7 +73,7 @@ def parse_text(field: Field, raw: str) -> Value | FieldError:
         case TextField():
             value = _typed_text(field, text)
         case NumberField():
-            value = _typednumber_text(field, text)
+            value = _typed_number(field, text)
         case BoolField():
             value = _typed_bool(field, text)
         case ChoiceField():
@@ -107,8 +107,8 @@ def display_value(field: Field, value: Value | None) -> str:
         option = field.option(value)
         return option.title if option is not None else str(value)
     if isinstance(field, MultiChoiceField) and isinstance(value, list):
-        titles = [(o.title if (o := field.option(v)) is not None else str(v)) for v in value]
-        return ", ".join(titles) if titles else "none"
+        shown = [(o.title if (o := field.option(v)) is not None else str(v)) for v in value]
+        return ", ".join(shown) if shown else "none"
     if isinstance(value, int | float) and not isinstance(value, bool):
         return number_text(value)
     return str(value)
@@ -150,7 +150,7 @@ def _typed_text(field: TextField, text: str) -> str | FieldError:
     return text
 
 
-def _typednumber_text(field: NumberField, text: str) -> int | float | FieldError:
+def _typed_number(field: NumberField, text: str) -> int | float | FieldError:
     text = text.replace("\u2212", "-")  # the minus sign some phone keyboards offer
     if len(text) > _MAX_NUMBER_TEXT or not _NUMBER.fullmatch(text):
         return FieldError(field.name, number_rule(field, must=True))
