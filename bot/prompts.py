@@ -115,7 +115,9 @@ class PromptRegistry:
         prompt.deadline = time.monotonic() + self.timeout_s
         self._pending[prompt.token] = prompt
         try:
-            await self.surface.show_prompt(prompt)
+            with anyio.CancelScope(shield=True):
+                # A card on its way must land (and be known), or a request withdrawn meanwhile leaves it live.
+                await self.surface.show_prompt(prompt)
             with anyio.move_on_after(prompt.seconds_left):
                 await prompt._answered.wait()
             answer = prompt._answer
