@@ -76,8 +76,9 @@ class TelegramSurface:
             allow_sending_without_reply=True,
         )
 
-    async def edit(self, chat_id: int, message_id: int, screen: Screen) -> None:
-        """Edit a message; "not modified" and "not found" are fine (a double tap, a deleted card)."""
+    async def edit(self, chat_id: int, message_id: int, screen: Screen) -> Message | None:
+        """Edit a message; "not modified" is fine (a double tap). A message that is gone (deleted, too old to
+        edit) is sent again, and that new message is returned so the caller tracks it from then on."""
         try:
             await self.bot.edit_message_text(
                 screen.text,
@@ -90,12 +91,12 @@ class TelegramSurface:
         except BadRequest as exc:
             text = exc.message.lower()
             if "message is not modified" in text:
-                return
+                return None
             if "message to edit not found" in text or "message can't be edited" in text:
                 logger.info("card %s/%s is gone; sending it again", chat_id, message_id)
-                await self.send(chat_id, screen)
-                return
+                return await self.send(chat_id, screen)
             raise
+        return None
 
     # -- Surface ---------------------------------------------------------------------------------------
 
@@ -130,7 +131,9 @@ class TelegramSurface:
             screen = settled_screen(card, outcome)
             self._forget(card)
         if card.message_id is not None:
-            await self.edit(card.chat_id, card.message_id, screen)
+            resent = await self.edit(card.chat_id, card.message_id, screen)
+            if resent is not None and prompt.token in self.cards:
+                self._place(card, resent.message_id)
 
     async def report_unsupported(self, origin: Origin, server: str, message: str, reason: str) -> None:
         text = (
@@ -315,7 +318,9 @@ class TelegramSurface:
             self._place(card, message.message_id)
             await self._retire(card.chat_id, old)
             return
-        await self.edit(card.chat_id, card.message_id, screen)
+        resent = await self.edit(card.chat_id, card.message_id, screen)
+        if resent is not None:
+            self._place(card, resent.message_id)
 
     async def _retire(self, chat_id: int, message_id: int) -> None:
         try:

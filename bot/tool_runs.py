@@ -144,11 +144,14 @@ class ToolRunner:
             status.last_edit = anyio.current_time()
             assert status.message_id is not None
             try:
-                await self.surface.edit(
+                resent = await self.surface.edit(
                     status.chat_id, status.message_id, Screen(progress_text(status.title, status.latest))
                 )
             except TelegramError:
                 logger.info("progress edit failed", exc_info=True)
+                continue
+            if resent is not None:
+                status.message_id = resent.message_id
 
     async def _show(self, status: _Status, outcome: ToolOutcome) -> None:
         messages = result_messages(status.title, outcome)
