@@ -6,8 +6,8 @@ MCP servers are real: in-process by default (the transport is not the point here
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -26,13 +26,16 @@ GROUP_ID = -5001
 
 @dataclass
 class Chat:
-    """The scene: the fake API, the people, and the group."""
+    """The scene: the fake API, the people, and the group; `stop` is serve()'s stop event (SIGTERM)."""
 
     fake: FakeTelegram
     alice: FakeUser
     bob: FakeUser
     mallory: FakeUser
     group: int
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    stopped: anyio.Event = field(default_factory=anyio.Event)
+    """Set once serve() has returned."""
 
 
 @asynccontextmanager
@@ -44,12 +47,26 @@ async def bot_scene(
     timeout_s: float = 600,
     rate_limit: bool = False,
     allowed: list[int] | None = None,
+    world: Chat | None = None,
     **telegram: Any,
 ) -> AsyncIterator[Chat]:
-    """Run the bot with `demo` and `t` (the elicit test server) in-process unless told otherwise."""
+    """Run the bot with `demo` and `t` (the elicit test server) in-process unless told otherwise.
+
+    With `world` (an earlier scene), a new bot process runs against that scene's fake and people: a restart.
+    """
     factories = {"demo": build_demo, "t": build_elicit} if in_process is None else in_process
     servers = servers or {name: {"command": "in-process", "protocol": protocol} for name in factories}
-    async with FakeTelegram(rate_limit=rate_limit) as fake:
+    async with AsyncExitStack() as stack:
+        if world is None:
+            fake = await stack.enter_async_context(FakeTelegram(rate_limit=rate_limit))
+            alice = fake.user(id=ALICE_ID, first_name="Alice")
+            bob = fake.user(id=BOB_ID, first_name="Bob")
+            mallory = fake.user(id=MALLORY_ID, first_name="Mallory")
+            group = fake.group(GROUP_ID, title="Ops", members=[alice, bob, mallory])
+            scene = Chat(fake, alice, bob, mallory, group)
+        else:
+            scene = Chat(world.fake, world.alice, world.bob, world.mallory, world.group)
+        fake = scene.fake
         config = make_config(
             servers,
             telegram={
@@ -64,15 +81,18 @@ async def bot_scene(
         def transport(server: ServerConfig) -> Any:
             return factories[server.name]() if server.name in factories else default_transport(server)
 
-        alice = fake.user(id=ALICE_ID, first_name="Alice")
-        bob = fake.user(id=BOB_ID, first_name="Bob")
-        mallory = fake.user(id=MALLORY_ID, first_name="Mallory")
-        group = fake.group(GROUP_ID, title="Ops", members=[alice, bob, mallory])
-        stop, ready = anyio.Event(), anyio.Event()
+        async def run() -> None:
+            try:
+                await serve(config, scene.stop, ready, transport=transport)
+            finally:
+                scene.stopped.set()
+
+        ready = anyio.Event()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: serve(config, stop, ready, transport=transport))
+            tg.start_soon(run)
             with anyio.fail_after(20):
                 await ready.wait()
-            yield Chat(fake, alice, bob, mallory, group)
-            stop.set()
-        assert not fake.unexpected_errors, fake.unexpected_errors
+            yield scene
+            scene.stop.set()
+        if world is None:
+            assert not fake.unexpected_errors, fake.unexpected_errors
