@@ -6,7 +6,9 @@ anyio contexts must be exited by the task that entered them, so each `Client` li
 
 from __future__ import annotations
 
+import functools
 import logging
+import ssl
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
@@ -83,13 +85,22 @@ def default_transport(server: ServerConfig) -> Transport:
     return stdio_client(params, errlog=sys.stderr)
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for every HTTP session: by default httpx builds one per client, loading the CA store
+    each time (~850 KB of memory and ~20 ms of CPU per MCP session)."""
+    return httpx2.create_ssl_context()
+
+
 @asynccontextmanager
 async def _http(server: ServerConfig) -> AsyncIterator[TransportStreams]:
     # The SDK leaves a client it was given open, so this transport owns (and closes) its own.
     assert server.url is not None
     timeout = httpx2.Timeout(30.0, read=300.0)
     async with (
-        httpx2.AsyncClient(headers=server.reveal_headers(), timeout=timeout, follow_redirects=False) as http,
+        httpx2.AsyncClient(
+            headers=server.reveal_headers(), timeout=timeout, follow_redirects=False, verify=_tls_context()
+        ) as http,
         streamable_http_client(server.url, http_client=http) as streams,
     ):
         yield streams
