@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import anyio
 from telegram import Bot, LinkPreviewOptions, Message, User
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, Forbidden, TelegramError
@@ -62,6 +63,7 @@ class TelegramSurface:
         self.prompts: PromptRegistry | None = None
         self.cards: dict[str, Card] = {}
         self._by_message: dict[tuple[int, int], str] = {}
+        self._busy: dict[str, anyio.Lock] = {}
 
     # -- sending ---------------------------------------------------------------------------------------
 
@@ -105,6 +107,7 @@ class TelegramSurface:
         if prompt.form is not None:
             card.state = start(prompt.form)
         self.cards[prompt.token] = card
+        self._busy[prompt.token] = anyio.Lock()
         try:
             message = await self.send(card.chat_id, prompt_screen(card))
         except Forbidden:
@@ -122,6 +125,11 @@ class TelegramSurface:
         card = self.cards.get(prompt.token)
         if card is None:
             return
+        async with self._lock(card):
+            await self._settle(card, outcome)
+
+    async def _settle(self, card: Card, outcome: Outcome) -> None:
+        prompt = card.prompt
         if outcome is Outcome.ANSWERED and prompt.request.url is not None:
             card.version += 1
             screen = consented_screen(card)
@@ -152,6 +160,10 @@ class TelegramSurface:
         card = self.cards.get(button.token)
         if card is None:
             return Reply(EXPIRED, alert=True)
+        async with self._lock(card):
+            return await self._tap(card, user, button)
+
+    async def _tap(self, card: Card, user: User, button: Button) -> Reply:
         prompt = card.prompt
         if user.id != prompt.origin.user_id:
             return Reply("This question is for the person who started the call.", alert=True)
@@ -201,6 +213,10 @@ class TelegramSurface:
 
     async def on_text(self, card: Card, user: User, text: str, message_id: int) -> None:
         """A typed answer for `card` (already matched by reply or as the only text question)."""
+        async with self._lock(card):
+            await self._typed(card, user, text, message_id)
+
+    async def _typed(self, card: Card, user: User, text: str, message_id: int) -> None:
         if user.id != card.prompt.origin.user_id:
             await self.send(
                 card.chat_id,
@@ -221,6 +237,11 @@ class TelegramSurface:
         assert self.prompts is not None, "wire the PromptRegistry before use"
         return self.prompts
 
+    def _lock(self, card: Card) -> anyio.Lock:
+        """One card's taps, replies and settling, one at a time: updates are handled concurrently, and a
+        redraw that moves the card must be done before the next one reads where the card is."""
+        return self._busy.get(card.prompt.token) or anyio.Lock()  # a forgotten card needs no guarding
+
     def _answer(self, prompt: Prompt, answer: Answer) -> None:
         self._registry.answer(prompt, answer)
 
@@ -236,11 +257,13 @@ class TelegramSurface:
 
     def _forget(self, card: Card) -> None:
         self.cards.pop(card.prompt.token, None)
+        self._busy.pop(card.prompt.token, None)
         self._by_message = {k: t for k, t in self._by_message.items() if t != card.prompt.token}
 
     async def _unreachable(self, prompt: Prompt) -> None:
         """The person never opened a private chat with the bot: tell them where the call started."""
         self.cards.pop(prompt.token, None)
+        self._busy.pop(prompt.token, None)
         text = (
             f"🔐 <b>{esc(prompt.server, 64)}</b> needs you to open a link, which I only send in a private chat. "
             "Open a private chat with me, press Start, then run the command again."
