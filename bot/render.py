@@ -63,13 +63,18 @@ def esc(text: str, limit: int | None = None) -> str:
     return html.escape(clip(text, limit) if limit else text, quote=False)
 
 
+def button_label(text: str) -> str:
+    """Server text as a button label: Telegram refuses labels that are empty or only whitespace."""
+    return clip(text.strip(), LABEL_CLIP) or "·"
+
+
 def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
 def _btn(card: Card, label: str, action: Action, arg: int | None = None) -> InlineKeyboardButton:
     data = Button(Kind.PROMPT, card.prompt.token, card.version, action, arg).pack()
-    return InlineKeyboardButton(clip(label, LABEL_CLIP) or "·", callback_data=data)
+    return InlineKeyboardButton(button_label(label), callback_data=data)
 
 
 def _header(prompt: Prompt) -> str:

@@ -11,7 +11,7 @@ from bot.call_args import CallArgsError, parse_arguments, split_call
 from bot.callback_data import Action, Button, Kind
 from bot.handlers.deps import Deps
 from bot.mcp_hub import Unavailable
-from bot.render import LABEL_CLIP, Screen, clip, esc, fit
+from bot.render import Screen, button_label, esc, fit
 from bot.surface import Origin, ToolInfo
 
 COMMANDS = [
@@ -182,7 +182,7 @@ def _tool_list(
         )
         token = deps.tool_buttons.add(server, tool.name, user_id)
         data = Button(Kind.TOOL, token, 0, Action.CALL).pack()
-        rows.append([InlineKeyboardButton(clip(tool.title or tool.name, LABEL_CLIP), callback_data=data)])
+        rows.append([InlineKeyboardButton(button_label(tool.title or tool.name), callback_data=data)])
     if len(tools) > 90:
         lines.append(f"… and {len(tools) - 90} more; use /call for those.")
     return fit(lines), InlineKeyboardMarkup(rows)
