@@ -85,6 +85,9 @@ class FakeTelegram(World):
             lifespan="off",
             log_config=None,
             access_log=False,
+            # httpx (PTB) keeps idle connections for 5 s, uvicorn's default too: a request sent as uvicorn
+            # closes one fails with ReadError. Telegram keeps them far longer; so does the fake.
+            timeout_keep_alive=75,
         )
         config.load()
         server = uvicorn.Server(config)
