@@ -1,0 +1,88 @@
+"""`python -m bench`: run every scenario once, print one table to stdout, write bench/results/latest.json.
+
+Progress goes to stderr. `--quick` runs tiny sizes (a smoke run); `--profile-bot PATH` profiles the bot
+process of the bridge scenario with cProfile (read it with `python -m pstats PATH`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from bench import report, scenarios
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke run")
+    p.add_argument(
+        "--elicitations", type=int, default=1000, help="a. single-choice elicitations (default 1000)"
+    )
+    p.add_argument("--parallel", type=int, default=8, help="a. people answering in parallel (default 8)")
+    p.add_argument("--per-kind", type=int, default=40, help="b. elicitations per form kind (default 40)")
+    p.add_argument(
+        "--users", type=int, default=1000, help="c. people with a prompt pending at once (default 1000)"
+    )
+    p.add_argument(
+        "--flood", type=int, default=300, help="d. prompts started within one second (default 300)"
+    )
+    p.add_argument(
+        "--protocols", default="legacy,2026-07-28", help="a. MCP revisions to measure (comma-separated)"
+    )
+    p.add_argument("--only", default="abcd", help="which scenarios to run (default abcd)")
+    p.add_argument("--profile-bot", metavar="PATH", type=Path, help="cProfile the bot in scenario a")
+    p.add_argument("--out", type=Path, default=RESULTS / "latest.json", help="JSON file to write")
+    return p
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.quick:
+        args.elicitations, args.parallel, args.per_kind, args.users, args.flood = 20, 2, 4, 10, 10
+    results: dict[str, Any] = {}
+    if "a" in args.only:
+        results["bridge"] = []
+        for i, protocol in enumerate(args.protocols.split(",")):
+            profile = args.profile_bot if i == 0 else None
+            results["bridge"].append(
+                await scenarios.bridge_cost(args.elicitations, args.parallel, protocol, profile=profile)
+            )
+    if "b" in args.only:
+        results["calls_per_kind"] = await scenarios.calls_per_kind(args.per_kind, "legacy")
+    if "c" in args.only:
+        results["pending"] = await scenarios.pending_users(args.users)
+    if "d" in args.only:
+        results["flood"] = await scenarios.flood(args.flood)
+    return results
+
+
+def main() -> int:
+    args = _parser().parse_args()
+    started = time.perf_counter()
+    results = anyio.run(run, args)
+    results["meta"] = {
+        "seconds": round(time.perf_counter() - started, 1),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "quick": args.quick,
+    }
+    print(report.table(results))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    scenarios.progress(f"done in {results['meta']['seconds']} s; figures in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Scripted people: each flow is one `/call` of a bench tool answered at once, as a person would in the chat.
+
+I/O only through the fake Bot API (its users' actions and waits). Every flow checks that the tool's result,
+which the server built from the answer it received, carries this person's tag and answer.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+
+from bench.scene import SERVER, BenchFake
+from tests.fake_telegram import FakeUser, Msg
+
+SUBMIT: Final = "✅ Submit"
+OPEN: Final = "Open example.com"
+TIMEOUT_S: Final = 120.0
+
+
+class WrongAnswer(AssertionError):
+    """The server's result for a call does not carry what this person answered."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """One completed elicitation, as the scripted person lived it."""
+
+    tag: str
+    started: float
+    """`time.monotonic()` when the person sent `/call`."""
+    card_at: float
+    """When the card first reached the fake."""
+    finished: float
+    """When the tool's result was in the chat."""
+    taps: int
+    typed: int
+
+
+def _card_for(tag: str) -> Any:
+    marker = f" for {tag}\n"
+    return lambda m: marker in m.text and bool(m.reply_markup)
+
+
+def _result_for(tag: str) -> Any:
+    marker = f'"tag": "{tag}"'
+    return lambda m: marker in m.text and '"action"' in m.text
+
+
+def _content(result: Msg) -> dict[str, Any]:
+    _, _, body = result.text.partition("\n")
+    return json.loads(body)
+
+
+async def hello(fake: BenchFake, user: FakeUser, tag: str) -> None:
+    """A call without a question: opens this person's MCP session."""
+    await user.send(f"/call {SERVER} hello tag={tag}")
+    await fake.until(user.id, lambda m: m.text.endswith(f"\nhello {tag}"), TIMEOUT_S)
+
+
+async def start_pick(fake: BenchFake, user: FakeUser, tag: str) -> tuple[float, Msg]:
+    """Send the `/call` and wait for the single-choice card; returns (when sent, the card)."""
+    started = time.monotonic()
+    await user.send(f"/call {SERVER} pick tag={tag}")
+    return started, await fake.until(user.id, _card_for(tag), TIMEOUT_S)
+
+
+async def finish_pick(
+    fake: BenchFake, user: FakeUser, tag: str, choice: str, started: float, card: Msg
+) -> Answered:
+    """Choose (a tap), Submit on the review card (a second tap), wait for the result and check it."""
+    await user.press(card, choice, timeout=TIMEOUT_S)
+    await user.press(card, SUBMIT, timeout=TIMEOUT_S)
+    result = await fake.until(user.id, _result_for(tag), TIMEOUT_S)
+    if _content(result) != {"tag": tag, "action": "accept", "content": {"colour": choice}}:
+        raise WrongAnswer(f"{tag}: {result.text!r}")
+    card_at = fake.arrived[(card.chat_id, card.message_id)]
+    return Answered(tag, started, card_at, time.monotonic(), taps=2, typed=0)
+
+
+async def pick(fake: BenchFake, user: FakeUser, tag: str, choice: str = "green") -> Answered:
+    """The single-choice elicitation: `/call`, tap the choice, tap Submit."""
+    started, card = await start_pick(fake, user, tag)
+    return await finish_pick(fake, user, tag, choice, started, card)
+
+
+async def form3(fake: BenchFake, user: FakeUser, tag: str) -> Answered:
+    """The three-field form: tap a size, reply with a number, tap Yes, tap Submit."""
+    started = time.monotonic()
+    await user.send(f"/call {SERVER} form3 tag={tag}")
+    card = await fake.until(user.id, _card_for(tag), TIMEOUT_S)
+    card_at = fake.arrived[(card.chat_id, card.message_id)]
+    await user.press(card, "medium", timeout=TIMEOUT_S)
+    await user.send("4", reply_to=card)
+    # A typed answer moves the card below the reply: the next question comes as a new message.
+    card = await fake.until(user.id, lambda m: _card_for(tag)(m) and "Yes" in m.buttons, TIMEOUT_S)
+    await user.press(card, "Yes", timeout=TIMEOUT_S)
+    await user.press(card, SUBMIT, timeout=TIMEOUT_S)
+    result = await fake.until(user.id, _result_for(tag), TIMEOUT_S)
+    expected = {"size": "medium", "guests": 4, "outdoor": True}
+    if _content(result) != {"tag": tag, "action": "accept", "content": expected}:
+        raise WrongAnswer(f"{tag}: {result.text!r}")
+    return Answered(tag, started, card_at, time.monotonic(), taps=3, typed=1)
+
+
+async def consent(fake: BenchFake, user: FakeUser, tag: str) -> Answered:
+    """URL consent: tap Open (the consent); the link itself is opened outside the chat."""
+    started = time.monotonic()
+    await user.send(f"/call {SERVER} consent tag={tag}")
+    card = await fake.until(user.id, _card_for(tag), TIMEOUT_S)
+    await user.press(card, OPEN, timeout=TIMEOUT_S)
+    result = await fake.until(user.id, _result_for(tag), TIMEOUT_S)
+    if _content(result) != {"tag": tag, "action": "accept", "content": None}:
+        raise WrongAnswer(f"{tag}: {result.text!r}")
+    card_at = fake.arrived[(card.chat_id, card.message_id)]
+    return Answered(tag, started, card_at, time.monotonic(), taps=1, typed=0)

@@ -1,0 +1,155 @@
+"""Figures -> one side-by-side table (stdout) and JSON. Pure formatting, no I/O."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+TARGETS: Final = {
+    "bot_cpu_ms_per_elicitation": 2.0,
+    "rss_kb_per_pending_prompt": 100.0,
+}
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3f}".rstrip("0").rstrip(".") if abs(value) < 10 else f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(scenario, figure, value, note) rows, in the order of the issue."""
+    out: list[tuple[str, str, str, str]] = []
+
+    def add(scenario: str, figure: str, value: Any, note: str = "") -> None:
+        out.append((scenario, figure, _fmt(value), note))
+
+    for a in results.get("bridge", []):
+        s = f"a. bridge {a['protocol']}"
+        bare = a["bare_client"]
+        target = TARGETS["bot_cpu_ms_per_elicitation"]
+        verdict = "meets" if a["bot_cpu_ms_per_elicitation"] < target else "MISSES"
+        add(
+            s,
+            "single-choice elicitations",
+            a["elicitations"],
+            f"{a['people_in_parallel']} people in parallel, stdio server",
+        )
+        add(s, "answered correctly", a["answered_correctly"], "content checked in the server's log")
+        add(s, "taps per elicitation", a["taps_per_elicitation"], "choose, then Submit on the review card")
+        add(
+            s,
+            "bot CPU ms / elicitation",
+            a["bot_cpu_ms_per_elicitation"],
+            f"{verdict} the < {target:g} ms target; incl. its /call",
+        )
+        add(
+            s,
+            "bare Client CPU ms / elicitation",
+            bare["client_cpu_ms_per_elicitation"],
+            "mcp.Client + callback, same calls",
+        )
+        add(
+            s,
+            "wall ms / elicitation: bot | bare",
+            f"{_fmt(a['wall_ms_per_elicitation'])} | {_fmt(bare['wall_ms_per_elicitation'])}",
+            f"ratio {a['wall_ratio_bot_over_bare']}×",
+        )
+        add(
+            s,
+            "one at a time, ms p50: bot | bare",
+            f"{_fmt(a['sequential_latency_ms_p50'])} | {_fmt(bare['sequential_latency_ms_p50'])}",
+            f"ratio {a['sequential_latency_ratio_bot_over_bare']}×",
+        )
+        add(
+            s,
+            "latency ms p50 | p99 (loaded)",
+            f"{_fmt(a['latency_ms_p50'])} | {_fmt(a['latency_ms_p99'])}",
+            "/call sent -> result in chat",
+        )
+    b = results.get("calls_per_kind")
+    if b:
+        for kind in ("plain_call_no_question", "single_choice", "three_field_form", "url_consent"):
+            k = b.get(kind)
+            if not k:
+                continue
+            calls = k["bot_api_calls"]
+            text = " ".join(
+                f"{m.removesuffix('Message').removesuffix('Query')}={calls[m]:g}" for m in calls if calls[m]
+            )
+            add(
+                f"b. calls {b['protocol']}",
+                kind.replace("_", " "),
+                k["rate_limited_calls"],
+                f"rate-limited; {text}; taps={k['taps']} typed={k['typed_replies']}; bot CPU {k['bot_cpu_ms']} ms",
+            )
+    c = results.get("pending")
+    if c:
+        s = f"c. pending {c['protocol']}"
+        target = TARGETS["rss_kb_per_pending_prompt"]
+        verdict = "meets" if c["rss_kb_per_pending_prompt"] < target else "MISSES"
+        add(s, "people, each a prompt pending", c["pending_at_once"], c["transport"])
+        add(
+            s,
+            "answered correctly",
+            c["answered_correctly"],
+            f"{c['distinct_server_sessions']} distinct server sessions",
+        )
+        add(
+            s,
+            "bot RSS KB: start | sessions | pending",
+            f"{_fmt(c['rss_kb_bot_started'])} | {_fmt(c['rss_kb_sessions_open'])} | {_fmt(c['rss_kb_all_pending'])}",
+            f"peak {_fmt(c['rss_kb_peak'])} KB",
+        )
+        add(s, "RSS KB per MCP session", c["rss_kb_per_session"], "open, idle")
+        add(
+            s,
+            "RSS KB per pending prompt",
+            c["rss_kb_per_pending_prompt"],
+            f"{verdict} the < {target:g} KB target (beyond the session)",
+        )
+        add(
+            s,
+            "server request -> card ms p50 | p99",
+            f"{_fmt(c['request_to_card_ms_p50'])} | {_fmt(c['request_to_card_ms_p99'])}",
+            f"max {_fmt(c['request_to_card_ms_max'])}; all cards shown in {c['all_cards_shown_s']} s",
+        )
+    d = results.get("flood")
+    if d:
+        s = f"d. flood {d['protocol']}"
+        lost = d["prompts"] - d["answers_reached_server"]
+        add(s, "prompts started", d["prompts"], f"within {d['started_within_s']:g} s, fake at 30 messages/s")
+        add(s, "cards delivered", d["cards_delivered"], "must be all")
+        add(
+            s,
+            "answers reached the server",
+            d["answers_reached_server"],
+            "zero lost" if lost == 0 else f"{lost} LOST",
+        )
+        add(
+            s,
+            "all cards delivered after s",
+            d["all_cards_delivered_s"],
+            f"theory {d['theoretical_min_cards_s']} s for the cards alone",
+        )
+        add(
+            s,
+            "everything answered after s",
+            d["everything_answered_s"],
+            f"{d['messages_sent']} messages: theory {d['theoretical_min_all_messages_s']} s",
+        )
+        add(s, "429s from the fake", d["fake_429s"], f"other errors {d['other_errors']}")
+    return out
+
+
+def table(results: dict[str, Any]) -> str:
+    body = rows(results)
+    header = ("scenario", "figure", "value", "note")
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(3)]
+    lines = []
+    for i, r in enumerate([header, *body]):
+        if i == 1:
+            lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 4)
+        lines.append(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip())
+    return "\n".join(lines)

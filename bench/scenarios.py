@@ -1,0 +1,417 @@
+"""The four measurements of issue 5: bridge cost, Bot API calls per form kind, 1,000 pending users, flood.
+
+I/O: each scenario starts the fake Bot API here, the bot (and an MCP server) as processes, drives scripted
+people, and returns plain figures (dicts of numbers) for `bench.report`. Correctness is checked on the way
+(every answer must reach the server for its person); timings are only measured, never asserted.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+from mcp import Client, StdioServerParameters, stdio_client
+from mcp.client import ClientRequestContext
+
+from bench import flows
+from bench.scene import (
+    ROOT,
+    BenchFake,
+    bot_process,
+    cpu_seconds,
+    http_server,
+    http_server_entry,
+    rate_limited_fake,
+    read_log,
+    stdio_server_entry,
+)
+from bench.server import CHOICES
+from tests.fake_telegram import FakeUser
+
+METHODS: Final = ("sendMessage", "editMessageText", "deleteMessage", "answerCallbackQuery", "getUpdates")
+FIRST_USER_ID: Final = 100_000
+
+
+def progress(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100), nearest rank; NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def _users(fake: BenchFake, count: int, first: int = FIRST_USER_ID) -> list[FakeUser]:
+    return [fake.user(id=first + i, first_name=f"P{i}") for i in range(count)]
+
+
+def _cpus(*pids: int) -> list[float]:
+    """CPU seconds of each process, then of this one (the fake Bot API and the scripted people)."""
+    return [*(cpu_seconds(pid) for pid in pids), time.process_time()]
+
+
+def _choice(user: FakeUser) -> str:
+    return CHOICES[user.id % len(CHOICES)]
+
+
+def _per(counts: Counter[str], n: int) -> dict[str, float]:
+    return {m: round(counts.get(m, 0) / n, 2) for m in METHODS}
+
+
+async def _each(
+    items: Sequence[Any], work: Callable[[Any], Awaitable[None]], limit: int | None = None
+) -> None:
+    """Run `work(item)` for every item concurrently (at most `limit` at a time); the first failure propagates."""
+    gate = anyio.Semaphore(limit or max(1, len(items)))
+
+    async def one(item: Any) -> None:
+        async with gate:
+            await work(item)
+
+    async with anyio.create_task_group() as tg:
+        for item in items:
+            tg.start_soon(one, item)
+
+
+def _check_log(records: list[dict[str, Any]], expected: dict[str, dict[str, Any] | None]) -> int:
+    """How many of `expected` (tag -> content) the server received exactly once, with that content."""
+    seen = Counter(r["tag"] for r in records if r["tag"] in expected)
+    good = {r["tag"] for r in records if r["tag"] in expected and r["content"] == expected[r["tag"]]}
+    return sum(1 for tag in expected if seen[tag] == 1 and tag in good)
+
+
+# --- a. bridge cost per elicitation ----------------------------------------------------------------------
+
+
+async def bridge_cost(
+    elicitations: int, users: int, protocol: str, *, sequential: int = 50, profile: Path | None = None
+) -> dict[str, Any]:
+    """Bot CPU and wall time per single-choice elicitation, against a bare `mcp` Client doing the same."""
+    per_user = -(-elicitations // users)
+    total = per_user * users
+    with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
+        log = Path(tmp) / "a.jsonl"
+        async with (
+            BenchFake() as fake,
+            bot_process(fake, stdio_server_entry(log, protocol), profile=profile) as bot,
+        ):
+            people = _users(fake, users)
+            progress(f"a. bridge ({protocol}): {users} people open their sessions (stdio server each)")
+            await _each(people, lambda u: _warm_up(fake, u))
+            progress(
+                f"a. bridge ({protocol}): {total} single-choice elicitations, {users} people in parallel"
+            )
+            latencies: list[float] = []
+            expected: dict[str, dict[str, Any] | None] = {}
+            if profile is not None:
+                bot.profile(True)
+            calls_before, cpu_before, t0 = fake.call_counts(), bot.cpu(), time.perf_counter()
+
+            async def run(user: FakeUser) -> None:
+                for n in range(per_user):
+                    tag = f"a{user.id}-{n}"
+                    expected[tag] = {"colour": _choice(user)}
+                    done = await flows.pick(fake, user, tag, _choice(user))
+                    latencies.append(done.finished - done.started)
+
+            await _each(people, run)
+            wall, cpu = time.perf_counter() - t0, bot.cpu() - cpu_before
+            calls = fake.call_counts() - calls_before
+            if profile is not None:
+                bot.profile(False)
+            one_at_a_time = await _sequential_latency(fake, people[0], sequential)
+        received = _check_log(read_log(log), expected)
+        progress(f"a. bridge ({protocol}): the same through a bare mcp Client")
+        bare = await _bare_client(total, users, protocol, Path(tmp), sequential)
+    return {
+        "protocol": protocol,
+        "elicitations": total,
+        "people_in_parallel": users,
+        "answered_correctly": received,
+        "taps_per_elicitation": 2,
+        "bot_cpu_ms_per_elicitation": round(cpu * 1000 / total, 3),
+        "bot_cpu_s_total": round(cpu, 2),
+        "wall_s": round(wall, 2),
+        "wall_ms_per_elicitation": round(wall * 1000 / total, 3),
+        "latency_ms_p50": round(percentile(latencies, 50) * 1000, 1),
+        "latency_ms_p99": round(percentile(latencies, 99) * 1000, 1),
+        "sequential_latency_ms_p50": round(one_at_a_time * 1000, 1),
+        "bot_api_calls_per_elicitation": _per(calls, total),
+        "bare_client": bare,
+        "wall_ratio_bot_over_bare": round(wall / bare["wall_s"], 2),
+        "sequential_latency_ratio_bot_over_bare": round(one_at_a_time / bare["sequential_latency_s_p50"], 2),
+    }
+
+
+async def _warm_up(fake: BenchFake, user: FakeUser) -> None:
+    await flows.hello(fake, user, f"w{user.id}")
+    await flows.pick(fake, user, f"w{user.id}-pick", _choice(user))
+
+
+async def _sequential_latency(fake: BenchFake, user: FakeUser, count: int) -> float:
+    """Median time of one elicitation when nothing else runs (one person, one after another)."""
+    times = []
+    for n in range(count):
+        done = await flows.pick(fake, user, f"s{user.id}-{n}", _choice(user))
+        times.append(done.finished - done.started)
+    return statistics.median(times)
+
+
+async def _bare_client(
+    elicitations: int, clients: int, protocol: str, workdir: Path, sequential_count: int
+) -> dict[str, Any]:
+    """The same tool calls and answers through `mcp.Client` with an elicitation callback that answers at once."""
+    per_client = elicitations // clients
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "bench.server", "--log", str(workdir / "bare.jsonl")],
+        cwd=str(ROOT),
+    )
+
+    async def answer(ctx: ClientRequestContext, request: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"colour": "green"})
+
+    def client() -> Client:
+        return Client(
+            stdio_client(params, errlog=sys.stderr),
+            elicitation_callback=answer,
+            mode=protocol,
+            read_timeout_seconds=None,
+        )
+
+    sequential = []
+    async with client() as alone:
+        await alone.call_tool("pick", {"tag": "bs-warm"})
+        for n in range(sequential_count):
+            started = time.perf_counter()
+            await alone.call_tool("pick", {"tag": f"bs-{n}"})
+            sequential.append(time.perf_counter() - started)
+
+    counts = Counter[str]()
+    all_connected, go, all_done = anyio.Event(), anyio.Event(), anyio.Event()
+    wall: dict[str, float] = {}
+
+    async def run(index: int) -> None:
+        async with client() as session:
+            await session.call_tool("pick", {"tag": f"bw{index}"})
+            counts["connected"] += 1
+            if counts["connected"] == clients:
+                all_connected.set()
+            await go.wait()
+            for n in range(per_client):
+                await session.call_tool("pick", {"tag": f"b{index}-{n}"})
+            counts["done"] += 1
+            if counts["done"] == clients:
+                wall["end"] = time.perf_counter()
+                all_done.set()
+            await all_done.wait()  # nobody disconnects (and stops a server) while others still run
+
+    async with anyio.create_task_group() as tg:
+        for index in range(clients):
+            tg.start_soon(run, index)
+        await all_connected.wait()
+        cpu0, wall["start"] = time.process_time(), time.perf_counter()
+        go.set()
+        await all_done.wait()
+        cpu = time.process_time() - cpu0
+    seconds = wall["end"] - wall["start"]
+    return {
+        "elicitations": per_client * clients,
+        "wall_s": round(seconds, 2),
+        "wall_ms_per_elicitation": round(seconds * 1000 / (per_client * clients), 3),
+        "client_cpu_ms_per_elicitation": round(cpu * 1000 / (per_client * clients), 3),
+        "sequential_latency_s_p50": statistics.median(sequential),
+        "sequential_latency_ms_p50": round(statistics.median(sequential) * 1000, 1),
+    }
+
+
+# --- b. Bot API calls per elicitation, by form kind ------------------------------------------------------
+
+KINDS: Final = {"single_choice": flows.pick, "three_field_form": flows.form3, "url_consent": flows.consent}
+
+
+async def calls_per_kind(per_kind: int, protocol: str, people: int = 4) -> dict[str, Any]:
+    """Bot API calls (by method), taps and bot CPU per completed elicitation, for each form kind."""
+    out: dict[str, Any] = {"protocol": protocol, "per_kind": per_kind}
+    with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
+        log = Path(tmp) / "b.jsonl"
+        async with BenchFake() as fake, bot_process(fake, stdio_server_entry(log, protocol)) as bot:
+            persons = _users(fake, people)
+            await _each(persons, lambda u: flows.hello(fake, u, f"w{u.id}"))
+            kinds: dict[str, Callable[..., Awaitable[flows.Answered]]] = {
+                "plain_call_no_question": _plain,
+                **KINDS,
+            }
+            for kind, flow in kinds.items():
+                await flow(fake, persons[0], f"warm-{kind}")  # first use of each code path is not measured
+                progress(f"b. calls per kind ({protocol}): {per_kind} × {kind}")
+                before, cpu0 = fake.call_counts(), bot.cpu()
+                answered: list[flows.Answered] = []
+
+                async def run(
+                    user: FakeUser, kind: str = kind, flow: Any = flow, sink: list[Any] = answered
+                ) -> None:
+                    for n in range(per_kind // len(persons)):
+                        sink.append(await flow(fake, user, f"{kind[:2]}{user.id}-{n}"))
+
+                await _each(persons, run)
+                n = len(answered)
+                calls = fake.call_counts() - before
+                out[kind] = {
+                    "completed": n,
+                    "bot_api_calls": _per(calls, n),
+                    "rate_limited_calls": round(
+                        (calls["sendMessage"] + calls["editMessageText"] + calls["deleteMessage"]) / n, 2
+                    ),
+                    "taps": answered[0].taps if answered and kind != "plain_call_no_question" else 0,
+                    "typed_replies": answered[0].typed if answered else 0,
+                    "bot_cpu_ms": round((bot.cpu() - cpu0) * 1000 / n, 2),
+                }
+    return out
+
+
+async def _plain(fake: BenchFake, user: FakeUser, tag: str) -> flows.Answered:
+    started = time.monotonic()
+    await flows.hello(fake, user, tag)
+    return flows.Answered(tag, started, started, time.monotonic(), taps=0, typed=0)
+
+
+# --- c. many people with a prompt pending at once ---------------------------------------------------------
+
+
+async def pending_users(users: int, protocol: str = "legacy") -> dict[str, Any]:
+    """`users` people, each with their own MCP session (streamable HTTP) and one prompt pending at once."""
+    with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
+        async with (
+            http_server(Path(tmp)) as server,
+            BenchFake() as fake,
+            bot_process(fake, http_server_entry(server.url, protocol), max_open=users + 100) as bot,
+        ):
+            people = _users(fake, users)
+            rss_start = bot.memory()["VmRSS"]
+            progress(f"c. pending: {users} people open their MCP sessions (HTTP, {protocol})")
+            t0, cpu0 = time.perf_counter(), bot.cpu()
+            await _each(people, lambda u: flows.hello(fake, u, f"h{u.id}"), limit=100)
+            sessions_s, sessions_cpu = time.perf_counter() - t0, bot.cpu() - cpu0
+            rss_sessions = bot.memory()["VmRSS"]
+            progress(f"c. pending: {users} prompts at once")
+            cards: dict[int, tuple[float, Any]] = {}
+            all_shown, answer_now = anyio.Event(), anyio.Event()
+            t1, cpu1 = time.perf_counter(), _cpus(bot.pid, server.process.pid)
+
+            async def ask(user: FakeUser) -> None:
+                started, card = await flows.start_pick(fake, user, f"c{user.id}")
+                cards[user.id] = (started, card)
+                if len(cards) == users:
+                    all_shown.set()
+                await answer_now.wait()
+                await flows.finish_pick(fake, user, f"c{user.id}", _choice(user), started, card)
+
+            async with anyio.create_task_group() as tg:
+                for user in people:
+                    tg.start_soon(ask, user)
+                await all_shown.wait()
+                shown_s = time.perf_counter() - t1
+                shown_cpu = [b - a for a, b in zip(cpu1, _cpus(bot.pid, server.process.pid), strict=True)]
+                memory = bot.memory()
+                pending_now = len(cards)
+                progress(f"c. pending: all {pending_now} cards shown; everyone answers")
+                t2, cpu2 = time.perf_counter(), bot.cpu()
+                answer_now.set()
+            answered_s, answered_cpu = time.perf_counter() - t2, bot.cpu() - cpu2
+            peak = bot.memory()["VmHWM"]
+        records = server.read_log()
+    expected = {f"c{u.id}": {"colour": _choice(u)} for u in people}
+    mine = [r for r in records if r["tag"] in expected]
+    delays = []
+    for record in mine:
+        _, card = cards[int(record["tag"][1:])]
+        delays.append(fake.arrived[(card.chat_id, card.message_id)] - record["asked_at"])
+    return {
+        "protocol": protocol,
+        "transport": "streamable HTTP, one MCP session per person",
+        "people": users,
+        "pending_at_once": pending_now,
+        "answered_correctly": _check_log(records, expected),
+        "distinct_server_sessions": len({r["session"] for r in mine}),
+        "rss_kb_bot_started": rss_start,
+        "rss_kb_sessions_open": rss_sessions,
+        "rss_kb_all_pending": memory["VmRSS"],
+        "rss_kb_peak": peak,
+        "rss_kb_per_session": round((rss_sessions - rss_start) / users, 1),
+        "rss_kb_per_pending_prompt": round((memory["VmRSS"] - rss_sessions) / users, 1),
+        "request_to_card_ms_p50": round(percentile(delays, 50) * 1000, 1),
+        "request_to_card_ms_p99": round(percentile(delays, 99) * 1000, 1),
+        "request_to_card_ms_max": round(max(delays, default=float("nan")) * 1000, 1),
+        "open_sessions_s": round(sessions_s, 2),
+        "all_cards_shown_s": round(shown_s, 2),
+        "all_answered_s": round(answered_s, 2),
+        "bot_cpu_ms_per_session_opened": round(sessions_cpu * 1000 / users, 2),
+        "bot_cpu_ms_per_prompt_shown": round(shown_cpu[0] * 1000 / users, 2),
+        "bot_cpu_ms_per_prompt_answered": round(answered_cpu * 1000 / users, 2),
+        "cpu_s_while_showing": {
+            "bot": round(shown_cpu[0], 2),
+            "mcp_server": round(shown_cpu[1], 2),
+            "bench_fake_and_people": round(shown_cpu[2], 2),
+            "wall": round(shown_s, 2),
+        },
+    }
+
+
+# --- d. flood ---------------------------------------------------------------------------------------------
+
+
+async def flood(prompts: int, protocol: str = "legacy", within_s: float = 1.0) -> dict[str, Any]:
+    """`prompts` people each start a call within `within_s`, against a fake enforcing 30 messages/s."""
+    with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
+        async with (
+            http_server(Path(tmp)) as server,
+            rate_limited_fake() as fake,
+            bot_process(
+                fake, http_server_entry(server.url, protocol), unthrottled=False, max_open=prompts + 100
+            ),
+        ):
+            people = _users(fake, prompts)
+            progress(f"d. flood: {prompts} prompts within {within_s:g} s, fake limited to 30 messages/s")
+            before = fake.call_counts()
+            answered: list[flows.Answered] = []
+            t0 = time.monotonic()
+
+            async def one(user: FakeUser) -> None:
+                await anyio.sleep(within_s * (user.id - FIRST_USER_ID) / prompts)
+                answered.append(await flows.pick(fake, user, f"f{user.id}", _choice(user)))
+
+            await _each(people, one)
+            total_s = time.monotonic() - t0
+            calls = fake.call_counts() - before
+        records = server.read_log()
+    expected = {f"f{u.id}": {"colour": _choice(u)} for u in people}
+    last_card = max(a.card_at for a in answered) - t0
+    messages = calls["sendMessage"] + calls["editMessageText"]
+    too_many = [e for e in fake.errors if e.status == 429]
+    return {
+        "protocol": protocol,
+        "prompts": prompts,
+        "started_within_s": within_s,
+        "cards_delivered": len(answered),
+        "answers_reached_server": _check_log(records, expected),
+        "all_cards_delivered_s": round(last_card, 2),
+        "theoretical_min_cards_s": round(prompts / 30, 2),
+        "messages_sent": messages,
+        "theoretical_min_all_messages_s": round(messages / 30, 2),
+        "everything_answered_s": round(total_s, 2),
+        "fake_429s": len(too_many),
+        "other_errors": len([e for e in fake.errors if e.status != 429]),
+    }

@@ -1,0 +1,268 @@
+"""The bench's stage: the fake Bot API (fit for a thousand users), the bot and server processes, /proc readings.
+
+I/O: starts and stops processes, serves the fake in this process's event loop, reads /proc.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from subprocess import DEVNULL
+from typing import Any, Final
+
+import anyio
+from anyio.abc import Process
+
+from tests.fake_telegram import FakeTelegram, Msg, RateLimits
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+SERVER: Final = "b"
+"""The bench server's name in the bot's config (it appears in every status line: `b · pick`)."""
+_TICK: Final = os.sysconf("SC_CLK_TCK")
+_PAGE: Final = os.sysconf("SC_PAGE_SIZE")
+
+
+class BenchFake(FakeTelegram):
+    """`FakeTelegram` with per-chat waits and first-arrival times.
+
+    The fake's own `wait_for` scans every message on every change, which is quadratic with a thousand users
+    waiting at once; here each wait looks only at its chat and is woken only by changes there.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.arrived: dict[tuple[int, int], float] = {}
+        """(chat_id, message_id) -> `time.monotonic()` when the bot's message first reached the fake."""
+        self._watchers: dict[int, list[tuple[Callable[[Msg], bool], asyncio.Future[Msg]]]] = defaultdict(list)
+
+    def touch(self, msg: Msg) -> None:
+        super().touch(msg)
+        self.arrived.setdefault((msg.chat_id, msg.message_id), time.monotonic())
+        watchers = self._watchers.get(msg.chat_id)
+        if not watchers:
+            return
+        waiting = []
+        for predicate, future in watchers:
+            if future.done():
+                continue
+            if msg.from_bot and not msg.deleted and predicate(msg):
+                future.set_result(msg)
+            else:
+                waiting.append((predicate, future))
+        self._watchers[msg.chat_id] = waiting
+
+    async def until(self, chat_id: int, predicate: Callable[[Msg], bool], timeout: float = 30) -> Msg:  # noqa: ASYNC109 - mirrors FakeTelegram.wait_for
+        """The newest live bot message in `chat_id` matching `predicate`, now or when one changes to match."""
+        for msg in reversed(self.messages(chat_id, from_bot=True)):
+            if predicate(msg):
+                return msg
+        future: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
+        self._watchers[chat_id].append((predicate, future))
+        try:
+            async with asyncio.timeout(timeout):
+                return await future
+        except TimeoutError:
+            recent = self.messages(chat_id, from_bot=True)[-3:]
+            raise TimeoutError(f"chat {chat_id}: nothing matched in {timeout}s; last: {recent}") from None
+
+    def call_counts(self) -> Counter[str]:
+        return Counter(method for method, _ in self.calls)
+
+
+def rate_limited_fake() -> BenchFake:
+    """A fake enforcing Telegram's limits (30 messages/s overall, ...), answering 429 beyond them."""
+    return BenchFake(rate_limit=RateLimits())
+
+
+# --- /proc ---------------------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the process itself (children excluded), in seconds."""
+    with open(f"/proc/{pid}/stat") as file:
+        fields = file.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK  # fields 14 and 15 of proc(5), counted after the ")"
+
+
+def memory_kb(pid: int) -> dict[str, int]:
+    """VmRSS (now) and VmHWM (peak) in KiB."""
+    out = {}
+    with open(f"/proc/{pid}/status") as file:
+        for line in file:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0])
+    return out
+
+
+# --- processes -------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def stdio_server_entry(log: Path, protocol: str) -> dict[str, Any]:
+    return {
+        "command": sys.executable,
+        "args": ["-m", "bench.server", "--log", str(log)],
+        "cwd": str(ROOT),
+        "protocol": protocol,
+    }
+
+
+def http_server_entry(url: str, protocol: str) -> dict[str, Any]:
+    return {"url": url, "protocol": protocol}
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    raise TypeError(value)
+
+
+def write_config(path: Path, fake: FakeTelegram, server: dict[str, Any], *, max_open: int = 100) -> None:
+    lines = [
+        "[telegram]",
+        f"token = {_toml(fake.token)}",
+        f"api_base_url = {_toml(fake.base_url)}",
+        "allow_everyone = true",
+        "[elicitation]",
+        "timeout_s = 600",
+        "[sessions]",
+        f"max_open = {max_open}",
+        "idle_timeout_s = 3600",
+        f"[servers.{SERVER}]",
+        *(f"{k} = {_toml(v)}" for k, v in server.items()),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+@dataclass
+class BotProcess:
+    """The bot running as its own process; `pid` is the bot itself (no shell in between)."""
+
+    process: Process
+    fake: BenchFake
+    stderr: Path
+    log_text: str = ""
+    """The bot's stderr (warnings and errors), read when it has stopped."""
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.pid)
+
+    def memory(self) -> dict[str, int]:
+        return memory_kb(self.pid)
+
+    def profile(self, on: bool) -> None:
+        """Start (True) or stop and write (False) the profile of a bot started with `profile=`."""
+        self.process.send_signal(signal.SIGUSR1 if on else signal.SIGUSR2)
+
+
+@asynccontextmanager
+async def bot_process(
+    fake: BenchFake,
+    server: dict[str, Any],
+    *,
+    unthrottled: bool = True,
+    max_open: int = 100,
+    profile: Path | None = None,
+) -> AsyncIterator[BotProcess]:
+    """Start `python -m bench.botproc [--unthrottled] --config <tmp>` and wait until it polls the fake."""
+    with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
+        config = Path(tmp) / "bot.toml"
+        write_config(config, fake, server, max_open=max_open)
+        stderr = Path(tmp) / "bot.stderr"
+        command = [sys.executable, "-m", "bench.botproc", "--config", str(config), "--log-level", "WARNING"]
+        if unthrottled:
+            command.insert(3, "--unthrottled")
+        if profile is not None:
+            command[3:3] = ["--profile", str(profile)]
+        polls = fake.call_counts()["getUpdates"]
+        with _sink(stderr) as err:
+            process = await anyio.open_process(command, cwd=ROOT, stdin=DEVNULL, stdout=DEVNULL, stderr=err)
+        bot = BotProcess(process, fake, stderr)
+        try:
+            with anyio.fail_after(30):
+                while fake.call_counts()["getUpdates"] <= polls:  # it polls once it is fully started
+                    await fake.next_change()
+            yield bot
+        finally:
+            await _stop(process)
+            bot.log_text = stderr.read_text(errors="replace")
+
+
+def _sink(path: Path) -> Any:
+    return path.open("wb")
+
+
+async def _stop(process: Process) -> None:
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+        with anyio.move_on_after(15):
+            await process.wait()
+    if process.returncode is None:
+        process.kill()
+        await process.wait()
+
+
+@dataclass
+class HttpServer:
+    """The bench MCP server over streamable HTTP, in its own process."""
+
+    url: str
+    log: Path
+    process: Process
+
+    def read_log(self) -> list[dict[str, Any]]:
+        return read_log(self.log)
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@asynccontextmanager
+async def http_server(workdir: Path) -> AsyncIterator[HttpServer]:
+    port = free_port()
+    log = workdir / f"http-{port}.jsonl"
+    command = [sys.executable, "-m", "bench.server", "--http", str(port), "--log", str(log)]
+    process = await anyio.open_process(command, cwd=ROOT, stdin=DEVNULL, stdout=DEVNULL, stderr=None)
+    try:
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    stream = await anyio.connect_tcp("127.0.0.1", port)
+                except OSError:
+                    await anyio.sleep(0.05)
+                    continue
+                await stream.aclose()
+                break
+        yield HttpServer(f"http://127.0.0.1:{port}/mcp", log, process)
+    finally:
+        await _stop(process)

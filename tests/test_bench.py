@@ -1,0 +1,70 @@
+"""The benchmark cannot rot: each scenario of `bench/` runs in miniature and every answer reaches its server.
+
+Only correctness is asserted (counts, everyone answered); the timings the bench prints are never checked.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import report, scenarios
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+async def test_the_bridge_scenario_answers_every_single_choice_elicitation_through_the_bot_and_the_bare_client() -> (
+    None
+):
+    """a: five elicitations through the bot process and a bare mcp Client; all reach the server correctly."""
+    result = await scenarios.bridge_cost(elicitations=5, users=1, protocol="legacy", sequential=2)
+    assert result["elicitations"] == 5
+    assert result["answered_correctly"] == 5
+    assert result["bare_client"]["elicitations"] == 5
+    assert result["bot_api_calls_per_elicitation"]["answerCallbackQuery"] == 2  # choose, then Submit
+
+
+async def test_the_calls_per_kind_scenario_completes_every_form_kind() -> None:
+    """b: a plain call, a single choice, a three-field form and a URL consent each complete."""
+    result = await scenarios.calls_per_kind(per_kind=2, protocol="legacy", people=1)
+    for kind in ("plain_call_no_question", "single_choice", "three_field_form", "url_consent"):
+        assert result[kind]["completed"] == 2, kind
+    assert result["three_field_form"]["typed_replies"] == 1
+
+
+async def test_the_pending_scenario_has_every_person_answered_in_their_own_session() -> None:
+    """c: five people with a prompt pending at once over HTTP; each answer reaches that person's session."""
+    result = await scenarios.pending_users(5)
+    assert result["pending_at_once"] == 5
+    assert result["answered_correctly"] == 5
+    assert result["distinct_server_sessions"] == 5
+
+
+async def test_the_flood_scenario_delivers_every_card_and_loses_no_answer_under_rate_limits() -> None:
+    """d: ten prompts against a fake enforcing Telegram's rate limits: all delivered, all answered."""
+    result = await scenarios.flood(10)
+    assert result["cards_delivered"] == 10
+    assert result["answers_reached_server"] == 10
+    assert result["other_errors"] == 0
+
+
+def test_the_report_has_a_row_for_every_scenario_it_is_given() -> None:
+    """The table names each scenario present in the results."""
+    results = {
+        "flood": {
+            "protocol": "legacy",
+            "prompts": 1,
+            "started_within_s": 1.0,
+            "cards_delivered": 1,
+            "answers_reached_server": 1,
+            "all_cards_delivered_s": 0.1,
+            "theoretical_min_cards_s": 0.03,
+            "messages_sent": 5,
+            "theoretical_min_all_messages_s": 0.17,
+            "everything_answered_s": 0.2,
+            "fake_429s": 0,
+            "other_errors": 0,
+        }
+    }
+    text = report.table(results)
+    assert "d. flood legacy" in text
+    assert "zero lost" in text
