@@ -49,7 +49,6 @@ def build_application(config: Config) -> Application:  # type: ignore[type-arg]
         .base_file_url(telegram.api_base_url.replace("/bot", "/file/bot"))
         .rate_limiter(FloodLimiter())
         .concurrent_updates(True)
-        .get_updates_read_timeout(POLL_TIMEOUT_S + 5)
         .build()
     )
 
