@@ -227,6 +227,10 @@ class TelegramSurface:
         if not card.prompt.pending or card.state is None:
             await self.send(card.chat_id, Screen(EXPIRED), reply_to=message_id)
             return
+        if isinstance(card.state.step, Review):
+            hint = "Use the buttons on the card: ✅ Submit, ✏️ to change a field, or Decline / Cancel."
+            await self.send(card.chat_id, Screen(hint), reply_to=message_id)
+            return
         # The card moves below the reply, so the refusal ("⚠️ must be ...") and the question stay in view.
         await self._step(card, TextInput(text), moved=True)
 

@@ -324,3 +324,19 @@ async def test_a_429_is_waited_out_and_the_message_still_arrives() -> None:
         await s.alice.send("/help")
         await s.fake.next_message(s.alice, containing="/tools")
         assert [e.status for e in s.fake.errors] == [429]
+
+
+async def test_text_typed_at_the_review_card_gets_a_hint_and_changes_nothing() -> None:
+    """A reply to a review card is not an answer: the person is told to use its buttons."""
+    async with bot_scene() as s:
+        await s.alice.send("/call demo deploy")
+        card = await s.fake.wait_for(lambda m: "Where should" in m.text and has_buttons(m))
+        await s.alice.press(card, "Staging (safe to try)")
+        review = await s.fake.wait_for(lambda m: m is card and "Please review" in m.text)
+        edits = review.edit_count
+        await s.alice.send("yes please", reply_to=review)
+        hint = await s.fake.next_message(s.alice, containing="Use the buttons")
+        assert "Submit" in hint.text
+        assert review.edit_count == edits and "✅ Submit" in review.buttons
+        await s.alice.press(review, "Cancel")
+        await s.fake.wait_for(lambda m: "Deployment cancelled" in m.text)
