@@ -107,17 +107,20 @@ class TelegramSurface:
         if prompt.form is not None:
             card.state = start(prompt.form)
         self.cards[prompt.token] = card
-        self._busy[prompt.token] = anyio.Lock()
-        try:
-            message = await self.send(card.chat_id, prompt_screen(card))
-        except Forbidden:
-            await self._unreachable(prompt)
-            return
-        except TelegramError:
-            logger.exception("could not show prompt %s", prompt.request.id)
-            self._answer(prompt, Answer(prompt.request.id, ok=False, reason=Outcome.UNDELIVERABLE.value))
-            return
-        self._place(card, message.message_id)
+        self._busy[prompt.token] = lock = anyio.Lock()
+        # Locked until placed: a quick tap can arrive before the send's reply (429 retries, a busy loop); its
+        # redraw must wait for the message id, or the card stays drawn as it was while its state moved on.
+        async with lock:
+            try:
+                message = await self.send(card.chat_id, prompt_screen(card))
+            except Forbidden:
+                await self._unreachable(prompt)
+                return
+            except TelegramError:
+                logger.exception("could not show prompt %s", prompt.request.id)
+                self._answer(prompt, Answer(prompt.request.id, ok=False, reason=Outcome.UNDELIVERABLE.value))
+                return
+            self._place(card, message.message_id)
         if card.chat_id != prompt.origin.chat_id:
             await self._note_private(prompt)
 
