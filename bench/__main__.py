@@ -40,7 +40,12 @@ def _parser() -> argparse.ArgumentParser:
         "--protocols", default="legacy,2026-07-28", help="a. MCP revisions to measure (comma-separated)"
     )
     p.add_argument("--only", default="abcd", help="which scenarios to run (default abcd)")
-    p.add_argument("--profile-bot", metavar="PATH", type=Path, help="cProfile the bot in scenario a")
+    p.add_argument(
+        "--profile-bot",
+        metavar="PATH",
+        type=Path,
+        help="cProfile the bot's measured phases (a: PATH, c: PATH.c); its figures are then inflated",
+    )
     p.add_argument("--out", type=Path, default=RESULTS / "latest.json", help="JSON file to write")
     return p
 
@@ -59,7 +64,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if "b" in args.only:
         results["calls_per_kind"] = await scenarios.calls_per_kind(args.per_kind, "legacy")
     if "c" in args.only:
-        results["pending"] = await scenarios.pending_users(args.users)
+        profile = args.profile_bot.with_suffix(".c") if args.profile_bot else None
+        results["pending"] = await scenarios.pending_users(args.users, profile=profile)
     if "d" in args.only:
         results["flood"] = await scenarios.flood(args.flood)
     return results

@@ -1,8 +1,8 @@
 """The bot process the bench measures: exactly `toolnexus-bot --config PATH`, with two bench-only switches.
 
 `--unthrottled` replaces the bot's client-side flood control (PTB's rate limiter: ~30 requests/s overall and a
-per-chat bucket) by a limiter with no limits, so scenarios that measure the bridge's own cost are not paced by
-Telegram's rate. `--profile PATH` arms cProfile: SIGUSR1 starts it, SIGUSR2 stops it and writes the stats to
+per-chat bucket) by one with no rate limits (only a cap on requests in flight), so scenarios that measure the
+bridge's own cost are not paced by Telegram's rate. `--profile PATH` arms cProfile: SIGUSR1 starts it, SIGUSR2 stops it and writes the stats to
 PATH, so a profile covers exactly the window the bench measures.
 """
 
@@ -12,17 +12,41 @@ import argparse
 import cProfile
 import signal
 import sys
-from typing import Any
+from typing import Any, Final
+
+IN_FLIGHT: Final = 32
+"""Bot API requests in flight at once when unthrottled (the shipped flood control keeps it lower still)."""
 
 
 def _unthrottle() -> None:
+    import asyncio
+
     from telegram.ext import AIORateLimiter, ApplicationBuilder
+
+    class Unthrottled(AIORateLimiter):
+        """No rate limits (0 disables both of PTB's buckets), but a cap on requests in flight.
+
+        Without a cap a burst of a thousand sends grows PTB's HTTP pool to 256 connections, and httpcore then
+        scans the pool quadratically on every request (see the bench's report); the shipped 30/s limiter
+        never lets that many requests be in flight.
+        """
+
+        def __init__(self) -> None:
+            super().__init__(overall_max_rate=0, group_max_rate=0)
+            self._slots = asyncio.Semaphore(IN_FLIGHT)
+
+        async def process_request(
+            self, callback: Any, args: Any, kwargs: Any, endpoint: str, data: Any, rate_limit_args: Any
+        ) -> Any:
+            if endpoint == "getUpdates":
+                return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
+            async with self._slots:
+                return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
 
     original = ApplicationBuilder.rate_limiter
 
     def rate_limiter(self: Any, limiter: Any) -> Any:
-        # Same code path (a limiter is still consulted per request), no limits: 0 disables both buckets.
-        return original(self, AIORateLimiter(overall_max_rate=0, group_max_rate=0))
+        return original(self, Unthrottled())
 
     ApplicationBuilder.rate_limiter = rate_limiter  # type: ignore[method-assign]
 
@@ -31,14 +55,53 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.botproc")
     parser.add_argument("--unthrottled", action="store_true")
     parser.add_argument("--profile", metavar="PATH")
+    parser.add_argument("--memory", metavar="PATH")
     args, bot_args = parser.parse_known_args(argv)
     if args.unthrottled:
         _unthrottle()
+    if args.memory is not None:
+        _arm_tracemalloc(args.memory)
     from bot.cli import main as bot_main
 
     if args.profile is not None:
         _arm_profiler(args.profile)
     return bot_main(bot_args)
+
+
+def _arm_tracemalloc(path: str) -> None:
+    """SIGUSR1 takes a snapshot, SIGUSR2 another and writes what grew in between, by allocating line."""
+    import tracemalloc
+
+    tracemalloc.start(12)
+    before: list[Any] = []
+
+    def first(signum: int, frame: Any) -> None:
+        before[:] = [tracemalloc.take_snapshot()]
+
+    def second(signum: int, frame: Any) -> None:
+        from collections import Counter
+
+        from bench.shares import layer
+
+        after = tracemalloc.take_snapshot()
+        stats = after.compare_to(before[0], "traceback")
+        tracemalloc.stop()
+        allocator: Counter[str] = Counter()
+        caller: Counter[str] = Counter()
+        for stat in stats:
+            frames = list(stat.traceback)  # most recent call last
+            allocator[layer(frames[-1].filename, "")] += stat.size_diff
+            ours = [f for f in frames if "/bot/" in f.filename or "/mapping/" in f.filename]
+            where = f"{layer(ours[-1].filename, '')}:{ours[-1].lineno}" if ours else "(no frame of ours)"
+            caller[where] += stat.size_diff
+        with open(path, "w") as out:
+            out.write(f"total {sum(s.size_diff for s in stats) / 1024:.1f} KiB\n# by allocating layer\n")
+            out.writelines(f"{v / 1024:10.1f} KiB  {k}\n" for k, v in allocator.most_common(25))
+            out.write("# by the innermost frame of ours on the stack\n")
+            out.writelines(f"{v / 1024:10.1f} KiB  {k}\n" for k, v in caller.most_common(25))
+
+    signal.signal(signal.SIGUSR1, first)
+    signal.signal(signal.SIGUSR2, second)
 
 
 def _arm_profiler(path: str) -> None:

@@ -48,6 +48,13 @@ def _result_for(tag: str) -> Any:
     return lambda m: marker in m.text and '"action"' in m.text
 
 
+async def _tap(user: FakeUser, card: Msg, label: str) -> None:
+    """Press a button; the bot answers a tap only after it has redrawn the card, so no waiting is needed."""
+    answer = await user.press(card, label, timeout=TIMEOUT_S)
+    if answer.show_alert:
+        raise WrongAnswer(f"tap on {label!r} refused: {answer.text!r}; card: {card!r}")
+
+
 def _content(result: Msg) -> dict[str, Any]:
     _, _, body = result.text.partition("\n")
     return json.loads(body)
@@ -70,8 +77,8 @@ async def finish_pick(
     fake: BenchFake, user: FakeUser, tag: str, choice: str, started: float, card: Msg
 ) -> Answered:
     """Choose (a tap), Submit on the review card (a second tap), wait for the result and check it."""
-    await user.press(card, choice, timeout=TIMEOUT_S)
-    await user.press(card, SUBMIT, timeout=TIMEOUT_S)
+    await _tap(user, card, choice)
+    await _tap(user, card, SUBMIT)
     result = await fake.until(user.id, _result_for(tag), TIMEOUT_S)
     if _content(result) != {"tag": tag, "action": "accept", "content": {"colour": choice}}:
         raise WrongAnswer(f"{tag}: {result.text!r}")
@@ -91,12 +98,12 @@ async def form3(fake: BenchFake, user: FakeUser, tag: str) -> Answered:
     await user.send(f"/call {SERVER} form3 tag={tag}")
     card = await fake.until(user.id, _card_for(tag), TIMEOUT_S)
     card_at = fake.arrived[(card.chat_id, card.message_id)]
-    await user.press(card, "medium", timeout=TIMEOUT_S)
+    await _tap(user, card, "medium")
     await user.send("4", reply_to=card)
     # A typed answer moves the card below the reply: the next question comes as a new message.
     card = await fake.until(user.id, lambda m: _card_for(tag)(m) and "Yes" in m.buttons, TIMEOUT_S)
-    await user.press(card, "Yes", timeout=TIMEOUT_S)
-    await user.press(card, SUBMIT, timeout=TIMEOUT_S)
+    await _tap(user, card, "Yes")
+    await _tap(user, card, SUBMIT)
     result = await fake.until(user.id, _result_for(tag), TIMEOUT_S)
     expected = {"size": "medium", "guests": 4, "outdoor": True}
     if _content(result) != {"tag": tag, "action": "accept", "content": expected}:
@@ -109,7 +116,7 @@ async def consent(fake: BenchFake, user: FakeUser, tag: str) -> Answered:
     started = time.monotonic()
     await user.send(f"/call {SERVER} consent tag={tag}")
     card = await fake.until(user.id, _card_for(tag), TIMEOUT_S)
-    await user.press(card, OPEN, timeout=TIMEOUT_S)
+    await _tap(user, card, OPEN)
     result = await fake.until(user.id, _result_for(tag), TIMEOUT_S)
     if _content(result) != {"tag": tag, "action": "accept", "content": None}:
         raise WrongAnswer(f"{tag}: {result.text!r}")

@@ -46,6 +46,12 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         )
         add(
             s,
+            "fake Bot API CPU ms / elicitation",
+            a["fake_and_people_cpu_ms_per_elicitation"],
+            "the bench process: fake server and scripted people",
+        )
+        add(
+            s,
             "bare Client CPU ms / elicitation",
             bare["client_cpu_ms_per_elicitation"],
             "mcp.Client + callback, same calls",
@@ -115,6 +121,13 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             f"{_fmt(c['request_to_card_ms_p50'])} | {_fmt(c['request_to_card_ms_p99'])}",
             f"max {_fmt(c['request_to_card_ms_max'])}; all cards shown in {c['all_cards_shown_s']} s",
         )
+        busy = c["cpu_s_while_showing"]
+        add(
+            s,
+            "CPU s while showing: bot | server | fake",
+            f"{_fmt(busy['bot'])} | {_fmt(busy['mcp_server'])} | {_fmt(busy['bench_fake_and_people'])}",
+            f"in {_fmt(busy['wall'])} s wall; bot CPU ms per prompt shown {c['bot_cpu_ms_per_prompt_shown']}",
+        )
     d = results.get("flood")
     if d:
         s = f"d. flood {d['protocol']}"
@@ -137,7 +150,7 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             s,
             "everything answered after s",
             d["everything_answered_s"],
-            f"{d['messages_sent']} messages: theory {d['theoretical_min_all_messages_s']} s",
+            f"{d['messages_accepted']} messages accepted: theory {d['theoretical_min_all_messages_s']} s",
         )
         add(s, "429s from the fake", d["fake_429s"], f"other errors {d['other_errors']}")
     return out

@@ -178,7 +178,8 @@ class BotProcess:
         return memory_kb(self.pid)
 
     def profile(self, on: bool) -> None:
-        """Start (True) or stop and write (False) the profile of a bot started with `profile=`."""
+        """Start (True) or stop and write (False) the profile (or memory comparison) of a bot started with
+        `profile=` (or `memory=`)."""
         self.process.send_signal(signal.SIGUSR1 if on else signal.SIGUSR2)
 
 
@@ -190,6 +191,7 @@ async def bot_process(
     unthrottled: bool = True,
     max_open: int = 100,
     profile: Path | None = None,
+    memory: Path | None = None,
 ) -> AsyncIterator[BotProcess]:
     """Start `python -m bench.botproc [--unthrottled] --config <tmp>` and wait until it polls the fake."""
     with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
@@ -201,6 +203,8 @@ async def bot_process(
             command.insert(3, "--unthrottled")
         if profile is not None:
             command[3:3] = ["--profile", str(profile)]
+        if memory is not None:
+            command[3:3] = ["--memory", str(memory)]
         polls = fake.call_counts()["getUpdates"]
         with _sink(stderr) as err:
             process = await anyio.open_process(command, cwd=ROOT, stdin=DEVNULL, stdout=DEVNULL, stderr=err)
@@ -252,7 +256,8 @@ async def http_server(workdir: Path) -> AsyncIterator[HttpServer]:
     port = free_port()
     log = workdir / f"http-{port}.jsonl"
     command = [sys.executable, "-m", "bench.server", "--http", str(port), "--log", str(log)]
-    process = await anyio.open_process(command, cwd=ROOT, stdin=DEVNULL, stdout=DEVNULL, stderr=None)
+    with _sink(workdir / f"http-{port}.stderr") as err:  # its shutdown complaints are not the bench's output
+        process = await anyio.open_process(command, cwd=ROOT, stdin=DEVNULL, stdout=DEVNULL, stderr=err)
     try:
         with anyio.fail_after(30):
             while True:

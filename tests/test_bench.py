@@ -58,7 +58,7 @@ def test_the_report_has_a_row_for_every_scenario_it_is_given() -> None:
             "answers_reached_server": 1,
             "all_cards_delivered_s": 0.1,
             "theoretical_min_cards_s": 0.03,
-            "messages_sent": 5,
+            "messages_accepted": 5,
             "theoretical_min_all_messages_s": 0.17,
             "everything_answered_s": 0.2,
             "fake_429s": 0,
