@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,7 +20,8 @@ import anyio
 
 from bench import report, scenarios
 
-RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,6 +73,23 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+def _commit() -> str:
+    """The measured code's commit, marked when the tree had changes."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "bot", "mapping", "bench"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+    except OSError:
+        return "unknown"
+    return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+
+
 def main() -> int:
     args = _parser().parse_args()
     started = time.perf_counter()
@@ -82,6 +101,12 @@ def main() -> int:
         "cpus": os.cpu_count(),
         "machine": platform.machine(),
         "quick": args.quick,
+        "commit": _commit(),
+        "conditions": {
+            "a_b_c": "bot unthrottled (no rate limits; at most 32 Bot API requests in flight), fake without limits",
+            "d": "bot as shipped (its flood control), fake enforcing Telegram's limits (RateLimits)",
+            "cpu": "utime+stime of the bot process from /proc/<pid>/stat, children excluded",
+        },
     }
     print(report.table(results))
     args.out.parent.mkdir(parents=True, exist_ok=True)
