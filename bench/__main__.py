@@ -80,7 +80,7 @@ def _commit() -> str:
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
         )
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "bot", "mapping", "bench"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "bot", "mapping", "bench"],
             capture_output=True,
             text=True,
             cwd=ROOT,
