@@ -7,11 +7,9 @@ run inside a running event loop.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import signal
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +37,6 @@ def build_application(config: Config) -> Application:  # type: ignore[type-arg]
     # PTB 22 warns on every RetryAfter unless opted in to timedelta values; the rate limiter's retry of a
     # 429 would otherwise surface as that warning (an error under strict warning filters).
     os.environ.setdefault("PTB_TIMEDELTA", "true")
-    _fail_fast_without_sniffio()
     telegram = config.telegram
     token = config.require_telegram().get()
     return (
@@ -51,16 +48,6 @@ def build_application(config: Config) -> Application:  # type: ignore[type-arg]
         .concurrent_updates(True)
         .build()
     )
-
-
-def _fail_fast_without_sniffio() -> None:
-    """PTB's httpcore runs `import sniffio` for every lock and event it sets up (dozens per elicitation).
-
-    Without sniffio installed, each failed import rescans sys.path (~40 µs; a quarter of the CPU of a Bot API
-    call). A None entry makes the import fail at once, a case httpcore already handles (it assumes asyncio).
-    """
-    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-        sys.modules["sniffio"] = None  # type: ignore[assignment]
 
 
 async def serve(

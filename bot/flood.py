@@ -17,6 +17,9 @@ CHAT_BURST: Final = 10
 """New messages one private chat may get at once; after that about one per `CHAT_PERIOD_S / CHAT_BURST`."""
 CHAT_PERIOD_S: Final = 10.0
 MAX_RETRIES: Final = 8
+OVERALL_PER_S: Final = 25
+"""A margin under Telegram's ~30/s: a leaky bucket at exactly 30 still trips a sliding window, and every
+429 pauses all sending for its retry_after."""
 _BUCKETED: Final = frozenset({"sendMessage", "sendPhoto", "sendDocument", "copyMessage", "forwardMessage"})
 
 
@@ -24,7 +27,7 @@ class FloodLimiter(AIORateLimiter):
     """`AIORateLimiter` plus a per-private-chat bucket for new messages."""
 
     def __init__(self, *, chat_burst: int = CHAT_BURST, chat_period_s: float = CHAT_PERIOD_S) -> None:
-        super().__init__(max_retries=MAX_RETRIES)
+        super().__init__(overall_max_rate=OVERALL_PER_S, overall_time_period=1, max_retries=MAX_RETRIES)
         self._chat_burst = chat_burst
         self._chat_period_s = chat_period_s
         self._chats: dict[int, AsyncLimiter] = {}

@@ -31,5 +31,9 @@ async def test_a_private_chat_gets_a_burst_then_new_messages_wait() -> None:
     await request("sendMessage", 1002)
     await request("editMessageText", 1001)
     await request("sendMessage", -5001)
-    assert sent == [("sendMessage", 1001)] * 3 + [("sendMessage", 1002), ("editMessageText", 1001), ("sendMessage", -5001)]
+    assert sent == [("sendMessage", 1001)] * 3 + [
+        ("sendMessage", 1002),
+        ("editMessageText", 1001),
+        ("sendMessage", -5001),
+    ]
     await limiter.shutdown()
