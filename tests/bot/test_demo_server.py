@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -12,10 +11,10 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-import uvicorn
 from mcp import Client, MCPError, StdioServerParameters, UrlElicitationRequiredError, stdio_client
 
 from bot.demo_server import build_server
+from tests.servers.http import serve_http
 from tests.servers.scripted import Inbox, ScriptedUser, accept, cancel, decline
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -297,27 +296,13 @@ async def test_demo_runs_over_stdio_without_writing_to_stderr(mode: str, stderr_
     assert stderr_log.read() == ""
 
 
-@asynccontextmanager
-async def _http_demo() -> AsyncIterator[str]:
-    """The demo's streamable HTTP app on a loopback port; yields its /mcp URL."""
-    server = uvicorn.Server(uvicorn.Config(build_server().streamable_http_app(), log_level="warning"))
-    # Listening before uvicorn starts, so clients can connect at once (no waiting for `server.started`).
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(server.serve, [listener])
-            try:
-                yield f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
-            finally:
-                server.should_exit = True
-
-
 @pytest.mark.anyio
 @pytest.mark.slow
 async def test_demo_runs_over_streamable_http(mode: str) -> None:
     """Over HTTP the demo asks its questions and keeps authorization per session (legacy) or shared (2026)."""
     user = ScriptedUser([accept(environment="staging"), accept(confirm=True)])
     with anyio.fail_after(30):
-        async with _http_demo() as url:
+        async with serve_http(build_server) as url:
             async with Client(url, mode=mode, elicitation_callback=user) as first:
                 assert first.protocol_version == PROTOCOL[mode]
                 assert _text(await first.call_tool("deploy", {})) == "Deployed web to staging"
