@@ -156,13 +156,27 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return out
 
 
+TITLES: Final = {
+    "a": "a. Bridge cost per single-choice elicitation (bot vs a bare mcp Client)",
+    "b": "b. Bot API calls per elicitation, by form kind",
+    "c": "c. People with a prompt pending at the same time",
+    "d": "d. Flood against a fake enforcing Telegram's rate limits",
+}
+
+
 def table(results: dict[str, Any]) -> str:
+    """The four tables of the issue, one per scenario, each with aligned columns."""
     body = rows(results)
     header = ("scenario", "figure", "value", "note")
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(3)]
-    lines = []
-    for i, r in enumerate([header, *body]):
-        if i == 1:
-            lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 4)
-        lines.append(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip())
-    return "\n".join(lines)
+
+    def line(r: tuple[str, str, str, str]) -> str:
+        return f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip()
+
+    blocks = []
+    for letter, title in TITLES.items():
+        mine = [r for r in body if r[0].startswith(f"{letter}.")]
+        if mine:
+            rule = "  ".join("-" * w for w in widths) + "  " + "-" * 4
+            blocks.append("\n".join([title, line(header), rule, *map(line, mine)]))
+    return "\n\n".join(blocks)
