@@ -1,4 +1,4 @@
-"""`python -m bench`: run every scenario once, print one table to stdout, write bench/results/latest.json.
+"""`python -m bench`: run every scenario once, print the four tables to stdout, write bench/results/latest.json.
 
 Progress goes to stderr. `--quick` runs tiny sizes (a smoke run); `--profile-bot PATH` profiles the bot
 process of the bridge scenario with cProfile (read it with `python -m pstats PATH`).

@@ -1,4 +1,4 @@
-"""Figures -> one side-by-side table (stdout) and JSON. Pure formatting, no I/O."""
+"""Figures -> four side-by-side tables, one per scenario (stdout). Pure formatting, no I/O."""
 
 from __future__ import annotations
 
