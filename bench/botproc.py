@@ -21,7 +21,9 @@ IN_FLIGHT: Final = 32
 def _unthrottle() -> None:
     import asyncio
 
-    from telegram.ext import AIORateLimiter, ApplicationBuilder
+    from telegram.ext import AIORateLimiter
+
+    import bot.app
 
     class Unthrottled(AIORateLimiter):
         """No rate limits (0 disables both of PTB's buckets), but a cap on requests in flight.
@@ -43,12 +45,7 @@ def _unthrottle() -> None:
             async with self._slots:
                 return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
 
-    original = ApplicationBuilder.rate_limiter
-
-    def rate_limiter(self: Any, limiter: Any) -> Any:
-        return original(self, Unthrottled())
-
-    ApplicationBuilder.rate_limiter = rate_limiter  # type: ignore[method-assign]
+    bot.app.FloodLimiter = Unthrottled  # type: ignore[misc,assignment]
 
 
 def main(argv: list[str] | None = None) -> int:

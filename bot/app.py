@@ -7,6 +7,7 @@ run inside a running event loop.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -23,6 +24,7 @@ from bot.handlers.deps import Deps
 from bot.handlers.errors import on_error
 from bot.mcp_hub import Hub
 from bot.prompts import PromptRegistry
+from bot.telegram_bot import CardBot, build_bot
 from bot.telegram_surface import TelegramSurface
 from bot.tool_runs import ToolButtons, ToolRunner
 
@@ -37,17 +39,9 @@ def build_application(config: Config) -> Application:  # type: ignore[type-arg]
     # PTB 22 warns on every RetryAfter unless opted in to timedelta values; the rate limiter's retry of a
     # 429 would otherwise surface as that warning (an error under strict warning filters).
     os.environ.setdefault("PTB_TIMEDELTA", "true")
-    telegram = config.telegram
     token = config.require_telegram().get()
-    return (
-        ApplicationBuilder()
-        .token(token)
-        .base_url(telegram.api_base_url)
-        .base_file_url(telegram.api_base_url.replace("/bot", "/file/bot"))
-        .rate_limiter(FloodLimiter())
-        .concurrent_updates(True)
-        .build()
-    )
+    bot = build_bot(token, config.telegram.api_base_url, FloodLimiter())
+    return ApplicationBuilder().bot(bot).concurrent_updates(True).build()
 
 
 async def serve(
@@ -62,6 +56,7 @@ async def serve(
     `transport` replaces how servers are reached (tests pass in-process servers).
     """
     app = build_application(config)
+    assert isinstance(app.bot, CardBot)
     surface = TelegramSurface(app.bot)
     prompts = PromptRegistry(surface, config.elicitation.timeout_s)
     surface.prompts = prompts
@@ -111,7 +106,14 @@ async def _start_updates(app: Application, config: Config) -> None:  # type: ign
 
 async def run_bot(config: Config) -> int:
     """`toolnexus-bot --config PATH`: run until SIGINT or SIGTERM, then exit 0."""
-    stop = anyio.Event()
+    stop, ready = anyio.Event(), anyio.Event()
+
+    async def settle_heap() -> None:
+        # Everything alive once the bot runs (modules, PTB, the SDK, pydantic's schemas) lives as long as the
+        # process: keep the cyclic GC from walking it again and again (~8% of the CPU per elicitation).
+        await ready.wait()
+        gc.collect()
+        gc.freeze()
 
     async def watch_signals() -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -121,6 +123,7 @@ async def run_bot(config: Config) -> int:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(watch_signals)
-        await serve(config, stop)
+        tg.start_soon(settle_heap)
+        await serve(config, stop, ready)
         tg.cancel_scope.cancel()
     return 0

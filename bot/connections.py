@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import ssl
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
@@ -37,17 +38,17 @@ CLIENT_INFO = Implementation(name="toolnexus-bot", version="0.1.0")
 
 
 class _WatchedStream:
-    """A read stream that sets `gone` when the server side ends (EOF or a transport error)."""
+    """A read stream that calls `on_end` when the server side ends (EOF or a transport error)."""
 
-    def __init__(self, inner: Any, gone: anyio.Event) -> None:
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
         self._inner = inner
-        self._gone = gone
+        self._on_end = on_end
 
     async def receive(self) -> Any:
         try:
             item = await self._inner.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._gone.set()
+            self._on_end()
             raise
         return item
 
@@ -107,9 +108,36 @@ async def _http(server: ServerConfig) -> AsyncIterator[TransportStreams]:
 
 
 @asynccontextmanager
-async def _watched(transport: Transport, gone: anyio.Event) -> AsyncIterator[TransportStreams]:
+async def _watched(transport: Transport, on_end: Callable[[], None]) -> AsyncIterator[TransportStreams]:
     async with transport as (read, write):
-        yield _WatchedStream(read, gone), write  # type: ignore[misc]
+        yield _WatchedStream(read, on_end), write  # type: ignore[misc]
+
+
+class CallClock:
+    """A tool call's cancel scope whose deadline runs only while no prompt is open on its session.
+
+    The time a person spends answering never counts against a call's own timeout. The scope's deadline is
+    moved as prompts open and close (no watcher task per call); the session cancels it when it ends.
+    """
+
+    def __init__(self, budget_s: float) -> None:
+        self.scope = anyio.CancelScope()
+        self._left = budget_s
+        self._since = anyio.current_time()
+        self._paused = True
+        self.resume()
+
+    def pause(self) -> None:
+        if not self._paused:
+            self._paused = True
+            self._left -= anyio.current_time() - self._since
+            self.scope.deadline = math.inf
+
+    def resume(self) -> None:
+        if self._paused:
+            self._paused = False
+            self._since = anyio.current_time()
+            self.scope.deadline = self._since + self._left
 
 
 class Connection:
@@ -135,8 +163,10 @@ class Connection:
         self.error: str | None = None
         self.tools: list[ToolInfo] | None = None
         """The server's tool list, cached until `notifications/tools/list_changed`."""
+        self.finished = anyio.Event()
+        """Set once the owner task has left the session and the hub has aborted its prompts."""
         self._stop = anyio.Event()
-        self._changed = anyio.Event()
+        self._clocks: set[CallClock] = set()
         self._on_elicit = on_elicit
         self._on_message = on_message
         self._transport = transport or default_transport
@@ -149,15 +179,35 @@ class Connection:
     def idle(self) -> bool:
         return self.active_calls == 0 and self.open_prompts == 0
 
-    @property
-    def changed(self) -> anyio.Event:
-        """Set (and replaced) whenever `open_prompts` changes; capture it before checking the count."""
-        return self._changed
+    def clock(self, budget_s: float) -> CallClock:
+        """A call's clock on this session: paused while a prompt is open, cancelled when the session ends.
+        Hand it back with `release` when the call is over."""
+        clock = CallClock(budget_s)
+        if self.open_prompts:
+            clock.pause()
+        if self.gone.is_set():
+            clock.scope.cancel()
+        self._clocks.add(clock)
+        return clock
+
+    def release(self, clock: CallClock) -> None:
+        self._clocks.discard(clock)
 
     def prompt_opened(self, delta: int) -> None:
+        before = self.open_prompts
         self.open_prompts += delta
-        self._changed.set()
-        self._changed = anyio.Event()
+        if before == 0 and self.open_prompts > 0:
+            for clock in self._clocks:
+                clock.pause()
+        elif before > 0 and self.open_prompts == 0:
+            for clock in self._clocks:
+                clock.resume()
+
+    def _ended(self) -> None:
+        """The session is over (the server went away, or it was closed): every call on it stops waiting."""
+        self.gone.set()
+        for clock in self._clocks:
+            clock.scope.cancel()
 
     def close(self) -> None:
         """Ask the owner task to leave the session (it exits in its own task)."""
@@ -170,7 +220,7 @@ class Connection:
         try:
             target = self._transport(self.server)
             client = Client(
-                _watched(target, self.gone) if _is_transport(target) else target,
+                _watched(target, self._ended) if _is_transport(target) else target,
                 elicitation_callback=self._elicit,
                 message_handler=self._message,
                 mode=self.server.protocol.value,
@@ -191,7 +241,7 @@ class Connection:
                 logger.warning("MCP server %s: %s", self.server.name, self.error)
         finally:
             self.client = None
-            self.gone.set()
+            self._ended()
             if not started:
                 task_status.started()
 

@@ -46,6 +46,8 @@ ProgressSink = Callable[[Progress], Awaitable[None]]
 _caller: contextvars.ContextVar[Origin | None] = contextvars.ContextVar("toolnexus_caller", default=None)
 MAX_AUTH_ROUNDS = 3
 BACKOFF_CAP_S = 60.0
+SETTLE_GRACE_S = 5.0
+"""How long a call whose server went away waits for its session's cards to be settled."""
 
 
 class Unavailable(Exception):
@@ -244,36 +246,26 @@ class Hub:
             assert client is not None
             result: types.CallToolResult | None = None
             error: BaseException | None = None
-            ended_by: str | None = None
-
-            async def run() -> None:
-                nonlocal result, error
-                try:
-                    result = await client.call_tool(call.tool, arguments, progress_callback=progress)
-                except Exception as exc:
-                    error = exc
-                tg.cancel_scope.cancel()
-
-            async def watch_gone() -> None:
-                nonlocal ended_by
-                await conn.gone.wait()
-                ended_by = "gone"
-                tg.cancel_scope.cancel()
-
-            async def watch_clock() -> None:
-                nonlocal ended_by
-                await _expire_unless_waiting(conn, server.call_timeout_s)
-                ended_by = "timeout"
-                tg.cancel_scope.cancel()
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(run)
-                tg.start_soon(watch_gone)
-                tg.start_soon(watch_clock)
+            clock = conn.clock(server.call_timeout_s)
+            try:
+                with clock.scope:
+                    try:
+                        result = await client.call_tool(call.tool, arguments, progress_callback=progress)
+                    except Exception as exc:
+                        error = exc
+            finally:
+                conn.release(clock)
+        ended_by = None
+        if result is None and error is None:
+            ended_by = "gone" if conn.gone.is_set() else "timeout" if clock.scope.cancelled_caught else None
 
         if result is not None:
             return outcome_of_result(result)
         if ended_by == "gone" or (error is not None and conn.gone.is_set()):
+            # The call's cards say "the server went away" before its result does.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(SETTLE_GRACE_S):
+                await conn.finished.wait()
+                await self.prompts.wait_settled(conn.key)
             return failure(
                 CallStatus.UNAVAILABLE, f"the server went away ({conn.error or 'connection closed'})"
             )
@@ -370,7 +362,7 @@ class Hub:
         if not conn.server.shared or conn.protocol in MODERN_PROTOCOL_VERSIONS:
             yield
             return
-        lock = self._serial.setdefault(conn.key, anyio.Lock())
+        lock = self._serial.setdefault(conn.key, anyio.Lock(fast_acquire=True))
         async with lock:
             self._current[conn.key] = origin
             try:
@@ -380,7 +372,7 @@ class Hub:
 
     async def _connect(self, server: ServerConfig, origin: Origin) -> Connection:
         key = self._key(server, origin)
-        async with self._connecting.setdefault(key, anyio.Lock()):
+        async with self._connecting.setdefault(key, anyio.Lock(fast_acquire=True)):
             conn = self._connections.get(key)
             if conn is not None and not conn.gone.is_set():
                 return conn
@@ -411,6 +403,7 @@ class Hub:
                 del self._connections[conn.key]
             if not conn.closing:
                 self.prompts.abort_all(Outcome.SERVER_GONE, scope=conn.key)
+            conn.finished.set()
 
     def _make_room(self) -> None:
         limit = self.config.sessions.max_open
@@ -536,22 +529,3 @@ def _why_withdrawn(conn: Connection) -> Outcome:
     if conn.gone.is_set():
         return Outcome.SHUTDOWN if conn.closing else Outcome.SERVER_GONE
     return Outcome.SERVER_CANCELLED
-
-
-async def _expire_unless_waiting(conn: Connection, budget_s: float) -> None:
-    """Return once `budget_s` of time has passed with no prompt open on the session.
-
-    The time a person spends answering never counts against a tool call's own timeout.
-    """
-    remaining = budget_s
-    while True:
-        changed = conn.changed
-        if conn.open_prompts:
-            await changed.wait()
-            continue
-        started = anyio.current_time()
-        with anyio.move_on_after(remaining) as timer:
-            await changed.wait()
-        if timer.cancelled_caught:
-            return
-        remaining -= anyio.current_time() - started

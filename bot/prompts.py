@@ -46,6 +46,8 @@ class Prompt:
     """Short, unguessable handle for surfaces (Telegram callback data); never the server's id."""
     outcome: Outcome | None = None
     completed: anyio.Event = field(default_factory=anyio.Event)
+    settled: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the surface has been told how the prompt ended."""
     _answer: Answer | None = None
     _answered: anyio.Event = field(default_factory=anyio.Event)
     _abort: Outcome | None = None
@@ -176,6 +178,11 @@ class PromptRegistry:
         with anyio.CancelScope(shield=True):
             await self._settle(prompt, Outcome.COMPLETED)
 
+    async def wait_settled(self, scope: Hashable) -> None:
+        """Wait until every prompt of one MCP session still in flight has been settled towards the surface."""
+        for prompt in [p for p in self._pending.values() if p.scope == scope]:
+            await prompt.settled.wait()
+
     async def _settle(self, prompt: Prompt, outcome: Outcome) -> None:
         prompt.outcome = outcome
         try:
@@ -183,3 +190,5 @@ class PromptRegistry:
         except Exception:
             # A card that cannot be edited must not turn into a lost answer for the server.
             logger.exception("could not settle prompt %s", prompt.request.id)
+        finally:
+            prompt.settled.set()

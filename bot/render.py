@@ -1,4 +1,4 @@
-"""Cards as Telegram shows them: (prompt, form state) -> `Screen(text, markup)`. Builds objects, awaits nothing.
+"""Cards as Telegram shows them: (prompt, form state) -> `Screen(text, keyboard)`. Builds values, awaits nothing.
 
 Every server string is escaped (HTML parse mode), every text stays inside Telegram's 4096 characters,
 every keyboard inside 100 buttons and 64-byte callback data.
@@ -10,8 +10,6 @@ import html
 import re
 from dataclasses import dataclass, field
 from typing import Final
-
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot.callback_data import Action, Button, Kind
 from bot.prompts import Prompt
@@ -36,13 +34,27 @@ VALUE_CLIP: Final = 80
 MAX_EDIT_BUTTONS: Final = 40
 _TAG: Final = re.compile(r"<[^>]+>")
 
+InlineButton = dict[str, str]
+"""One inline keyboard button as the Bot API takes it: `text` and `callback_data` or `url`."""
+Keyboard = list[list[InlineButton]]
+"""Rows of buttons, in the wire format: built as plain values, they are sent without PTB's object round trip
+(building `InlineKeyboardButton`s and serializing them again cost ~0.06 ms a card)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Screen:
     """What one message shows: HTML text and an optional inline keyboard."""
 
     text: str
-    markup: InlineKeyboardMarkup | None = None
+    keyboard: Keyboard | None = None
+
+
+def callback_button(label: str, data: str) -> InlineButton:
+    return {"text": label, "callback_data": data}
+
+
+def url_button(label: str, url: str) -> InlineButton:
+    return {"text": label, "url": url}
 
 
 @dataclass(slots=True)
@@ -72,16 +84,16 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
-def _btn(card: Card, label: str, action: Action, arg: int | None = None) -> InlineKeyboardButton:
+def _btn(card: Card, label: str, action: Action, arg: int | None = None) -> InlineButton:
     data = Button(Kind.PROMPT, card.prompt.token, card.version, action, arg).pack()
-    return InlineKeyboardButton(button_label(label), callback_data=data)
+    return callback_button(button_label(label), data)
 
 
 def _header(prompt: Prompt) -> str:
     return f"❓ <b>{esc(prompt.server, 64)}</b> asks:\n{esc(prompt.request.prompt, MESSAGE_CLIP)}"
 
 
-def _exit_row(card: Card) -> list[InlineKeyboardButton]:
+def _exit_row(card: Card) -> list[InlineButton]:
     return [_btn(card, "Decline", Action.DECLINE), _btn(card, "Cancel", Action.CANCEL)]
 
 
@@ -105,7 +117,7 @@ def _ask_screen(card: Card, step: Ask) -> Screen:
     lines.append(f"<b>{esc(field_.title, 100)}</b>{counter}{need}")
     if field_.description:
         lines.append(f"<i>{esc(field_.description, 300)}</i>")
-    rows: list[list[InlineKeyboardButton]] = []
+    rows: Keyboard = []
     if isinstance(field_, ChoiceField | MultiChoiceField):
         options = field_.options
         pages = max(1, -(-len(options) // PAGE_SIZE))
@@ -148,12 +160,12 @@ def _ask_screen(card: Card, step: Ask) -> Screen:
     if extra:
         rows.append(extra)
     rows.append(_exit_row(card))
-    return Screen(fit(lines), InlineKeyboardMarkup(rows))
+    return Screen(fit(lines), rows)
 
 
 def _review_screen(card: Card, step: Review) -> Screen:
     lines = [_header(card.prompt), ""]
-    rows: list[list[InlineKeyboardButton]] = []
+    rows: Keyboard = []
     if step.rows:
         lines.append("<b>Please review:</b>")
         for f, value in step.rows:
@@ -166,7 +178,7 @@ def _review_screen(card: Card, step: Review) -> Screen:
     ]
     rows += [edits[i : i + 2] for i in range(0, len(edits), 2)]
     rows.append(_exit_row(card))
-    return Screen(fit(lines), InlineKeyboardMarkup(rows))
+    return Screen(fit(lines), rows)
 
 
 def _url_lines(card: Card) -> list[str]:
@@ -194,23 +206,23 @@ def _url_screen(card: Card) -> Screen:
     lines = _url_lines(card)
     lines.append("\nTapping Open gives your consent and shows the link button.")
     rows = [[_btn(card, f"Open {host}", Action.CONSENT)], _exit_row(card)]
-    return Screen(fit(lines), InlineKeyboardMarkup(rows))
+    return Screen(fit(lines), rows)
 
 
 def consented_screen(card: Card) -> Screen:
     """After consent: the real link (a URL button when Telegram allows one) and, for a retry, Finished."""
     url = card.prompt.request.url or ""
     lines = _url_lines(card)
-    rows: list[list[InlineKeyboardButton]] = []
+    rows: Keyboard = []
     if telegram_can_link(url):
         lines.append("\n✅ Consent given. Open the link below.")
-        rows.append([InlineKeyboardButton(clip(f"Open {check_url(url).host}", LABEL_CLIP), url=url)])
+        rows.append([url_button(clip(f"Open {check_url(url).host}", LABEL_CLIP), url)])
     else:
         lines.append("\n✅ Consent given. Copy the link above into your browser.")
     if card.prompt.awaits_completion:
         lines.append("Tap <b>I've finished</b> when you are done there; the tool call is then retried.")
         rows.append([_btn(card, "I've finished", Action.FINISHED)])
-    return Screen(fit(lines), InlineKeyboardMarkup(rows) if rows else None)
+    return Screen(fit(lines), rows or None)
 
 
 def settled_screen(card: Card, outcome: Outcome) -> Screen:

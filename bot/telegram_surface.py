@@ -10,14 +10,14 @@ import logging
 from dataclasses import dataclass
 
 import anyio
-from telegram import Bot, LinkPreviewOptions, Message, User
-from telegram.constants import ParseMode
+from telegram import User
 from telegram.error import BadRequest, Forbidden, TelegramError
 
 from bot.callback_data import Action, Button
 from bot.prompts import Prompt, PromptRegistry
 from bot.render import Card, Screen, consented_screen, esc, prompt_screen, settled_screen
 from bot.surface import Origin, Outcome
+from bot.telegram_bot import CardBot
 from mapping import (
     DECLINED,
     Answer,
@@ -43,7 +43,6 @@ from mapping import (
 
 logger = logging.getLogger(__name__)
 
-NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 EXPIRED = "This prompt has expired."
 
 
@@ -58,7 +57,7 @@ class Reply:
 class TelegramSurface:
     """All cards of the bot, by prompt token."""
 
-    def __init__(self, bot: Bot) -> None:
+    def __init__(self, bot: CardBot) -> None:
         self.bot = bot
         self.prompts: PromptRegistry | None = None
         self.cards: dict[str, Card] = {}
@@ -67,29 +66,15 @@ class TelegramSurface:
 
     # -- sending ---------------------------------------------------------------------------------------
 
-    async def send(self, chat_id: int, screen: Screen, *, reply_to: int | None = None) -> Message:
-        return await self.bot.send_message(
-            chat_id,
-            screen.text,
-            parse_mode=ParseMode.HTML,
-            reply_markup=screen.markup,
-            link_preview_options=NO_PREVIEW,
-            reply_to_message_id=reply_to,
-            allow_sending_without_reply=True,
-        )
+    async def send(self, chat_id: int, screen: Screen, *, reply_to: int | None = None) -> int:
+        """Send a screen; the new message's id."""
+        return await self.bot.send_html(chat_id, screen.text, screen.keyboard, reply_to)
 
-    async def edit(self, chat_id: int, message_id: int, screen: Screen) -> Message | None:
+    async def edit(self, chat_id: int, message_id: int, screen: Screen) -> int | None:
         """Edit a message; "not modified" is fine (a double tap). A message that is gone (deleted, too old to
-        edit) is sent again, and that new message is returned so the caller tracks it from then on."""
+        edit) is sent again, and that new message's id is returned so the caller tracks it from then on."""
         try:
-            await self.bot.edit_message_text(
-                screen.text,
-                chat_id=chat_id,
-                message_id=message_id,
-                parse_mode=ParseMode.HTML,
-                reply_markup=screen.markup,
-                link_preview_options=NO_PREVIEW,
-            )
+            await self.bot.edit_html(chat_id, message_id, screen.text, screen.keyboard)
         except BadRequest as exc:
             text = exc.message.lower()
             if "message is not modified" in text:
@@ -107,12 +92,12 @@ class TelegramSurface:
         if prompt.form is not None:
             card.state = start(prompt.form)
         self.cards[prompt.token] = card
-        self._busy[prompt.token] = lock = anyio.Lock()
+        self._busy[prompt.token] = lock = anyio.Lock(fast_acquire=True)
         # Locked until placed: a quick tap can arrive before the send's reply (429 retries, a busy loop); its
         # redraw must wait for the message id, or the card stays drawn as it was while its state moved on.
         async with lock:
             try:
-                message = await self.send(card.chat_id, prompt_screen(card))
+                message_id = await self.send(card.chat_id, prompt_screen(card))
             except Forbidden:
                 await self._unreachable(prompt)
                 return
@@ -120,7 +105,7 @@ class TelegramSurface:
                 logger.exception("could not show prompt %s", prompt.request.id)
                 self._answer(prompt, Answer(prompt.request.id, ok=False, reason=Outcome.UNDELIVERABLE.value))
                 return
-            self._place(card, message.message_id)
+            self._place(card, message_id)
         if card.chat_id != prompt.origin.chat_id:
             await self._note_private(prompt)
 
@@ -144,7 +129,7 @@ class TelegramSurface:
         if card.message_id is not None:
             resent = await self.edit(card.chat_id, card.message_id, screen)
             if resent is not None and prompt.token in self.cards:
-                self._place(card, resent.message_id)
+                self._place(card, resent)
 
     async def report_unsupported(self, origin: Origin, server: str, message: str, reason: str) -> None:
         text = (
@@ -247,7 +232,9 @@ class TelegramSurface:
     def _lock(self, card: Card) -> anyio.Lock:
         """One card's taps, replies and settling, one at a time: updates are handled concurrently, and a
         redraw that moves the card must be done before the next one reads where the card is."""
-        return self._busy.get(card.prompt.token) or anyio.Lock()  # a forgotten card needs no guarding
+        return self._busy.get(card.prompt.token) or anyio.Lock(
+            fast_acquire=True
+        )  # a forgotten card needs no guarding
 
     def _answer(self, prompt: Prompt, answer: Answer) -> None:
         self._registry.answer(prompt, answer)
@@ -344,17 +331,16 @@ class TelegramSurface:
         if moved:
             # After a typed answer the card would sit above the reply: send it again below and retire the old one.
             old = card.message_id
-            message = await self.send(card.chat_id, screen)
-            self._place(card, message.message_id)
+            self._place(card, await self.send(card.chat_id, screen))
             await self._retire(card.chat_id, old)
             return
         resent = await self.edit(card.chat_id, card.message_id, screen)
         if resent is not None:
-            self._place(card, resent.message_id)
+            self._place(card, resent)
 
     async def _retire(self, chat_id: int, message_id: int) -> None:
         try:
-            await self.bot.delete_message(chat_id, message_id)
+            await self.bot.delete(chat_id, message_id)
         except TelegramError:
             try:
                 await self.edit(chat_id, message_id, Screen("↓ continued below"))

@@ -119,8 +119,8 @@ class ToolRunner:
                 return
             args = {**args, **extra}
         title = f"{tool.server} · {tool.name}"
-        message = await self.surface.send(origin.chat_id, Screen(progress_text(title, None)))
-        status = _Status(origin.chat_id, message.message_id, title)
+        message_id = await self.surface.send(origin.chat_id, Screen(progress_text(title, None)))
+        status = _Status(origin.chat_id, message_id, title)
         async with anyio.create_task_group() as tg:
 
             async def on_progress(progress: Progress) -> None:
@@ -151,7 +151,7 @@ class ToolRunner:
                 logger.info("progress edit failed", exc_info=True)
                 continue
             if resent is not None:
-                status.message_id = resent.message_id
+                status.message_id = resent
 
     async def _show(self, status: _Status, outcome: ToolOutcome) -> None:
         messages = result_messages(status.title, outcome)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from telegram import BotCommand, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram import BotCommand, Update
 from telegram.ext import BaseHandler, CommandHandler, ContextTypes
 
 from bot.call_args import CallArgsError, parse_arguments, split_call
 from bot.callback_data import Action, Button, Kind
 from bot.handlers.deps import Deps
 from bot.mcp_hub import Unavailable
-from bot.render import Screen, button_label, esc, fit
+from bot.render import Keyboard, Screen, button_label, callback_button, esc, fit
 from bot.surface import Origin, ToolInfo
 
 COMMANDS = [
@@ -67,9 +67,9 @@ async def start_tool(
 
 
 def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
-    async def reply(update: Update, text: str, markup: InlineKeyboardMarkup | None = None) -> None:
+    async def reply(update: Update, text: str, keyboard: Keyboard | None = None) -> None:
         assert update.effective_chat is not None
-        await deps.surface.send(update.effective_chat.id, Screen(text, markup))
+        await deps.surface.send(update.effective_chat.id, Screen(text, keyboard))
 
     async def help_(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """/start and /help."""
@@ -160,17 +160,15 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
         )
 
     return [
-        CommandHandler(["start", "help"], help_, block=False),
-        CommandHandler("servers", servers, block=False),
-        CommandHandler("tools", tools, block=False),
-        CommandHandler("call", call, block=False),
-        CommandHandler("cancel", cancel, block=False),
+        CommandHandler(["start", "help"], help_),
+        CommandHandler("servers", servers),
+        CommandHandler("tools", tools),
+        CommandHandler("call", call),
+        CommandHandler("cancel", cancel),
     ]
 
 
-def _tool_list(
-    deps: Deps, server: str, tools: list[ToolInfo], user_id: int
-) -> tuple[str, InlineKeyboardMarkup | None]:
+def _tool_list(deps: Deps, server: str, tools: list[ToolInfo], user_id: int) -> tuple[str, Keyboard | None]:
     if not tools:
         return f"<b>{esc(server, 64)}</b> has no tools.", None
     lines = [f"<b>{esc(server, 64)}</b> — tap a tool to run it:"]
@@ -182,7 +180,7 @@ def _tool_list(
         )
         token = deps.tool_buttons.add(server, tool.name, user_id)
         data = Button(Kind.TOOL, token, 0, Action.CALL).pack()
-        rows.append([InlineKeyboardButton(button_label(tool.title or tool.name), callback_data=data)])
+        rows.append([callback_button(button_label(tool.title or tool.name), data)])
     if len(tools) > 90:
         lines.append(f"… and {len(tools) - 90} more; use /call for those.")
-    return fit(lines), InlineKeyboardMarkup(rows)
+    return fit(lines), rows

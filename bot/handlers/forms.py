@@ -62,7 +62,9 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
                 chat_id, Screen("Nothing is waiting for an answer. /help lists the commands.")
             )
 
+    # No `block=False`: with concurrent updates (bot.app) each update already runs in its own task, and a tap or
+    # a reply only edits a card; tool calls run in tasks of their own (`start_tool`).
     return [
-        CallbackQueryHandler(on_tap, block=False),
-        MessageHandler(filters.TEXT & ~filters.COMMAND, on_message, block=False),
+        CallbackQueryHandler(on_tap),
+        MessageHandler(filters.TEXT & ~filters.COMMAND, on_message),
     ]

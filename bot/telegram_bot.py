@@ -1,0 +1,101 @@
+"""The PTB bot the Telegram host runs on, and the HTTP client under it. Does I/O (Bot API calls).
+
+`CardBot` is PTB's `ExtBot` (so the flood limiter and every PTB method still apply) plus the three message
+calls the surface makes hundreds of times: they return only the message id. PTB's own `send_message` and
+`edit_message_text` rebuild the whole echoed message as objects (chat, sender, entities, every button),
+about 0.1 ms of CPU each, to be thrown away (bench/, issue 5).
+"""
+
+from __future__ import annotations
+
+import logging
+import urllib.request
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from telegram.constants import ParseMode
+from telegram.ext import BaseRateLimiter, ExtBot
+from telegram.request import BaseRequest, HTTPXRequest
+
+from bot.render import Keyboard
+from bot.telegram_http import BotApiRequest
+
+logger = logging.getLogger(__name__)
+
+_NO_PREVIEW: Final = {"is_disabled": True}
+POOL_CONNECTIONS: Final = 32
+"""Connections for Bot API calls at once (the flood limiter keeps far fewer in flight); getUpdates has its own."""
+
+
+class CardBot(ExtBot[Any]):
+    """`ExtBot` with id-only sends and edits of HTML text messages (link previews off)."""
+
+    __slots__ = ()
+
+    async def send_html(
+        self, chat_id: int, text: str, keyboard: Keyboard | None = None, reply_to: int | None = None
+    ) -> int:
+        """Send a message; its id. A reply whose original is gone is sent as a plain message."""
+        data: dict[str, Any] = {
+            "chat_id": chat_id,
+            "text": text,
+            "parse_mode": ParseMode.HTML,
+            "link_preview_options": _NO_PREVIEW,
+            "reply_markup": _markup(keyboard),
+        }
+        if reply_to is not None:
+            data["reply_parameters"] = {"message_id": reply_to, "allow_sending_without_reply": True}
+        # `_post` is ExtBot's own path for every method (defaults, the rate limiter, error mapping).
+        result = await self._post("sendMessage", data)
+        return int(result["message_id"])
+
+    async def edit_html(
+        self, chat_id: int, message_id: int, text: str, keyboard: Keyboard | None = None
+    ) -> None:
+        """Replace a message's text and buttons (no `keyboard`: no buttons)."""
+        await self._post(
+            "editMessageText",
+            {
+                "chat_id": chat_id,
+                "message_id": message_id,
+                "text": text,
+                "parse_mode": ParseMode.HTML,
+                "link_preview_options": _NO_PREVIEW,
+                "reply_markup": _markup(keyboard),
+            },
+        )
+
+    async def delete(self, chat_id: int, message_id: int) -> None:
+        await self._post("deleteMessage", {"chat_id": chat_id, "message_id": message_id})
+
+
+def _markup(keyboard: Keyboard | None) -> dict[str, Any] | None:
+    return {"inline_keyboard": keyboard} if keyboard else None
+
+
+def build_bot(token: str, base_url: str, rate_limiter: BaseRateLimiter[Any]) -> CardBot:
+    """The bot for `base_url` (`.../bot`), on the lean HTTP client unless a proxy is configured."""
+    return CardBot(
+        token,
+        base_url=base_url,
+        base_file_url=base_url.replace("/bot", "/file/bot"),
+        request=_request(base_url, POOL_CONNECTIONS),
+        get_updates_request=_request(base_url, 1),
+        rate_limiter=rate_limiter,
+    )
+
+
+def _request(base_url: str, connections: int) -> BaseRequest:
+    if _proxied(base_url):
+        # httpx reads HTTPS_PROXY/ALL_PROXY (and NO_PROXY) itself; our client does not speak proxies.
+        logger.info("a proxy is configured for the Bot API: using PTB's httpx client")
+        return HTTPXRequest(connection_pool_size=connections)
+    return BotApiRequest(connections=connections)
+
+
+def _proxied(base_url: str) -> bool:
+    parts = urlsplit(base_url)
+    proxies = urllib.request.getproxies()
+    if not (proxies.get(parts.scheme) or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass(parts.hostname or "")
