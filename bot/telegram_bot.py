@@ -32,6 +32,13 @@ class CardBot(ExtBot[Any]):
 
     __slots__ = ()
 
+    async def _post(self, endpoint: str, data: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        result = await super()._post(endpoint, data, **kwargs)
+        if endpoint == "getUpdates" and isinstance(result, list):
+            for update in result:
+                _drop_unread(update)
+        return result
+
     async def send_html(
         self, chat_id: int, text: str, keyboard: Keyboard | None = None, reply_to: int | None = None
     ) -> int:
@@ -67,6 +74,20 @@ class CardBot(ExtBot[Any]):
 
     async def delete(self, chat_id: int, message_id: int) -> None:
         await self._post("deleteMessage", {"chat_id": chat_id, "message_id": message_id})
+
+
+def _drop_unread(update: dict[str, Any]) -> None:
+    """Leave out of an update what this bot never reads, before PTB builds objects from it.
+
+    A tap's update echoes the whole card: its text entities and every button. The bot finds the card by the
+    button's token and reads only the message's chat and id, and PTB parsing those buttons and entities was
+    a third of the cost of a tap's update.
+    """
+    query = update.get("callback_query")
+    message = query.get("message") if isinstance(query, dict) else None
+    if isinstance(message, dict):
+        message.pop("reply_markup", None)
+        message.pop("entities", None)
 
 
 def _markup(keyboard: Keyboard | None) -> dict[str, Any] | None:
