@@ -31,6 +31,12 @@ def _parser() -> argparse.ArgumentParser:
         "--elicitations", type=int, default=1000, help="a. single-choice elicitations (default 1000)"
     )
     p.add_argument("--parallel", type=int, default=8, help="a. people answering in parallel (default 8)")
+    p.add_argument(
+        "--instructions-per-person",
+        type=int,
+        default=6,
+        help="a. elicitations per person counted under callgrind (default 6)",
+    )
     p.add_argument("--per-kind", type=int, default=40, help="b. elicitations per form kind (default 40)")
     p.add_argument(
         "--users", type=int, default=1000, help="c. people with a prompt pending at once (default 1000)"
@@ -55,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.quick:
         args.elicitations, args.parallel, args.per_kind, args.users, args.flood = 20, 2, 4, 10, 10
+        args.instructions_per_person = 1
     results: dict[str, Any] = {}
     if "a" in args.only:
         results["bridge"] = []
@@ -63,6 +70,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             results["bridge"].append(
                 await scenarios.bridge_cost(args.elicitations, args.parallel, protocol, profile=profile)
             )
+        results["instructions"] = []
+        for protocol in args.protocols.split(","):
+            counted = await scenarios.bridge_instructions(
+                args.instructions_per_person, args.parallel, protocol
+            )
+            if counted is not None:
+                results["instructions"].append(counted)
     if "b" in args.only:
         results["calls_per_kind"] = await scenarios.calls_per_kind(args.per_kind, "legacy")
     if "c" in args.only:

@@ -74,6 +74,15 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             f"{_fmt(a['latency_ms_p50'])} | {_fmt(a['latency_ms_p99'])}",
             "/call sent -> result in chat",
         )
+    for i in results.get("instructions", []):
+        s = f"a. bridge {i['protocol']}"
+        add(
+            s,
+            "bot instructions / elicitation",
+            f"{i['bot_instructions_per_elicitation'] / 1e6:.2f} M",
+            f"callgrind, {i['elicitations']} elicitations ({i['answered_correctly']} answered correctly); "
+            "steady where CPU ms drift",
+        )
     b = results.get("calls_per_kind")
     if b:
         for kind in ("plain_call_no_question", "single_choice", "three_field_form", "url_consent"):

@@ -7,6 +7,7 @@ people, and returns plain figures (dicts of numbers) for `bench.report`. Correct
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import sys
 import tempfile
@@ -156,6 +157,49 @@ async def bridge_cost(
         "wall_ratio_bot_over_bare": round(wall / bare["wall_s"], 2),
         "sequential_latency_ratio_bot_over_bare": round(one_at_a_time / bare["sequential_latency_s_p50"], 2),
     }
+
+
+async def bridge_instructions(per_user: int, users: int, protocol: str) -> dict[str, Any] | None:
+    """Instructions the bot executes per single-choice elicitation, counted by valgrind's callgrind.
+
+    CPU time on a shared machine drifts with its neighbours (the same run measured 2.8 to 5 ms here); an
+    instruction count does not, so it is the figure to compare commits by. The bot is about 50 times slower
+    under valgrind, so this runs few elicitations. None when valgrind is not installed.
+    """
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        progress("a. instructions: valgrind not installed, skipped")
+        return None
+    with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
+        log = Path(tmp) / "i.jsonl"
+        async with BenchFake() as fake:
+            progress(
+                f"a. instructions ({protocol}): the bot under callgrind, {per_user * users} elicitations"
+            )
+            async with bot_process(fake, stdio_server_entry(log, protocol), callgrind=True) as bot:
+                people = _users(fake, users)
+                await _each(people, lambda u: _warm_up(fake, u))
+                expected: dict[str, dict[str, Any] | None] = {}
+
+                async def run(user: FakeUser) -> None:
+                    for n in range(per_user):
+                        tag = f"i{user.id}-{n}"
+                        expected[tag] = {"colour": _choice(user)}
+                        await flows.pick(fake, user, tag, _choice(user))
+
+                bot.count(True)
+                calls_before = fake.call_counts()
+                await _each(people, run)
+                bot.count(False)
+                calls = fake.call_counts() - calls_before
+        total = per_user * users
+        return {
+            "protocol": protocol,
+            "elicitations": total,
+            "people_in_parallel": users,
+            "answered_correctly": _check_log(read_log(log), expected),
+            "bot_instructions_per_elicitation": round(bot.instructions() / total),
+            "bot_api_calls_per_elicitation": _per(calls, total),
+        }
 
 
 async def _warm_up(fake: BenchFake, user: FakeUser) -> None:

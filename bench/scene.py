@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -177,6 +179,19 @@ class BotProcess:
     def memory(self) -> dict[str, int]:
         return memory_kb(self.pid)
 
+    def count(self, on: bool) -> None:
+        """Switch callgrind's counting on or off (a bot started with `callgrind=True`)."""
+        subprocess.run(
+            ["callgrind_control", "-i", "on" if on else "off", str(self.pid)], check=True, capture_output=True
+        )
+
+    def instructions(self) -> int:
+        """Instructions callgrind counted while counting was on; read from its report once the bot stopped."""
+        found = re.search(r"Collected : (\d+)", self.log_text)
+        if found is None:
+            raise RuntimeError(f"no callgrind total in the bot's stderr: {self.log_text[-500:]!r}")
+        return int(found.group(1))
+
     def profile(self, on: bool) -> None:
         """Start (True) or stop and write (False) the profile (or memory comparison) of a bot started with
         `profile=` (or `memory=`)."""
@@ -192,8 +207,13 @@ async def bot_process(
     max_open: int = 100,
     profile: Path | None = None,
     memory: Path | None = None,
+    callgrind: bool = False,
 ) -> AsyncIterator[BotProcess]:
-    """Start `python -m bench.botproc [--unthrottled] --config <tmp>` and wait until it polls the fake."""
+    """Start `python -m bench.botproc [--unthrottled] --config <tmp>` and wait until it polls the fake.
+
+    With `callgrind`, the bot runs under valgrind's callgrind with instrumentation off; `BotProcess.count`
+    switches it on and off, and `instructions()` reads the total once the bot has stopped.
+    """
     with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
         config = Path(tmp) / "bot.toml"
         write_config(config, fake, server, max_open=max_open)
@@ -205,12 +225,19 @@ async def bot_process(
             command[3:3] = ["--profile", str(profile)]
         if memory is not None:
             command[3:3] = ["--memory", str(memory)]
+        if callgrind:
+            command[:0] = [
+                "valgrind",
+                "--tool=callgrind",
+                "--instr-atstart=no",
+                f"--callgrind-out-file={tmp}/cg",
+            ]
         polls = fake.call_counts()["getUpdates"]
         with _sink(stderr) as err:
             process = await anyio.open_process(command, cwd=ROOT, stdin=DEVNULL, stdout=DEVNULL, stderr=err)
         bot = BotProcess(process, fake, stderr)
         try:
-            with anyio.fail_after(30):
+            with anyio.fail_after(300 if callgrind else 30):
                 while fake.call_counts()["getUpdates"] <= polls:  # it polls once it is fully started
                     await fake.next_change()
             yield bot
