@@ -72,6 +72,12 @@ class CardBot(ExtBot[Any]):
             },
         )
 
+    async def answer_tap(self, query_id: str, text: str | None = None, alert: bool = False) -> None:
+        """Answer a callback query (stops the button's spinner), with an optional toast or alert."""
+        await self._post(
+            "answerCallbackQuery", {"callback_query_id": query_id, "text": text, "show_alert": alert or None}
+        )
+
     async def delete(self, chat_id: int, message_id: int) -> None:
         await self._post("deleteMessage", {"chat_id": chat_id, "message_id": message_id})
 
