@@ -83,6 +83,14 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             f"callgrind, {i['elicitations']} elicitations ({i['answered_correctly']} answered correctly); "
             "steady where CPU ms drift",
         )
+        plain = i["bot_instructions_per_plain_call"]
+        add(
+            s,
+            "… of which the /call itself",
+            f"{plain / 1e6:.2f} M",
+            f"a plain call (status message, result); the question, 2 taps and the card: "
+            f"{(i['bot_instructions_per_elicitation'] - plain) / 1e6:.2f} M",
+        )
     b = results.get("calls_per_kind")
     if b:
         for kind in ("plain_call_no_question", "single_choice", "three_field_form", "url_consent"):

@@ -162,9 +162,11 @@ async def bridge_cost(
 async def bridge_instructions(per_user: int, users: int, protocol: str) -> dict[str, Any] | None:
     """Instructions the bot executes per single-choice elicitation, counted by valgrind's callgrind.
 
-    CPU time on a shared machine drifts with its neighbours (the same run measured 2.8 to 5 ms here); an
-    instruction count does not, so it is the figure to compare commits by. The bot is about 50 times slower
-    under valgrind, so this runs few elicitations. None when valgrind is not installed.
+    CPU time on a shared machine drifts with its neighbours (the same code measured 2.4 to 5 ms here); an
+    instruction count does not (0.3% between runs), so it is the figure to compare commits by. The same
+    people then make as many plain calls (`/call`, no question): what a call costs on its own, so the
+    elicitation's own share is the difference. The bot is about 50 times slower under valgrind, so this runs
+    few elicitations. None when valgrind is not installed.
     """
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         progress("a. instructions: valgrind not installed, skipped")
@@ -186,18 +188,26 @@ async def bridge_instructions(per_user: int, users: int, protocol: str) -> dict[
                         expected[tag] = {"colour": _choice(user)}
                         await flows.pick(fake, user, tag, _choice(user))
 
+                async def plain(user: FakeUser) -> None:
+                    for n in range(per_user):
+                        await flows.hello(fake, user, f"ih{user.id}-{n}")
+
                 bot.count(True)
                 calls_before = fake.call_counts()
                 await _each(people, run)
-                bot.count(False)
                 calls = fake.call_counts() - calls_before
+                elicitations = bot.instructions()
+                await _each(people, plain)
+                plain_calls = bot.instructions()
+                bot.count(False)
         total = per_user * users
         return {
             "protocol": protocol,
             "elicitations": total,
             "people_in_parallel": users,
             "answered_correctly": _check_log(read_log(log), expected),
-            "bot_instructions_per_elicitation": round(bot.instructions() / total),
+            "bot_instructions_per_elicitation": round(elicitations / total),
+            "bot_instructions_per_plain_call": round(plain_calls / total),
             "bot_api_calls_per_elicitation": _per(calls, total),
         }
 

@@ -168,6 +168,9 @@ class BotProcess:
     stderr: Path
     log_text: str = ""
     """The bot's stderr (warnings and errors), read when it has stopped."""
+    callgrind_out: Path | None = None
+    """Where callgrind writes its counts (a bot started with `callgrind=True`)."""
+    _dumps: int = 0
 
     @property
     def pid(self) -> int:
@@ -181,16 +184,21 @@ class BotProcess:
 
     def count(self, on: bool) -> None:
         """Switch callgrind's counting on or off (a bot started with `callgrind=True`)."""
-        subprocess.run(
-            ["callgrind_control", "-i", "on" if on else "off", str(self.pid)], check=True, capture_output=True
-        )
+        self._callgrind("-i", "on" if on else "off")
 
     def instructions(self) -> int:
-        """Instructions callgrind counted while counting was on; read from its report once the bot stopped."""
-        found = re.search(r"Collected : (\d+)", self.log_text)
+        """Instructions counted since counting was switched on or since the last call (callgrind dumps a part)."""
+        assert self.callgrind_out is not None, "started without callgrind"
+        self._callgrind("-d")
+        self._dumps += 1
+        part = self.callgrind_out.with_name(f"{self.callgrind_out.name}.{self._dumps}").read_text()
+        found = re.search(r"^summary: (\d+)$", part, re.MULTILINE)
         if found is None:
-            raise RuntimeError(f"no callgrind total in the bot's stderr: {self.log_text[-500:]!r}")
+            raise RuntimeError(f"no summary line in callgrind's part {self._dumps}")
         return int(found.group(1))
+
+    def _callgrind(self, *args: str) -> None:
+        subprocess.run(["callgrind_control", *args, str(self.pid)], check=True, capture_output=True)
 
     def profile(self, on: bool) -> None:
         """Start (True) or stop and write (False) the profile (or memory comparison) of a bot started with
@@ -212,7 +220,7 @@ async def bot_process(
     """Start `python -m bench.botproc [--unthrottled] --config <tmp>` and wait until it polls the fake.
 
     With `callgrind`, the bot runs under valgrind's callgrind with instrumentation off; `BotProcess.count`
-    switches it on and off, and `instructions()` reads the total once the bot has stopped.
+    switches it on and off, and `instructions()` reads what was counted since the last reading.
     """
     with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
         config = Path(tmp) / "bot.toml"
@@ -235,7 +243,7 @@ async def bot_process(
         polls = fake.call_counts()["getUpdates"]
         with _sink(stderr) as err:
             process = await anyio.open_process(command, cwd=ROOT, stdin=DEVNULL, stdout=DEVNULL, stderr=err)
-        bot = BotProcess(process, fake, stderr)
+        bot = BotProcess(process, fake, stderr, callgrind_out=Path(tmp) / "cg" if callgrind else None)
         try:
             with anyio.fail_after(300 if callgrind else 30):
                 while fake.call_counts()["getUpdates"] <= polls:  # it polls once it is fully started
