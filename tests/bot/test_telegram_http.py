@@ -195,14 +195,15 @@ async def test_a_slow_but_steady_answer_is_not_a_timeout() -> None:
 
     async def trickle(seen: Seen, writer: asyncio.StreamWriter) -> bool:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
-        for i in range(0, len(body), 10):
-            await asyncio.sleep(0.1)  # the server's pace, not the test's synchronisation
-            writer.write(body[i : i + 10])
+        for i in range(0, len(body), len(body) // 10 + 1):
+            await asyncio.sleep(0.1)  # the server's pace is what is under test: gaps well inside the timeout
+            writer.write(body[i : i + len(body) // 10 + 1])
             await writer.drain()
         return True
 
     async with serve(trickle) as server, BotApiRequest() as request:
-        assert await request.do_request(server.url(), "POST", params(), read_timeout=0.3) == (200, body)
+        # gaps of 0.1 s: the whole answer takes longer than the 0.6 s timeout, no silence comes near it
+        assert await request.do_request(server.url(), "POST", params(), read_timeout=0.6) == (200, body)
 
 
 async def test_all_connections_busy_is_a_pool_timeout_and_the_request_is_not_sent() -> None:
