@@ -110,7 +110,7 @@ async def run_bot(config: Config) -> int:
 
     async def settle_heap() -> None:
         # Everything alive once the bot runs (modules, PTB, the SDK, pydantic's schemas) lives as long as the
-        # process: keep the cyclic GC from walking it again and again (~8% of the CPU per elicitation).
+        # process: keep the cyclic GC's full collections from walking it again and again.
         await ready.wait()
         gc.collect()
         gc.freeze()
