@@ -75,20 +75,24 @@ def _split(text: str, size: int) -> list[str]:
 
 
 class ToolButtons:
-    """`/tools` buttons: short random tokens -> (server, tool, who may tap); bounded, oldest forgotten."""
+    """`/tools` buttons: short random tokens -> (server, tool, where and for whom); bounded, oldest forgotten.
+
+    The chat is kept here, not read from the tap: a tap's update arrives without the message it was on
+    (`bot.telegram_bot`).
+    """
 
     def __init__(self, capacity: int = 5000) -> None:
-        self._entries: OrderedDict[str, tuple[str, str, int]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[str, str, Origin]] = OrderedDict()
         self._capacity = capacity
 
-    def add(self, server: str, tool: str, user_id: int) -> str:
+    def add(self, server: str, tool: str, origin: Origin) -> str:
         token = secrets.token_urlsafe(9)
-        self._entries[token] = (server, tool, user_id)
+        self._entries[token] = (server, tool, origin)
         while len(self._entries) > self._capacity:
             self._entries.popitem(last=False)
         return token
 
-    def get(self, token: str) -> tuple[str, str, int] | None:
+    def get(self, token: str) -> tuple[str, str, Origin] | None:
         return self._entries.get(token)
 
 

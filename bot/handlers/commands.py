@@ -106,7 +106,7 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
             except Unavailable as exc:
                 await reply(update, f"⚠️ <b>{esc(name, 64)}</b> is unavailable: {esc(exc.reason, 300)}")
                 continue
-            await reply(update, *_tool_list(deps, name, listed, origin.user_id))
+            await reply(update, *_tool_list(deps, name, listed, origin))
 
     async def call(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """/call <server> <tool> [args] or /call <tool> [args]."""
@@ -168,7 +168,7 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
     ]
 
 
-def _tool_list(deps: Deps, server: str, tools: list[ToolInfo], user_id: int) -> tuple[str, Keyboard | None]:
+def _tool_list(deps: Deps, server: str, tools: list[ToolInfo], origin: Origin) -> tuple[str, Keyboard | None]:
     if not tools:
         return f"<b>{esc(server, 64)}</b> has no tools.", None
     lines = [f"<b>{esc(server, 64)}</b> — tap a tool to run it:"]
@@ -178,7 +178,7 @@ def _tool_list(deps: Deps, server: str, tools: list[ToolInfo], user_id: int) -> 
         lines.append(
             f"• <b>{esc(tool.title or tool.name, 64)}</b>" + (f" — {esc(summary, 120)}" if summary else "")
         )
-        token = deps.tool_buttons.add(server, tool.name, user_id)
+        token = deps.tool_buttons.add(server, tool.name, origin)
         data = Button(Kind.TOOL, token, 0, Action.CALL).pack()
         rows.append([callback_button(button_label(tool.title or tool.name), data)])
     if len(tools) > 90:

@@ -24,17 +24,17 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
             return
         if button.kind is Kind.TOOL:
             entry = deps.tool_buttons.get(button.token)
-            if entry is None or query.message is None:
+            if entry is None:
                 await deps.surface.bot.answer_tap(query.id, EXPIRED, alert=True)
                 return
-            server, tool, user_id = entry
-            if user_id != query.from_user.id:
+            server, tool, owner = entry
+            if owner.user_id != query.from_user.id:
                 await deps.surface.bot.answer_tap(
                     query.id, "These buttons belong to whoever asked for the list.", alert=True
                 )
                 return
             await deps.surface.bot.answer_tap(query.id, f"Calling {tool}…")
-            await start_tool(deps, context, update, server, tool, {}, query.message.chat.id)
+            await start_tool(deps, context, update, server, tool, {}, owner.chat_id)
             return
         reply = await deps.surface.on_button(query.from_user, button)
         await deps.surface.bot.answer_tap(query.id, reply.text, reply.alert)

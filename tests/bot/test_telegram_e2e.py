@@ -293,6 +293,20 @@ async def test_in_a_group_only_the_caller_can_answer() -> None:
         await s.fake.wait_for(lambda m: m.chat_id == s.group and "alice's text" in m.text and "✅" in m.text)
 
 
+async def test_tools_buttons_in_a_group_run_there_and_only_for_who_listed_them() -> None:
+    """Bob's tap on Alice's /tools list is refused; Alice's runs the tool in the group, where she listed it."""
+    async with bot_scene() as s:
+        await s.alice.send("/tools demo", chat=s.group)
+        listing = await s.fake.wait_for(lambda m: m.chat_id == s.group and "tap a tool" in m.text)
+        answer = await s.bob.press(listing, "echo")
+        assert answer.show_alert and "whoever asked for the list" in answer.text
+        assert not any("To call echo" in m.text for m in s.fake.messages(s.group))
+        answer = await s.alice.press(listing, "echo")
+        assert not answer.show_alert
+        await s.fake.wait_for(lambda m: m.chat_id == s.group and "To call echo" in m.text and has_buttons(m))
+        assert not any("To call echo" in m.text for m in s.fake.messages(s.alice))
+
+
 async def test_url_cards_from_a_group_go_to_the_private_chat() -> None:
     """A link meant for Alice is sent to her privately; the group only hears that it was."""
     async with bot_scene(protocol="legacy") as s:
