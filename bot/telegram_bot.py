@@ -1,9 +1,12 @@
 """The PTB bot the Telegram host runs on, and the HTTP client under it. Does I/O (Bot API calls).
 
-`CardBot` is PTB's `ExtBot` (so the flood limiter and every PTB method still apply) plus the three message
-calls the surface makes hundreds of times: they return only the message id. PTB's own `send_message` and
+`CardBot` is PTB's `ExtBot` (so the flood limiter and every PTB method still apply) plus the four calls the
+surface makes hundreds of times: send, edit, delete, answer a tap. PTB's own `send_message` and
 `edit_message_text` rebuild the whole echoed message as objects (chat, sender, entities, every button),
-about 0.1 ms of CPU each, to be thrown away (bench/, issue 5).
+about 0.1 ms of CPU each, to be thrown away; these return only the message id. And their parameters are plain
+JSON already, so they go through the flood limiter straight to the HTTP client, not through PTB's generic
+path that wraps every parameter in an object first (that path was 7% of the bot's instructions per
+elicitation; bench/, issue 5).
 """
 
 from __future__ import annotations
@@ -39,6 +42,21 @@ class CardBot(ExtBot[Any]):
                 _drop_unread(update)
         return result
 
+    async def _call(self, endpoint: str, data: dict[str, Any]) -> Any:
+        """One Bot API call with JSON parameters, through the flood limiter; its result."""
+        data = {key: value for key, value in data.items() if value is not None}
+        request, limiter = self._request[1], self.rate_limiter
+        if not isinstance(request, BotApiRequest) or limiter is None:
+            return await self._post(endpoint, data)  # the httpx fallback (a proxy): PTB's path does it all
+        return await limiter.process_request(
+            callback=request.post_json,
+            args=(f"{self.base_url}/{endpoint}", data),
+            kwargs={},
+            endpoint=endpoint,
+            data=data,
+            rate_limit_args=None,
+        )
+
     async def send_html(
         self, chat_id: int, text: str, keyboard: Keyboard | None = None, reply_to: int | None = None
     ) -> int:
@@ -52,15 +70,14 @@ class CardBot(ExtBot[Any]):
         }
         if reply_to is not None:
             data["reply_parameters"] = {"message_id": reply_to, "allow_sending_without_reply": True}
-        # `_post` is ExtBot's own path for every method (defaults, the rate limiter, error mapping).
-        result = await self._post("sendMessage", data)
+        result = await self._call("sendMessage", data)
         return int(result["message_id"])
 
     async def edit_html(
         self, chat_id: int, message_id: int, text: str, keyboard: Keyboard | None = None
     ) -> None:
         """Replace a message's text and buttons (no `keyboard`: no buttons)."""
-        await self._post(
+        await self._call(
             "editMessageText",
             {
                 "chat_id": chat_id,
@@ -74,12 +91,12 @@ class CardBot(ExtBot[Any]):
 
     async def answer_tap(self, query_id: str, text: str | None = None, alert: bool = False) -> None:
         """Answer a callback query (stops the button's spinner), with an optional toast or alert."""
-        await self._post(
+        await self._call(
             "answerCallbackQuery", {"callback_query_id": query_id, "text": text, "show_alert": alert or None}
         )
 
     async def delete(self, chat_id: int, message_id: int) -> None:
-        await self._post("deleteMessage", {"chat_id": chat_id, "message_id": message_id})
+        await self._call("deleteMessage", {"chat_id": chat_id, "message_id": message_id})
 
 
 def _drop_unread(update: dict[str, Any]) -> None:

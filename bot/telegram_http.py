@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from telegram.error import NetworkError, TimedOut
+from telegram.error import NetworkError, TelegramError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
 from bot._http11 import ProtocolError, Response, ResponseParser, multipart, request_head
@@ -76,7 +76,7 @@ class BotApiRequest(BaseRequest):
         if connections < 1:
             raise ValueError(f"connections must be at least 1, not {connections}")
         self._connections = connections
-        self._timeouts = (read_timeout, write_timeout, connect_timeout, pool_timeout)
+        self._timeouts = _Timeouts(read_timeout, write_timeout, connect_timeout, pool_timeout)
         self._media_write_timeout = media_write_timeout
         self._ssl = ssl_context
         self._pools: dict[tuple[str, str, int], _Pool] = {}
@@ -84,7 +84,7 @@ class BotApiRequest(BaseRequest):
 
     @property
     def read_timeout(self) -> float | None:
-        return self._timeouts[0]
+        return self._timeouts.read
 
     async def initialize(self) -> None:
         """Nothing to open ahead: connections are made on first use."""
@@ -104,24 +104,46 @@ class BotApiRequest(BaseRequest):
         connect_timeout: Any = BaseRequest.DEFAULT_NONE,
         pool_timeout: Any = BaseRequest.DEFAULT_NONE,
     ) -> tuple[int, bytes]:
-        target = self._target(url)
         content_type, body = _body(request_data)
-        default_read, default_write, default_connect, default_pool = self._timeouts
+        defaults = self._timeouts
         if write_timeout is BaseRequest.DEFAULT_NONE:
             media = request_data is not None and request_data.contains_files
-            write_timeout = self._media_write_timeout if media else default_write
+            write_timeout = self._media_write_timeout if media else defaults.write
         timeouts = _Timeouts(
-            read=default_read if read_timeout is BaseRequest.DEFAULT_NONE else read_timeout,
+            read=defaults.read if read_timeout is BaseRequest.DEFAULT_NONE else read_timeout,
             write=write_timeout,
-            connect=default_connect if connect_timeout is BaseRequest.DEFAULT_NONE else connect_timeout,
-            pool=default_pool if pool_timeout is BaseRequest.DEFAULT_NONE else pool_timeout,
+            connect=defaults.connect if connect_timeout is BaseRequest.DEFAULT_NONE else connect_timeout,
+            pool=defaults.pool if pool_timeout is BaseRequest.DEFAULT_NONE else pool_timeout,
         )
+        response = await self._exchange(url, method, content_type, body, timeouts)
+        return response.status, response.body
+
+    async def post_json(self, url: str, payload: dict[str, Any]) -> Any:
+        """POST `payload` (plain JSON values) with the default timeouts; the Bot API's `result`.
+
+        What `post` does for a `RequestData`, without building one: failures are the same PTB exceptions
+        (`BadRequest`, `RetryAfter`, `Forbidden`, `TimedOut`, ...), mapped by PTB's own code.
+        """
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        try:
+            response = await self._exchange(url, "POST", "application/json", body, self._timeouts)
+        except TelegramError:
+            raise
+        except Exception as exc:  # as BaseRequest.post wraps what an HTTP implementation lets escape
+            raise NetworkError(f"Unknown error in HTTP implementation: {exc!r}") from exc
+        if 200 <= response.status <= 299:
+            return self.parse_json_payload(response.body)["result"]
+        return await _Answered(response).post(url)  # raises what PTB raises for this status and body
+
+    async def _exchange(
+        self, url: str, method: str, content_type: str | None, body: bytes, timeouts: _Timeouts
+    ) -> Response:
+        target = self._target(url)
         head = request_head(method, target.path, target.host_header, self.USER_AGENT, content_type, len(body))
         pool = self._pools.get(target.origin)
         if pool is None:
             pool = self._pools[target.origin] = _Pool(target.origin, self._connections, self._context_for)
-        response = await pool.exchange(head + body, method, timeouts)
-        return response.status, response.body
+        return await pool.exchange(head + body, method, timeouts)
 
     def _target(self, url: str) -> _Target:
         target = self._targets.get(url)
@@ -146,6 +168,29 @@ class BotApiRequest(BaseRequest):
         if self._ssl is None:
             self._ssl = default_ssl_context()
         return self._ssl
+
+
+class _Answered(BaseRequest):
+    """A request whose answer is already here: its `post` is PTB's mapping of a status and body to a result
+    or an exception, so `post_json` raises exactly what a PTB call would."""
+
+    __slots__ = ("_response",)
+
+    def __init__(self, response: Response) -> None:
+        self._response = response
+
+    @property
+    def read_timeout(self) -> float | None:
+        return None
+
+    async def initialize(self) -> None:
+        pass
+
+    async def shutdown(self) -> None:
+        pass
+
+    async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        return self._response.status, self._response.body
 
 
 def _body(request_data: RequestData | None) -> tuple[str | None, bytes]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from telegram import InputFile
-from telegram.error import NetworkError, TimedOut
+from telegram.error import NetworkError, TelegramError, TimedOut
 from telegram.ext import AIORateLimiter
 from telegram.request import HTTPXRequest, RequestData
 from telegram.request._requestparameter import RequestParameter
@@ -295,3 +295,60 @@ def test_a_configured_proxy_hands_the_bot_to_ptbs_httpx_client(
         monkeypatch.setenv(name, value)
     bot = build_bot("123:SECRET", "https://api.telegram.org/bot", AIORateLimiter())
     assert type(bot.request) is expected
+
+
+async def test_post_json_sends_the_payload_as_json_and_returns_the_result() -> None:
+    """The card path's call: plain JSON values in, the Bot API's `result` out, on the pooled connection."""
+    result = b'{"ok":true,"result":{"message_id":7,"chat":{"id":5,"type":"private"},"date":0}}'
+
+    async def answer_message(seen: Seen, writer: asyncio.StreamWriter) -> bool:
+        return await answer(seen, writer, result)
+
+    async with serve(answer_message) as server, BotApiRequest() as request:
+        keyboard = {"inline_keyboard": [[{"text": "Yes", "callback_data": "p:t:1:y"}]]}
+        for _ in range(2):
+            got = await request.post_json(server.url("sendMessage"), {"chat_id": 5, "reply_markup": keyboard})
+            assert got == {"message_id": 7, "chat": {"id": 5, "type": "private"}, "date": 0}
+    assert [s.connection for s in server.seen] == [1, 1]
+    assert server.seen[0].headers["content-type"] == "application/json"
+    assert json.loads(server.seen[0].body) == {"chat_id": 5, "reply_markup": keyboard}
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (400, b'{"ok":false,"error_code":400,"description":"Bad Request: message is not modified"}'),
+        (400, b'{"ok":false,"error_code":400,"description":"Bad Request: chat not found"}'),
+        (
+            429,
+            b'{"ok":false,"error_code":429,"description":"Too Many Requests","parameters":{"retry_after":3}}',
+        ),
+        (400, b'{"ok":false,"description":"group upgraded","parameters":{"migrate_to_chat_id":-1002}}'),
+        (403, b'{"ok":false,"error_code":403,"description":"Forbidden: bot was blocked by the user"}'),
+        (401, b'{"ok":false,"error_code":401,"description":"Unauthorized"}'),
+        (409, b'{"ok":false,"error_code":409,"description":"Conflict: terminated by other getUpdates"}'),
+        (502, b"<html>Bad Gateway</html>"),
+        (500, b'{"ok":false,"error_code":500,"description":"Internal Server Error"}'),
+        (299, b"not json"),
+    ],
+)
+async def test_post_json_fails_exactly_as_ptbs_post_does(
+    status: int, body: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same exception type and message as PTB's own `post` for the same answer (PTB's code maps both)."""
+    # Without PTB_TIMEDELTA, PTB 22.8 constructing RetryAfter emits a PTBDeprecationWarning (an error here).
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+
+    async def answer_status(seen: Seen, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 %d X\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body))
+        await writer.drain()
+        return True
+
+    async with serve(answer_status) as server, BotApiRequest() as request:
+        with pytest.raises(TelegramError) as ours:
+            await request.post_json(server.url("sendMessage"), {"chat_id": 5})
+        with pytest.raises(TelegramError) as ptbs:
+            await request.post(server.url("sendMessage"), params(chat_id=5))
+    assert type(ours.value) is type(ptbs.value)
+    assert str(ours.value) == str(ptbs.value)
+    assert "SECRET" not in str(ours.value)
