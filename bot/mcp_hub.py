@@ -372,6 +372,9 @@ class Hub:
 
     async def _connect(self, server: ServerConfig, origin: Origin) -> Connection:
         key = self._key(server, origin)
+        conn = self._connections.get(key)
+        if conn is not None and not conn.gone.is_set():
+            return conn  # the common case, without the lock (it only orders first connects and reconnects)
         async with self._connecting.setdefault(key, anyio.Lock(fast_acquire=True)):
             conn = self._connections.get(key)
             if conn is not None and not conn.gone.is_set():

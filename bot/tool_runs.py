@@ -135,7 +135,8 @@ class ToolRunner:
                 status.dirty.set()
 
             outcome = await self.hub.call_tool(tool.server, tool.name, args, origin, on_progress)
-            tg.cancel_scope.cancel()
+            if status.dirty is not None:  # a flusher runs (most calls report no progress and start none)
+                tg.cancel_scope.cancel()
         await self._show(status, outcome)
 
     async def _flush_progress(self, status: _Status) -> None:
