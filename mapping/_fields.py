@@ -45,6 +45,9 @@ class _BaseField:
     """Pre-filled value; only ever one that fits the field (a default that does not fit is dropped)."""
     schema: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     """The property's own JSON Schema; answers are also validated against it (keywords beyond the spec's)."""
+    checked_in_full: bool = dataclasses.field(default=False, compare=False, repr=False)
+    """Whether the field's own rules already enforce every keyword in `schema`, so that validating an answer
+    against `schema` as well could reject nothing more (set by `parse_schema`)."""
 
     def __post_init__(self) -> None:
         if not self.title.strip():
@@ -110,6 +113,9 @@ class FormSpec:
 
     fields: tuple[Field, ...]
     schema: dict[str, Any] = dataclasses.field(default_factory=lambda: {"type": "object"})
+    checked_in_full: bool = dataclasses.field(default=False, compare=False, repr=False)
+    """Whether checking each field's value (and that the required ones are there) already enforces all of
+    `schema`, so that validating the whole content against it could reject nothing more."""
 
     def field(self, name: str) -> Field:
         """The field called `name`.

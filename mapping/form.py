@@ -275,6 +275,8 @@ def _submit_error(spec: FormSpec, values: Mapping[str, Value]) -> str | None:
     for f in spec.fields:
         if f.name in values and (error := check_value(f, values[f.name])) is not None:
             return f"{f.title}: {error.reason}"
+    if spec.checked_in_full:
+        return None
     error = best_match(validator(spec.schema).iter_errors(dict(values)))
     if error is None:
         return None

@@ -54,6 +54,21 @@ _CLIP: Final = 200
 # keywords that make a schema (or a property) depend on other schemas: a form cannot show them
 _ROOT_COMBINATORS: Final = ("$ref", "$dynamicRef", "allOf", "anyOf", "oneOf", "not", "if")
 _PROPERTY_REFS: Final = ("$ref", "$dynamicRef")
+# Keywords that constrain nothing, then those each field type's own rules (mapping.values) enforce at least as
+# strictly as JSON Schema does. A schema holding only these needs no JSON Schema pass over its answers.
+_ANNOTATIONS: Final = frozenset(
+    {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly"}
+)
+_ENFORCED: Final[dict[type, frozenset[str]]] = {
+    TextField: frozenset({"type", "minLength", "maxLength", "format", "pattern"}),
+    NumberField: frozenset({"type", "minimum", "maximum"}),
+    BoolField: frozenset({"type"}),
+    ChoiceField: frozenset({"type", "enum", "enumNames", "oneOf", "anyOf"}),
+    MultiChoiceField: frozenset({"type", "items", "minItems", "maxItems", "uniqueItems"}),
+}
+_ITEMS_ENFORCED: Final = frozenset({"type", "enum", "enumNames", "oneOf", "anyOf"})
+_BRANCH_ENFORCED: Final = frozenset({"const", "title", "description"})
+_ROOT_ENFORCED: Final = frozenset({"type", "properties", "required", "$schema"})
 
 
 def parse_schema(schema: Mapping[str, Any] | None) -> FormSpec:
@@ -93,7 +108,8 @@ def _parse(schema: object) -> FormSpec:
             reason = f"required names a property that does not exist: {_clip(name)!r}"
             raise UnsupportedSchema(reason, "required")
     fields = tuple(_field(name, prop, name in required) for name, prop in properties.items())
-    return FormSpec(fields=fields, schema=data)
+    in_full = all(f.checked_in_full for f in fields) and set(data) <= _ROOT_ENFORCED | _ANNOTATIONS
+    return FormSpec(fields=fields, schema=data, checked_in_full=in_full)
 
 
 def _json_copy(value: object, path: str, depth: int) -> Any:
@@ -147,7 +163,21 @@ def _field(name: str, prop: object, required: bool) -> Field:
         raise UnsupportedSchema("the property has no type", path)
     else:
         raise UnsupportedSchema(f"type {_clip(str(kind))} is not supported in a form", f"{path}.type")
+    field = dataclasses.replace(field, checked_in_full=_enforced_in_full(field, prop))
     return _with_default(field, prop.get("default"))
+
+
+def _enforced_in_full(field: Field, prop: dict[str, Any]) -> bool:
+    """Whether `field`'s own rules enforce every keyword of `prop` (its choices' branches and items too)."""
+    if not set(prop) <= _ENFORCED[type(field)] | _ANNOTATIONS:
+        return False
+    holder = prop
+    if isinstance(field, MultiChoiceField):
+        holder = prop["items"]  # a dict with the choices: `_multi_field` has checked
+        if not set(holder) <= _ITEMS_ENFORCED | _ANNOTATIONS:
+            return False
+    branches = [b for key in ("oneOf", "anyOf") for b in holder.get(key, ())]
+    return all(isinstance(b, dict) and set(b) <= _BRANCH_ENFORCED for b in branches)
 
 
 def _text_field(prop: dict[str, Any], path: str, common: dict[str, Any]) -> TextField:

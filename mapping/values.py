@@ -92,7 +92,7 @@ def parse_text(field: Field, raw: str) -> Value | FieldError:
 def check_value(field: Field, value: object) -> FieldError | None:
     """Does a typed value (a default, a tapped choice, a parsed answer) fit `field`? Never raises."""
     reason = _reason(field, value)
-    if reason is None and field.schema:
+    if reason is None and field.schema and not field.checked_in_full:
         reason = _schema_reason(field, value)
     return FieldError(field.name, reason) if reason is not None else None
 
