@@ -15,6 +15,7 @@ MAX_HEAD_BYTES: Final = 64 * 1024
 """A response head larger than this is refused (a misbehaving server, not a Bot API answer)."""
 _CRLF: Final = b"\r\n"
 _HEAD_END: Final = b"\r\n\r\n"
+_FRAMING_HEADERS: Final = frozenset({"connection", "content-encoding", "content-length", "transfer-encoding"})
 
 
 class ProtocolError(Exception):
@@ -156,13 +157,15 @@ class ResponseParser:
             if not colon or not name or name != name.strip():
                 raise ProtocolError(f"malformed header line: {line[:80]!r}")
             key = name.lower()
-            value = value.strip()
-            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+            if key in _FRAMING_HEADERS:  # the rest (Date, Server, CORS, ...) are never read
+                value = value.strip()
+                headers[key] = f"{headers[key]}, {value}" if key in headers else value
         if 100 <= status < 200:  # an interim response (100 Continue): the real one follows
             return self._head() if self._buffer else False
         self._status = status
-        connection = {t.strip().lower() for t in headers.get("connection", "").split(",")}
-        self._keep_alive = "keep-alive" in connection if version == "HTTP/1.0" else "close" not in connection
+        connection = headers.get("connection", "").lower()
+        tokens = {t.strip() for t in connection.split(",")} if connection else set()
+        self._keep_alive = "keep-alive" in tokens if version == "HTTP/1.0" else "close" not in tokens
         self._encoding = headers.get("content-encoding", "").strip().lower()
         transfer = headers.get("transfer-encoding", "").lower()
         if self._no_body or status in (204, 304):

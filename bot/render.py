@@ -258,7 +258,7 @@ def visible_len(text: str) -> int:
 
 def fit(lines: list[str]) -> str:
     text = "\n".join(lines)
-    if visible_len(text) <= MAX_TEXT:
+    if len(text) <= MAX_TEXT or visible_len(text) <= MAX_TEXT:  # tags and entities only ever shorten it
         return text
     # Only reached by extreme forms (hundreds of fields): drop whole lines so no tag is cut in half.
     kept: list[str] = []
