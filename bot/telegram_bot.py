@@ -12,7 +12,9 @@ elicitation; bench/, issue 5).
 from __future__ import annotations
 
 import logging
+import re
 import urllib.request
+from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -30,6 +32,22 @@ POOL_CONNECTIONS: Final = 32
 """Connections for Bot API calls at once (the flood limiter keeps far fewer in flight); getUpdates has its own."""
 
 
+# The Bot API writes every success as `{"ok":true,"result":...}` and a sent message's id first; a body that
+# does not start so (a proxy that re-encodes JSON, say) is decoded in full instead.
+_SUCCESS: Final = b'{"ok":true,'
+_SENT: Final = re.compile(rb'\{"ok":true,"result":\{"message_id":([0-9]{1,18})[,}]')
+
+
+def _succeeded(body: bytes) -> bool | None:
+    """For calls whose result is never read (edits, deletions, tap answers): True, without decoding."""
+    return True if body.startswith(_SUCCESS) else None
+
+
+def _sent_message_id(body: bytes) -> int | None:
+    found = _SENT.match(body)
+    return int(found[1]) if found else None
+
+
 class CardBot(ExtBot[Any]):
     """`ExtBot` with id-only sends and edits of HTML text messages (link previews off)."""
 
@@ -42,15 +60,18 @@ class CardBot(ExtBot[Any]):
                 _drop_unread(update)
         return result
 
-    async def _call(self, endpoint: str, data: dict[str, Any]) -> Any:
-        """One Bot API call with JSON parameters, through the flood limiter; its result."""
+    async def _call(
+        self, endpoint: str, data: dict[str, Any], read: Callable[[bytes], Any] = _succeeded
+    ) -> Any:
+        """One Bot API call with JSON parameters, through the flood limiter; what `read` takes from a success
+        (by default nothing: True), else its decoded result."""
         data = {key: value for key, value in data.items() if value is not None}
         request, limiter = self._request[1], self.rate_limiter
         if not isinstance(request, BotApiRequest) or limiter is None:
             return await self._post(endpoint, data)  # the httpx fallback (a proxy): PTB's path does it all
         return await limiter.process_request(
             callback=request.post_json,
-            args=(f"{self.base_url}/{endpoint}", data),
+            args=(f"{self.base_url}/{endpoint}", data, read),
             kwargs={},
             endpoint=endpoint,
             data=data,
@@ -70,8 +91,8 @@ class CardBot(ExtBot[Any]):
         }
         if reply_to is not None:
             data["reply_parameters"] = {"message_id": reply_to, "allow_sending_without_reply": True}
-        result = await self._call("sendMessage", data)
-        return int(result["message_id"])
+        result = await self._call("sendMessage", data, _sent_message_id)
+        return result if isinstance(result, int) else int(result["message_id"])
 
     async def edit_html(
         self, chat_id: int, message_id: int, text: str, keyboard: Keyboard | None = None

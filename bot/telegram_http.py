@@ -29,6 +29,8 @@ IDLE_EXPIRY_S: Final = 30.0
 POOL_TIMEOUT_S: Final = 20.0
 """How long a request may wait for a free connection; it has not been sent while it waits, so waiting is
 cheaper than failing (PTB's httpx default is 1 s)."""
+# `json.dumps(..., separators=...)` builds a new encoder per call; one kept here does the same work.
+_JSON: Final = json.JSONEncoder(separators=(",", ":"))
 
 
 def default_ssl_context() -> ssl.SSLContext:
@@ -118,13 +120,17 @@ class BotApiRequest(BaseRequest):
         response = await self._exchange(url, method, content_type, body, timeouts)
         return response.status, response.body
 
-    async def post_json(self, url: str, payload: dict[str, Any]) -> Any:
+    async def post_json(
+        self, url: str, payload: dict[str, Any], read: Callable[[bytes], Any] | None = None
+    ) -> Any:
         """POST `payload` (plain JSON values) with the default timeouts; the Bot API's `result`.
 
         What `post` does for a `RequestData`, without building one: failures are the same PTB exceptions
-        (`BadRequest`, `RetryAfter`, `Forbidden`, `TimedOut`, ...), mapped by PTB's own code.
+        (`BadRequest`, `RetryAfter`, `Forbidden`, `TimedOut`, ...), mapped by PTB's own code. `read`, when
+        given, takes a success's raw body instead and returns what the caller needs from it, or None to have
+        the body decoded as usual (decoding the message Telegram echoes is most of the cost of a call).
         """
-        body = json.dumps(payload, separators=(",", ":")).encode()
+        body = _JSON.encode(payload).encode()
         try:
             response = await self._exchange(url, "POST", "application/json", body, self._timeouts)
         except TelegramError:
@@ -132,6 +138,8 @@ class BotApiRequest(BaseRequest):
         except Exception as exc:  # as BaseRequest.post wraps what an HTTP implementation lets escape
             raise NetworkError(f"Unknown error in HTTP implementation: {exc!r}") from exc
         if 200 <= response.status <= 299:
+            if read is not None and (value := read(response.body)) is not None:
+                return value
             return self.parse_json_payload(response.body)["result"]
         return await _Answered(response).post(url)  # raises what PTB raises for this status and body
 
@@ -203,7 +211,7 @@ def _body(request_data: RequestData | None) -> tuple[str | None, bytes]:
         }
         return multipart(request_data.json_parameters, files)
     # The Bot API takes JSON bodies with nested objects; no per-field encoding as in form posts.
-    return "application/json", json.dumps(request_data.parameters, separators=(",", ":")).encode()
+    return "application/json", _JSON.encode(request_data.parameters).encode()
 
 
 @dataclass(frozen=True, slots=True)

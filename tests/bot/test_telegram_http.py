@@ -352,3 +352,56 @@ async def test_post_json_fails_exactly_as_ptbs_post_does(
     assert type(ours.value) is type(ptbs.value)
     assert str(ours.value) == str(ptbs.value)
     assert "SECRET" not in str(ours.value)
+
+
+SENT = b'{"ok":true,"result":{"message_id":7,"from":{"id":1,"is_bot":true,"first_name":"B"},"date":0}}'
+SPACED = b'{"ok": true, "result": {"message_id": 8, "date": 0}}'
+ME = b'{"ok":true,"result":{"id":1,"is_bot":true,"first_name":"B","username":"b_bot"}}'
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [(SENT, 7), (SPACED, 8), (b'{"ok":true,"result":{"chat":{"id":5},"message_id":9,"date":0}}', 9)],
+)
+async def test_a_sent_message_id_is_read_from_the_answer_however_it_is_written(
+    body: bytes, expected: int
+) -> None:
+    """Telegram's own layout is read without decoding the echoed message; any other is decoded in full."""
+
+    async def answer_sent(seen: Seen, writer: asyncio.StreamWriter) -> bool:
+        return await answer(seen, writer, ME if "/getMe " in seen.head else body)
+
+    async with serve(answer_sent) as server:
+        bot = build_bot("123:SECRET", f"http://127.0.0.1:{server.port}/bot", AIORateLimiter())
+        async with bot:
+            assert await bot.send_html(5, "<b>hi</b>") == expected
+
+
+async def test_a_success_is_handed_to_read_and_decoded_only_when_read_declines() -> None:
+    """`read` takes the raw body of a success; None from it means: decode as PTB would."""
+    truncated = b'{"ok":true,"result":{"message_id":7,"text":"cut of'  # proves read saw the raw bytes
+
+    async def answer_cut(seen: Seen, writer: asyncio.StreamWriter) -> bool:
+        return await answer(seen, writer, truncated if seen.body == b'{"cut":1}' else SENT)
+
+    async with serve(answer_cut) as server, BotApiRequest() as request:
+        url = server.url("sendMessage")
+        assert await request.post_json(url, {"cut": 1}, read=lambda body: body[:11]) == b'{"ok":true,'
+        declined = await request.post_json(url, {"cut": 0}, read=lambda body: None)
+        assert declined["message_id"] == 7
+        with pytest.raises(TelegramError, match="Invalid server response"):
+            await request.post_json(url, {"cut": 1}, read=lambda body: None)
+
+
+@pytest.mark.parametrize("body", [b"<html>captive portal</html>", b""])
+async def test_a_success_that_is_not_the_bot_apis_is_refused_even_when_its_result_is_never_read(
+    body: bytes,
+) -> None:
+    async def answer_odd(seen: Seen, writer: asyncio.StreamWriter) -> bool:
+        return await answer(seen, writer, ME if "/getMe " in seen.head else body)
+
+    async with serve(answer_odd) as server:
+        bot = build_bot("123:SECRET", f"http://127.0.0.1:{server.port}/bot", AIORateLimiter())
+        async with bot:
+            with pytest.raises(TelegramError, match="Invalid server response"):
+                await bot.edit_html(5, 7, "<b>hi</b>")
