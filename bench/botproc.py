@@ -1,9 +1,9 @@
 """The bot process the bench measures: exactly `toolnexus-bot --config PATH`, with two bench-only switches.
 
-`--unthrottled` replaces the bot's client-side flood control (PTB's rate limiter: ~30 requests/s overall and a
-per-chat bucket) by one with no rate limits (only a cap on requests in flight), so scenarios that measure the
-bridge's own cost are not paced by Telegram's rate. `--profile PATH` arms cProfile: SIGUSR1 starts it, SIGUSR2 stops it and writes the stats to
-PATH, so a profile covers exactly the window the bench measures.
+`--unthrottled` turns the limits of the bot's client-side flood control (`bot.flood`: 25 requests/s overall,
+per-group and per-chat buckets) off, keeping only a cap on requests in flight, so scenarios that measure the
+bridge's own cost are not paced by Telegram's rate. `--profile PATH` arms cProfile: SIGUSR1 starts it,
+SIGUSR2 stops it and writes the stats to PATH, so a profile covers exactly the window the bench measures.
 """
 
 from __future__ import annotations
@@ -21,27 +21,25 @@ IN_FLIGHT: Final = 32
 def _unthrottle() -> None:
     import asyncio
 
-    from telegram.ext import AIORateLimiter
-
     import bot.app
+    from bot.flood import FloodLimiter
 
-    class Unthrottled(AIORateLimiter):
-        """No rate limits (0 disables both of PTB's buckets), but a cap on requests in flight.
+    class Unthrottled(FloodLimiter):
+        """The shipped flood control with every limit off (429s still waited out), and a cap on requests in
+        flight.
 
         The cap matches the bot's HTTP pool (bot.telegram_bot.POOL_CONNECTIONS), so a burst of a thousand sends
-        waits here rather than in the pool, whose wait is bounded; the shipped 25/s limiter never lets that
+        waits here rather than in the pool, whose wait is bounded; the shipped 25/s limit never lets that
         many requests be in flight.
         """
 
         def __init__(self) -> None:
-            super().__init__(overall_max_rate=0, group_max_rate=0)
+            super().__init__(overall_per_s=0, group_burst=0, chat_burst=0)
             self._slots = asyncio.Semaphore(IN_FLIGHT)
 
         async def process_request(
             self, callback: Any, args: Any, kwargs: Any, endpoint: str, data: Any, rate_limit_args: Any
         ) -> Any:
-            if endpoint == "getUpdates":
-                return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
             async with self._slots:
                 return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
 

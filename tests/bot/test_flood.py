@@ -1,11 +1,18 @@
-"""FloodLimiter: a burst of new messages per private chat, then waiting; edits, other chats and groups unaffected."""
+"""FloodLimiter: Telegram's buckets (overall, per group, per private chat) and 429s waited out, in order."""
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
+import heapq
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 import anyio
 import pytest
+from telegram.error import RetryAfter
 
-from bot.flood import FloodLimiter
+from bot.flood import RETRY_MARGIN_S, FloodLimiter
 
 pytestmark = pytest.mark.anyio
 
@@ -37,3 +44,128 @@ async def test_a_private_chat_gets_a_burst_then_new_messages_wait() -> None:
         ("sendMessage", -5001),
     ]
     await limiter.shutdown()
+
+
+class VirtualTime:
+    """A clock that only moves when every task is asleep, straight to the next wake-up: waits are exact and
+    take no real time. Drive it with `run`."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+        self._sleepers: list[tuple[float, int, anyio.Event]] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        woken = anyio.Event()
+        heapq.heappush(self._sleepers, (self.now + seconds, len(self.slept), woken))
+        await woken.wait()
+
+    async def run(self, *jobs: Callable[[], Awaitable[None]]) -> None:
+        """Start `jobs` one after another (each once the ones before are blocked), then run time forward."""
+        async with anyio.create_task_group() as tg:
+            for job in jobs:
+                tg.start_soon(job)
+                await anyio.wait_all_tasks_blocked()
+            while True:
+                await anyio.wait_all_tasks_blocked()
+                if not self._sleepers:
+                    break
+                wake, _, woken = heapq.heappop(self._sleepers)
+                self.now = max(self.now, wake)
+                woken.set()
+
+
+def recorder(time: VirtualTime) -> tuple[list[tuple[str, object, float]], Any]:
+    sent: list[tuple[str, object, float]] = []
+
+    async def request(limiter: FloodLimiter, endpoint: str, chat_id: object = None, fail: int = 0) -> None:
+        failures = iter(range(fail))
+
+        async def callback() -> bool:
+            if next(failures, None) is not None:
+                raise RetryAfter(dt.timedelta(seconds=3))
+            sent.append((endpoint, chat_id, time.now))
+            return True
+
+        data = {} if chat_id is None else {"chat_id": chat_id}
+        await limiter.process_request(callback, (), {}, endpoint, data, None)
+
+    return sent, request
+
+
+async def test_overall_requests_are_spaced_after_a_burst_and_those_without_a_chat_are_not_counted() -> None:
+    time = VirtualTime()
+    limiter = FloodLimiter(overall_per_s=4, clock=time.clock, sleep=time.sleep)
+    sent, request = recorder(time)
+    edits = [functools.partial(request, limiter, "editMessageText", 1000 + chat) for chat in range(6)]
+    await time.run(*edits, functools.partial(request, limiter, "answerCallbackQuery"))
+    start = 1000.0
+    assert ("answerCallbackQuery", None, start) in sent  # not held up by the edits waiting their turn
+    edits = sorted(at for endpoint, _, at in sent if endpoint == "editMessageText")
+    assert edits == [start] * 4 + [start + 0.25, start + 0.5]
+
+
+async def test_a_group_gets_its_own_slower_bucket_and_a_channel_name_counts_as_one() -> None:
+    time = VirtualTime()
+    limiter = FloodLimiter(
+        overall_per_s=0, group_burst=2, group_period_s=60, clock=time.clock, sleep=time.sleep
+    )
+    sent, request = recorder(time)
+    chats = (-5, -5, -5, "@news", "@news", "@news", 42)
+    await time.run(*(functools.partial(request, limiter, "sendMessage", chat) for chat in chats))
+    assert sorted((at - 1000.0, str(chat)) for _, chat, at in sent) == [
+        (0.0, "-5"),
+        (0.0, "-5"),
+        (0.0, "42"),
+        (0.0, "@news"),
+        (0.0, "@news"),
+        (30.0, "-5"),
+        (30.0, "@news"),
+    ]
+
+
+async def test_a_chat_waiting_for_its_own_bucket_holds_up_no_other_chat() -> None:
+    """The overall place is booked only when a chat's own wait is over (else one busy chat stalls all)."""
+    time = VirtualTime()
+    limiter = FloodLimiter(chat_burst=1, chat_period_s=60, clock=time.clock, sleep=time.sleep)
+    sent, request = recorder(time)
+    await time.run(*(functools.partial(request, limiter, "sendMessage", chat) for chat in (1001, 1001, 1002)))
+    assert sent == [
+        ("sendMessage", 1001, 1000.0),
+        ("sendMessage", 1002, 1000.0),
+        ("sendMessage", 1001, 1060.0),
+    ]
+
+
+@pytest.mark.parametrize("refusals", [1, 2])
+async def test_a_429_pauses_every_request_for_its_retry_after_then_the_refused_one_is_sent_again(
+    monkeypatch: pytest.MonkeyPatch, refusals: int
+) -> None:
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+    time = VirtualTime()
+    limiter = FloodLimiter(overall_per_s=0, clock=time.clock, sleep=time.sleep)
+    sent, request = recorder(time)
+    await time.run(
+        functools.partial(request, limiter, "sendMessage", 7, refusals),
+        functools.partial(request, limiter, "answerCallbackQuery"),  # arrives during the first pause
+    )
+    resumed = 1000.0 + refusals * (3 + RETRY_MARGIN_S)  # each 429 pauses everyone again
+    assert sent == [("sendMessage", 7, resumed), ("answerCallbackQuery", None, resumed)]
+
+
+async def test_a_request_refused_more_often_than_max_retries_fails_with_the_429(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+    time = VirtualTime()
+    limiter = FloodLimiter(max_retries=2, clock=time.clock, sleep=time.sleep)
+    sent, request = recorder(time)
+    with pytest.raises(ExceptionGroup) as failed:
+        await time.run(functools.partial(request, limiter, "sendMessage", 7, 3))
+    assert failed.group_contains(RetryAfter)
+    assert sent == []
+    assert len(time.slept) == 2  # waited out the first two 429s; the third is the caller's

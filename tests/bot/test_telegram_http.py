@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from telegram import InputFile
 from telegram.error import NetworkError, TelegramError, TimedOut
-from telegram.ext import AIORateLimiter
 from telegram.request import HTTPXRequest, RequestData
 from telegram.request._requestparameter import RequestParameter
 
+from bot.flood import FloodLimiter
 from bot.telegram_bot import build_bot
 from bot.telegram_http import BotApiRequest
 
@@ -293,7 +293,7 @@ def test_a_configured_proxy_hands_the_bot_to_ptbs_httpx_client(
         monkeypatch.delenv(name, raising=False)
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
-    bot = build_bot("123:SECRET", "https://api.telegram.org/bot", AIORateLimiter())
+    bot = build_bot("123:SECRET", "https://api.telegram.org/bot", FloodLimiter())
     assert type(bot.request) is expected
 
 
@@ -372,7 +372,7 @@ async def test_a_sent_message_id_is_read_from_the_answer_however_it_is_written(
         return await answer(seen, writer, ME if "/getMe " in seen.head else body)
 
     async with serve(answer_sent) as server:
-        bot = build_bot("123:SECRET", f"http://127.0.0.1:{server.port}/bot", AIORateLimiter())
+        bot = build_bot("123:SECRET", f"http://127.0.0.1:{server.port}/bot", FloodLimiter())
         async with bot:
             assert await bot.send_html(5, "<b>hi</b>") == expected
 
@@ -401,7 +401,7 @@ async def test_a_success_that_is_not_the_bot_apis_is_refused_even_when_its_resul
         return await answer(seen, writer, ME if "/getMe " in seen.head else body)
 
     async with serve(answer_odd) as server:
-        bot = build_bot("123:SECRET", f"http://127.0.0.1:{server.port}/bot", AIORateLimiter())
+        bot = build_bot("123:SECRET", f"http://127.0.0.1:{server.port}/bot", FloodLimiter())
         async with bot:
             with pytest.raises(TelegramError, match="Invalid server response"):
                 await bot.edit_html(5, 7, "<b>hi</b>")
