@@ -3,10 +3,11 @@
 `CardBot` is PTB's `ExtBot` (so the flood limiter and every PTB method still apply) plus the four calls the
 surface makes hundreds of times: send, edit, delete, answer a tap. PTB's own `send_message` and
 `edit_message_text` rebuild the whole echoed message as objects (chat, sender, entities, every button),
-about 0.1 ms of CPU each, to be thrown away; these return only the message id. And their parameters are plain
-JSON already, so they go through the flood limiter straight to the HTTP client, not through PTB's generic
-path that wraps every parameter in an object first (that path was 7% of the bot's instructions per
-elicitation; bench/, issue 5).
+about 0.1 ms of CPU each, to be thrown away; these return only the message id, and the answer to an edit, a
+deletion or a tap answer is not even decoded. Their parameters are plain JSON already, so they go through the
+flood limiter straight to the HTTP client, not through PTB's generic path that wraps every parameter in an
+object first (that path was 7% of the bot's instructions per elicitation, decoding the answers 5%; bench/,
+issue 5).
 """
 
 from __future__ import annotations
