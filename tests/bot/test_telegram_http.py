@@ -21,7 +21,7 @@ from telegram.request import HTTPXRequest, RequestData
 from telegram.request._requestparameter import RequestParameter
 
 from bot.flood import FloodLimiter
-from bot.telegram_bot import build_bot
+from bot.telegram_bot import CardBot, build_bot
 from bot.telegram_http import BotApiRequest
 
 pytestmark = pytest.mark.anyio
@@ -405,3 +405,47 @@ async def test_a_success_that_is_not_the_bot_apis_is_refused_even_when_its_resul
         async with bot:
             with pytest.raises(TelegramError, match="Invalid server response"):
                 await bot.edit_html(5, 7, "<b>hi</b>")
+
+
+TAP = {
+    "update_id": 41,
+    "callback_query": {
+        "id": "4000000000000001",
+        "from": {"id": 5, "is_bot": False, "first_name": "Ada"},
+        "chat_instance": "-1",
+        "data": "p:tok:1:0",
+        "message": {"message_id": 7, "chat": {"id": 5, "type": "private"}, "date": 0, "text": "card"},
+    },
+}
+
+
+async def test_a_long_poll_goes_as_json_with_its_own_read_timeout_and_arrives_as_updates() -> None:
+    """Through this client a poll keeps PTB's meaning: the read timeout is the request's own plus the poll's
+    `timeout` (else a poll the server holds open would time out), and the updates are PTB objects, without
+    the echoed message of a tap."""
+    polls = iter([0.6, 0.6])
+
+    async def hold_then_answer(seen: Seen, writer: asyncio.StreamWriter) -> bool:
+        if "/getMe " in seen.head:
+            return await answer(seen, writer, ME)
+        await asyncio.sleep(next(polls))  # the server holding a long poll open: the behaviour under test
+        return await answer(seen, writer, json.dumps({"ok": True, "result": [TAP]}).encode())
+
+    async with serve(hold_then_answer) as server:
+        base = f"http://127.0.0.1:{server.port}/bot"
+        bot = CardBot(
+            "123:SECRET",
+            base_url=base,
+            request=BotApiRequest(),
+            get_updates_request=BotApiRequest(connections=1, read_timeout=0.2),
+            rate_limiter=FloodLimiter(),
+        )
+        async with bot:
+            (update,) = await bot.get_updates(offset=40, timeout=1, allowed_updates=["callback_query"])
+            with pytest.raises(TimedOut):
+                await bot.get_updates(offset=41, timeout=0, read_timeout=0.0001)
+    assert update.callback_query is not None and update.callback_query.data == "p:tok:1:0"
+    assert update.callback_query.message is None
+    poll = next(s for s in server.seen if "/getUpdates " in s.head)
+    assert poll.headers["content-type"] == "application/json"
+    assert json.loads(poll.body) == {"offset": 40, "timeout": 1, "allowed_updates": ["callback_query"]}
