@@ -404,6 +404,9 @@ class Hub:
         finally:
             if self._connections.get(conn.key) is conn:
                 del self._connections[conn.key]
+            lock = self._connecting.get(conn.key)
+            if lock is not None and not lock.locked() and not lock.statistics().tasks_waiting:
+                del self._connecting[conn.key]  # else one lock per person who ever called stays for good
             if not conn.closing:
                 self.prompts.abort_all(Outcome.SERVER_GONE, scope=conn.key)
             conn.finished.set()

@@ -436,3 +436,16 @@ async def test_a_2025_06_18_request_without_mode_is_a_form(protocol: str) -> Non
 
         prompts.answer(prompt, fill(prompt, Choose(1), Submit()))
     assert server_saw(results[0].text) == {"action": "accept", "content": {"c": "blue"}}
+
+
+async def test_past_max_open_the_least_recently_used_idle_session_is_closed_and_reopened_on_need() -> None:
+    """`sessions.max_open = 1`: Bob's call closes Alice's idle session; hers reopens on her next call, and a
+    closed session leaves nothing behind for its person (the hub keeps no entry per past caller)."""
+    config = make_config(placeholder(["t"], protocol="legacy"), sessions={"max_open": 1})
+    async with running_hub(config, in_process={"t": build_server}) as (hub, _prompts, _surface):
+        alice = json.loads((await hub.call_tool("t", "whoami", {}, ALICE)).text)
+        bob = json.loads((await hub.call_tool("t", "whoami", {}, BOB)).text)
+        again = json.loads((await hub.call_tool("t", "whoami", {}, ALICE)).text)
+        assert len({alice["connection"], bob["connection"], again["connection"]}) == 3
+        await anyio.wait_all_tasks_blocked()  # Bob's evicted session ends in its owner task
+        assert list(hub._connecting) == list(hub._connections)  # only the open session's lock is kept
