@@ -12,7 +12,6 @@ request itself (bench/, issue 5); with room in its buckets, a request here costs
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -116,20 +115,19 @@ class FloodLimiter(BaseRateLimiter[int]):
     ) -> Any:
         buckets = self._buckets(endpoint, data.get("chat_id"))
         retries = rate_limit_args or self._max_retries
-        for attempt in itertools.count():
+        refused = 0
+        while True:
             await self._turn(buckets)
             try:
                 return await callback(*args, **kwargs)
             except RetryAfter as exc:
-                if attempt >= retries:
-                    logger.error(
-                        "%s refused with 429 %d times in a row; giving up on it", endpoint, attempt + 1
-                    )
+                refused += 1
+                if refused > retries:
+                    logger.error("%s refused with 429 %d times in a row; giving up on it", endpoint, refused)
                     raise
                 pause = _seconds(exc.retry_after) + RETRY_MARGIN_S
                 logger.info("Telegram asks to wait %.1f s (429 on %s): every request waits", pause, endpoint)
                 self._resume_at = max(self._resume_at, self._clock() + pause)
-        raise AssertionError("unreachable")  # itertools.count() never ends
 
     async def _turn(self, buckets: list[_Bucket]) -> None:
         """Wait until this request may go, booking its place in each bucket in turn (the overall one last: a

@@ -359,6 +359,19 @@ SPACED = b'{"ok": true, "result": {"message_id": 8, "date": 0}}'
 ME = b'{"ok":true,"result":{"id":1,"is_bot":true,"first_name":"B","username":"b_bot"}}'
 
 
+@asynccontextmanager
+async def bot_answered_with(body: bytes) -> AsyncIterator[CardBot]:
+    """A started bot whose server answers getMe as Telegram would and every other call with `body`."""
+
+    async def answer_body(seen: Seen, writer: asyncio.StreamWriter) -> bool:
+        return await answer(seen, writer, ME if "/getMe " in seen.head else body)
+
+    async with serve(answer_body) as server:
+        bot = build_bot("123:SECRET", f"http://127.0.0.1:{server.port}/bot", FloodLimiter())
+        async with bot:
+            yield bot
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [(SENT, 7), (SPACED, 8), (b'{"ok":true,"result":{"chat":{"id":5},"message_id":9,"date":0}}', 9)],
@@ -367,14 +380,8 @@ async def test_a_sent_message_id_is_read_from_the_answer_however_it_is_written(
     body: bytes, expected: int
 ) -> None:
     """Telegram's own layout is read without decoding the echoed message; any other is decoded in full."""
-
-    async def answer_sent(seen: Seen, writer: asyncio.StreamWriter) -> bool:
-        return await answer(seen, writer, ME if "/getMe " in seen.head else body)
-
-    async with serve(answer_sent) as server:
-        bot = build_bot("123:SECRET", f"http://127.0.0.1:{server.port}/bot", FloodLimiter())
-        async with bot:
-            assert await bot.send_html(5, "<b>hi</b>") == expected
+    async with bot_answered_with(body) as bot:
+        assert await bot.send_html(5, "<b>hi</b>") == expected
 
 
 async def test_a_success_is_handed_to_read_and_decoded_only_when_read_declines() -> None:
@@ -397,14 +404,9 @@ async def test_a_success_is_handed_to_read_and_decoded_only_when_read_declines()
 async def test_a_success_that_is_not_the_bot_apis_is_refused_even_when_its_result_is_never_read(
     body: bytes,
 ) -> None:
-    async def answer_odd(seen: Seen, writer: asyncio.StreamWriter) -> bool:
-        return await answer(seen, writer, ME if "/getMe " in seen.head else body)
-
-    async with serve(answer_odd) as server:
-        bot = build_bot("123:SECRET", f"http://127.0.0.1:{server.port}/bot", FloodLimiter())
-        async with bot:
-            with pytest.raises(TelegramError, match="Invalid server response"):
-                await bot.edit_html(5, 7, "<b>hi</b>")
+    async with bot_answered_with(body) as bot:
+        with pytest.raises(TelegramError, match="Invalid server response"):
+            await bot.edit_html(5, 7, "<b>hi</b>")
 
 
 TAP = {
