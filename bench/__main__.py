@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
         "--instructions-per-person",
         type=int,
         default=6,
-        help="a. elicitations per person counted under callgrind (default 6)",
+        help="a. elicitations per person counted under callgrind (default 6; 0 skips the count)",
     )
     p.add_argument("--per-kind", type=int, default=40, help="b. elicitations per form kind (default 40)")
     p.add_argument(
@@ -71,7 +71,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await scenarios.bridge_cost(args.elicitations, args.parallel, protocol, profile=profile)
             )
         results["instructions"] = []
-        for protocol in args.protocols.split(","):
+        for protocol in args.protocols.split(",") if args.instructions_per_person > 0 else []:
             counted = await scenarios.bridge_instructions(
                 args.instructions_per_person, args.parallel, protocol
             )

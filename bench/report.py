@@ -88,7 +88,7 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             s,
             "… of which the /call itself",
             f"{plain / 1e6:.2f} M",
-            f"a plain call (status message, result); the question, 2 taps and the card: "
+            f"a plain call (its result only); the question, 2 taps and the card: "
             f"{(i['bot_instructions_per_elicitation'] - plain) / 1e6:.2f} M",
         )
     b = results.get("calls_per_kind")

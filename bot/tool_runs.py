@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
@@ -26,6 +27,9 @@ CHUNK: Final = 3500
 MAX_MESSAGES: Final = 4
 PROGRESS_EVERY_S: Final = 1.0
 """Telegram allows about one message per second per chat; progress edits never go faster."""
+STATUS_AFTER_S: Final = 1.0
+"""A call gets its status message once it has run this long (or at its first progress report): a quicker call
+shows only its result, so it costs one message, not two, of the 30 a second Telegram allows a bot."""
 
 _ICON = {
     CallStatus.OK: "✅",
@@ -98,6 +102,8 @@ class ToolButtons:
 
 @dataclass(slots=True)
 class _Status:
+    """One call's status message: not sent until the call is slow or reports progress (`STATUS_AFTER_S`)."""
+
     chat_id: int
     message_id: int | None
     title: str
@@ -122,47 +128,68 @@ class ToolRunner:
             if extra is None:
                 return
             args = {**args, **extra}
-        title = f"{tool.server} · {tool.name}"
-        message_id = await self.surface.send(origin.chat_id, Screen(progress_text(title, None)))
-        status = _Status(origin.chat_id, message_id, title)
+        status = _Status(origin.chat_id, None, f"{tool.server} · {tool.name}")
         async with anyio.create_task_group() as tg:
+
+            def show_status() -> None:
+                if status.dirty is None:
+                    status.dirty = anyio.Event()
+                    tg.start_soon(self._keep_status, status, origin, tool.server)
+                status.dirty.set()
 
             async def on_progress(progress: Progress) -> None:
                 status.latest = progress
-                if status.dirty is None:
-                    status.dirty = anyio.Event()
-                    tg.start_soon(self._flush_progress, status)
-                status.dirty.set()
+                show_status()
 
-            outcome = await self.hub.call_tool(tool.server, tool.name, args, origin, on_progress)
-            if status.dirty is not None:  # a flusher runs (most calls report no progress and start none)
+            # A loop timer, not a sleeping task: most calls end before it fires, and a task per call would
+            # cost more than the message it saves.
+            timer = asyncio.get_running_loop().call_later(STATUS_AFTER_S, show_status)
+            try:
+                outcome = await self.hub.call_tool(tool.server, tool.name, args, origin, on_progress)
+            finally:
+                timer.cancel()
+            if status.dirty is not None:  # a status task runs (most calls end before one starts)
                 tg.cancel_scope.cancel()
         await self._show(status, outcome)
 
-    async def _flush_progress(self, status: _Status) -> None:
-        while status.dirty is not None:
+    async def _keep_status(self, status: _Status, origin: Origin, server: str) -> None:
+        """Send the status message, then keep it in step with progress reports (one edit a second at most)."""
+        while True:
+            assert status.dirty is not None
             await status.dirty.wait()
             status.dirty = anyio.Event()
+            if status.message_id is None:
+                await self._while_asking(origin, server)
             wait = status.last_edit + PROGRESS_EVERY_S - anyio.current_time()
             if wait > 0:
                 await anyio.sleep(wait)
             status.last_edit = anyio.current_time()
-            assert status.message_id is not None
-            try:
-                resent = await self.surface.edit(
-                    status.chat_id, status.message_id, Screen(progress_text(status.title, status.latest))
-                )
-            except TelegramError:
-                logger.info("progress edit failed", exc_info=True)
-                continue
-            if resent is not None:
-                status.message_id = resent
+            screen = Screen(progress_text(status.title, status.latest))
+            # Shielded: a status message that went out must be known, or the result lands beside it and
+            # leaves it saying "Running" for good; an edit must land before the result's.
+            with anyio.CancelScope(shield=True):
+                try:
+                    if status.message_id is None:
+                        status.message_id = await self.surface.send(status.chat_id, screen)
+                    else:
+                        resent = await self.surface.edit(status.chat_id, status.message_id, screen)
+                        status.message_id = resent or status.message_id
+                except TelegramError:
+                    logger.info("status message failed", exc_info=True)
+
+    async def _while_asking(self, origin: Origin, server: str) -> None:
+        """Wait while the call has a card out: a card waiting for its person already shows the call in the
+        chat, and a status below it would push it up. Calls are one at a time per person and server."""
+        while asking := [p for p in self.prompts.pending(origin=origin) if p.server == server]:
+            for prompt in asking:
+                await prompt.settled.wait()
+            await anyio.sleep(STATUS_AFTER_S)  # after the answer the call goes on: give it its second too
 
     async def _show(self, status: _Status, outcome: ToolOutcome) -> None:
         messages = result_messages(status.title, outcome)
-        assert status.message_id is not None
-        await self.surface.edit(status.chat_id, status.message_id, Screen(messages[0]))
-        for text in messages[1:]:
+        if status.message_id is not None:
+            await self.surface.edit(status.chat_id, status.message_id, Screen(messages.pop(0)))
+        for text in messages:
             await self.surface.send(status.chat_id, Screen(text))
 
     async def _ask_arguments(self, tool: ToolInfo, names: list[str], origin: Origin) -> dict[str, Any] | None:

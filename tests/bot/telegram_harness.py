@@ -5,6 +5,7 @@ MCP servers are real: in-process by default (the transport is not the point here
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -17,11 +18,25 @@ from bot.config import ServerConfig
 from bot.connections import default_transport
 from bot.demo_server import build_server as build_demo
 from tests.bot.support import make_config
-from tests.fake_telegram import FakeTelegram, FakeUser
+from tests.fake_telegram import FakeTelegram, FakeUser, Msg
 from tests.servers.elicit import build_server as build_elicit
 
 ALICE_ID, BOB_ID, MALLORY_ID = 1001, 1002, 6666
 GROUP_ID = -5001
+_RESULT_HEAD = re.compile(r"(?:✅|❌|⚠️|⌛|⏹) \S+ · \S+")
+"""The first line of a call's result: its outcome's icon, then "server · tool"."""
+
+
+def is_result(m: Msg, after: Msg) -> bool:
+    """Whether `m` is the result of the call that `after` (a person's /call) started: a bot message in that
+    chat, later than the /call, headed like a result. A quick call sends it as a new message; a slow one's
+    status message turns into it."""
+    return (
+        m.from_bot
+        and m.chat_id == after.chat_id
+        and m.message_id > after.message_id
+        and _RESULT_HEAD.match(m.text) is not None
+    )
 
 
 @dataclass

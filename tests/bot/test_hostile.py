@@ -48,7 +48,7 @@ from mapping import (
     start,
 )
 from tests.bot.support import ALICE, RecordingSurface, make_config, placeholder
-from tests.bot.telegram_harness import Chat, bot_scene
+from tests.bot.telegram_harness import Chat, bot_scene, is_result
 from tests.fake_telegram import FakeUser, Msg
 from tests.mapping.test_properties import KEYWORDS, inputs, junk, schemas
 from tests.servers.elicit import build_server
@@ -378,15 +378,14 @@ async def test_whatever_a_server_asks_telegram_never_sees_a_400(
     """The same generated questions shown in Telegram, tapped and answered at random, then /cancel: the call
     ends, no card is left live, and the fake Bot API never had to refuse a request."""
     fake, person = stage.scene.fake, stage.person()
-    await person.send(f"/call t {elicitation.tool} {json.dumps(elicitation.arguments)}")
-    status = await fake.next_message(person, containing="⏳ Running t · ")
+    call = await person.send(f"/call t {elicitation.tool} {json.dumps(elicitation.arguments)}")
 
     def finished() -> bool:
-        return "Running" not in status.text
+        return any(is_result(m, call) for m in fake.messages(person, from_bot=True))
 
     def live_cards() -> list[Msg]:
         return [
-            m for m in fake.messages(person, from_bot=True) if m.message_id > status.message_id and is_card(m)
+            m for m in fake.messages(person, from_bot=True) if m.message_id > call.message_id and is_card(m)
         ]
 
     await fake.wait_for(lambda _m: finished() or bool(live_cards()), timeout=CALL_BUDGET_S)
@@ -406,7 +405,7 @@ async def test_whatever_a_server_asks_telegram_never_sees_a_400(
                 )
             )
     await person.send("/cancel")
-    await fake.wait_for(lambda m: m is status and finished(), timeout=CALL_BUDGET_S)
+    await fake.wait_for(lambda m: is_result(m, call), timeout=CALL_BUDGET_S)
     await fake.wait_for(lambda m: m.chat_id == person.id and CANCEL_REPLY.fullmatch(m.text) is not None)
     await fake.wait_for(lambda _m: not any("asks" in m.text for m in live_cards()))  # all settled, eventually
     assert not fake.unexpected_errors, fake.unexpected_errors
@@ -439,13 +438,12 @@ def tap_data(card: Msg, row: int = 0, column: int = 0) -> str:
 
 
 async def run(s: Chat, command: str, chat: int | None = None) -> Msg:
-    """Alice sends a /call; returns the call's status message (it becomes the result)."""
-    await s.alice.send(command, chat=chat)
-    return await s.fake.next_message(s.alice.id if chat is None else chat, containing="⏳ Running")
+    """Alice sends a /call; returns her message (`result_of` finds the call's result after it)."""
+    return await s.alice.send(command, chat=chat)
 
 
-async def result_of(s: Chat, status: Msg) -> Msg:
-    return await s.fake.wait_for(lambda m: m is status and "Running" not in m.text, timeout=10)
+async def result_of(s: Chat, call: Msg) -> Msg:
+    return await s.fake.wait_for(lambda m: is_result(m, call), timeout=10)
 
 
 async def test_markup_in_every_server_string_is_shown_literally() -> None:
@@ -465,7 +463,7 @@ async def test_markup_in_every_server_string_is_shown_literally() -> None:
         "required": ["pick", "note"],
     }
     async with bot_scene(protocol="legacy") as s:
-        status = await run(s, ask_form(schema, message=INJECTION))
+        call = await run(s, ask_form(schema, message=INJECTION))
         card = await s.fake.wait_for(lambda m: "asks" in m.text and bool(m.buttons))
         assert card.text.count(INJECTION) == 3  # message, title, description
         assert html.escape(INJECTION, quote=False) in card.html
@@ -481,18 +479,18 @@ async def test_markup_in_every_server_string_is_shown_literally() -> None:
         await s.alice.press(card, lambda label: label.startswith("Keep:"))
         review = await s.fake.wait_for(lambda m: m is card and "Please review" in m.text)
         await s.alice.press(review, "✅ Submit")
-        result = await result_of(s, status)
+        result = await result_of(s, call)
         assert server_saw(result)["content"] == {"pick": INJECTION, "note": INJECTION}
         assert not {e["type"] for e in result.entities} & FOREIGN_ENTITIES
         assert not {e["type"] for e in card.entities} & FOREIGN_ENTITIES and not card.buttons
 
         url = 'https://example.com/<b>x</b>?q="1"&amp;r=<tg-spoiler>'
-        status = await run(s, ask_url(url, message=INJECTION))
+        call = await run(s, ask_url(url, message=INJECTION))
         link = await s.fake.wait_for(lambda m: "open a link" in m.text and bool(m.buttons))
         assert INJECTION in link.text and url in link.text
         assert not {e["type"] for e in link.entities} & FOREIGN_ENTITIES
         await s.alice.press(link, "Open example.com")
-        assert server_saw(await result_of(s, status))["action"] == "accept"
+        assert server_saw(await result_of(s, call))["action"] == "accept"
 
 
 async def test_ten_thousand_character_strings_are_clipped_never_refused() -> None:
@@ -507,21 +505,21 @@ async def test_ten_thousand_character_strings_are_clipped_never_refused() -> Non
         "required": ["size"],
     }
     async with bot_scene(protocol="legacy") as s:
-        status = await run(s, ask_form(schema, message=huge))
+        call = await run(s, ask_form(schema, message=huge))
         card = await s.fake.wait_for(lambda m: "asks" in m.text and bool(m.buttons))
         assert len(card.text) <= 4096 and "…" in card.text
         await s.alice.press_data(card, tap_data(card))
         review = await s.fake.wait_for(lambda m: m is card and "Please review" in m.text)
         await s.alice.press(review, "✅ Submit")
-        result = await result_of(s, status)  # 10,000 characters of answer come back split over messages
+        result = await result_of(s, call)  # 10,000 characters of answer come back split over messages
         assert result.text.split("\n", 1)[1].startswith('{"action": "accept", "content": {"size": "xxx')
         await s.fake.wait_for(lambda m: m.chat_id == s.alice.id and 'the end"}}' in m.text)
 
-        status = await run(s, ask_url("https://example.com/" + "p" * 10_000, message=huge))
+        call = await run(s, ask_url("https://example.com/" + "p" * 10_000, message=huge))
         link = await s.fake.wait_for(lambda m: "open a link" in m.text and bool(m.buttons))
         assert len(link.text) <= 4096
         await s.alice.press(link, "Decline")
-        assert server_saw(await result_of(s, status))["action"] == "decline"
+        assert server_saw(await result_of(s, call))["action"] == "decline"
         assert all(len(m.text) <= 4096 for m in s.fake.messages(s.alice, from_bot=True))
 
 
@@ -534,7 +532,7 @@ async def test_a_thousand_options_are_paged_and_the_last_one_can_be_picked() -> 
         "required": ["pick"],
     }
     async with bot_scene(protocol="legacy") as s:
-        status = await run(s, ask_form(schema))
+        call = await run(s, ask_form(schema))
         card = await s.fake.wait_for(lambda m: "Page 1 of" in m.text and bool(m.buttons))
         pages = int(card.text.split("Page 1 of ", 1)[1].split()[0])
         assert pages > 1 and "option-0000" in card.buttons and "‹ Previous" not in card.buttons
@@ -550,7 +548,7 @@ async def test_a_thousand_options_are_paged_and_the_last_one_can_be_picked() -> 
         await s.alice.press(last, "option-0999")
         review = await s.fake.wait_for(lambda m: m is card and "Please review" in m.text)
         await s.alice.press(review, "✅ Submit")
-        assert server_saw(await result_of(s, status))["content"] == {"pick": "option-0999"}
+        assert server_saw(await result_of(s, call))["content"] == {"pick": "option-0999"}
 
 
 @pytest.mark.parametrize("protocol", ["legacy", "auto"])
@@ -558,8 +556,8 @@ async def test_a_choice_without_options_is_refused_with_an_error_never_a_card(pr
     """An enum with no options cannot be answered: no card, and the server gets an error."""
     schema = {"type": "object", "properties": {"pick": {"type": "string", "enum": []}}, "required": ["pick"]}
     async with bot_scene(protocol=protocol) as s:
-        status = await run(s, ask_form(schema))
-        result = await result_of(s, status)
+        call = await run(s, ask_form(schema))
+        result = await result_of(s, call)
         assert "✅" not in result.text
         assert not any(m.buttons for m in s.fake.messages(s.alice, from_bot=True))
 
@@ -581,7 +579,7 @@ async def test_duplicate_option_values_are_offered_once_and_answer_with_their_va
         "required": ["plain", "named", "titled", "multi"],
     }
     async with bot_scene(protocol="legacy") as s:
-        status = await run(s, ask_form(schema))
+        call = await run(s, ask_form(schema))
         card = await s.fake.wait_for(lambda m: "(1/4)" in m.text and bool(m.buttons))
         assert card.buttons == ["a", "b", "Decline", "Cancel"]
         await s.alice.press(card, "a")
@@ -598,7 +596,7 @@ async def test_duplicate_option_values_are_offered_once_and_answer_with_their_va
         await s.alice.press(card, lambda label: label.startswith("Done"))
         review = await s.fake.wait_for(lambda m: m is card and "Please review" in m.text)
         await s.alice.press(review, "✅ Submit")
-        content = server_saw(await result_of(s, status))["content"]
+        content = server_saw(await result_of(s, call))["content"]
         assert content == {"plain": "a", "named": "x", "titled": "z", "multi": ["m"]}
 
 
@@ -615,7 +613,7 @@ async def test_huge_defaults_of_the_wrong_type_are_dropped_and_right_ones_clippe
         "required": ["n", "flag", "pick", "long"],
     }
     async with bot_scene(protocol="legacy") as s:
-        status = await run(s, ask_form(schema))
+        call = await run(s, ask_form(schema))
         card = await s.fake.wait_for(lambda m: "<b>N</b> (1/3)" in m.html and bool(m.buttons))
         assert not any(label.startswith("Keep") for label in card.buttons)
         await s.alice.send("7", reply_to=card)
@@ -634,7 +632,7 @@ async def test_huge_defaults_of_the_wrong_type_are_dropped_and_right_ones_clippe
         await s.alice.press(card, keep)
         review = await s.fake.wait_for(lambda m: m is card and "Please review" in m.text)
         await s.alice.press(review, "✅ Submit")
-        result = await result_of(s, status)
+        result = await result_of(s, call)
         assert '"n": 7' in result.text and '"flag": false' in result.text and '"pick": "b"' in result.text
 
 
@@ -652,10 +650,10 @@ async def test_links_that_are_not_web_addresses_are_refused_and_declined(url: st
     """javascript:, data:, file: and tg: links never become a button: the person is warned, the server
     hears decline."""
     async with bot_scene(protocol="legacy") as s:
-        status = await run(s, ask_url(url))
+        call = await run(s, ask_url(url))
         warning = await s.fake.next_message(s.alice, containing="cannot show")
         assert "not a web address" in warning.text and not warning.buttons
-        assert server_saw(await result_of(s, status))["action"] == "decline"
+        assert server_saw(await result_of(s, call))["action"] == "decline"
         assert not any(m.buttons for m in s.fake.messages(s.alice, from_bot=True))
 
 
@@ -672,11 +670,11 @@ async def test_suspicious_hosts_are_shown_with_a_warning(url: str, warning: str,
     """Punycode, IP-literal and disguised hosts: the card warns; consent still works, and a host Telegram
     cannot link (no dot) is given as text to copy instead of a button."""
     async with bot_scene(protocol="legacy") as s:
-        status = await run(s, ask_url(url))
+        call = await run(s, ask_url(url))
         card = await s.fake.wait_for(lambda m: "open a link" in m.text and bool(m.buttons))
         assert warning in card.text and "⚠️" in card.text
         await s.alice.press(card, lambda label: label.startswith("Open "))
-        assert server_saw(await result_of(s, status))["action"] == "accept"
+        assert server_saw(await result_of(s, call))["action"] == "accept"
         await s.fake.wait_for(lambda m: m is card and "Done" in m.text)
         consented = card.history[1]  # between consent and the server's completion
         assert "Consent given" in consented.text
@@ -707,7 +705,7 @@ async def test_forged_and_replayed_taps_never_answer_for_the_person_and_never_fa
     answer to the server or a 400 to Telegram; the card then still works, and old data stays refused."""
     schema = {"type": "object", "properties": {"ok": {"type": "boolean", "title": "OK?"}}, "required": ["ok"]}
     async with bot_scene(protocol="legacy") as s:
-        status = await run(s, ask_form(schema))
+        call = await run(s, ask_form(schema))
         card = await s.fake.wait_for(lambda m: "OK?" in m.text and bool(m.buttons))
         for template in FORGED:
             kind, token, version, *_ = tap_data(card).split(":")
@@ -716,14 +714,14 @@ async def test_forged_and_replayed_taps_never_answer_for_the_person_and_never_fa
             )
             await s.alice.press_data(card, data)  # answered in time, or press_data raises
             assert "OK?" in card.text and {"Yes", "No"} <= set(card.buttons), data
-        assert "Running" in status.text
+        assert not any(is_result(m, call) for m in s.fake.messages(s.alice, from_bot=True))  # still asking
         stale = tap_data(card)
         await s.alice.press(card, "Yes")
         review = await s.fake.wait_for(lambda m: m is card and "Please review" in m.text)
         replay = await s.alice.press_data(review, stale)  # the Yes of the question before the review
         assert replay.show_alert and "outdated" in replay.text
         await s.alice.press(review, "✅ Submit")
-        assert server_saw(await result_of(s, status))["content"] == {"ok": True}
+        assert server_saw(await result_of(s, call))["content"] == {"ok": True}
         replay = await s.alice.press_data(review, stale)
         assert replay.show_alert and "expired" in replay.text
 
@@ -737,7 +735,7 @@ async def test_strangers_and_other_members_cannot_answer_someone_elses_card() ->
         "required": ["name"],
     }
     async with bot_scene(protocol="legacy") as s:
-        status = await run(s, ask_form(schema), chat=s.group)
+        call = await run(s, ask_form(schema), chat=s.group)
         card = await s.fake.wait_for(
             lambda m: m.chat_id == s.group and "<b>Name</b>" in m.html and bool(m.buttons)
         )
@@ -757,7 +755,7 @@ async def test_strangers_and_other_members_cannot_answer_someone_elses_card() ->
             lambda m: m.chat_id == s.group and "Please review" in m.text and bool(m.buttons)
         )
         await s.alice.press(review, "✅ Submit")
-        assert server_saw(await result_of(s, status))["content"] == {"name": "Alice"}
+        assert server_saw(await result_of(s, call))["content"] == {"name": "Alice"}
         assert not any(
             "mallory's name" in m.text or "bob's name" in m.text
             for m in s.fake.messages(s.group, from_bot=True)
@@ -838,10 +836,10 @@ async def test_blank_options_get_a_placeholder_label() -> None:
         "required": ["pick"],
     }
     async with bot_scene(protocol="legacy") as s:
-        status = await run(s, ask_form(schema))
+        call = await run(s, ask_form(schema))
         card = await s.fake.wait_for(lambda m: "Choose one" in m.text and bool(m.buttons))
         assert card.buttons[:3] == ["·", "·", "x"]
         await s.alice.press_data(card, tap_data(card, 0, 1))
         review = await s.fake.wait_for(lambda m: m is card and "Please review" in m.text)
         await s.alice.press(review, "✅ Submit")
-        assert server_saw(await result_of(s, status))["content"] == {"pick": " \u2003 "}
+        assert server_saw(await result_of(s, call))["content"] == {"pick": " \u2003 "}

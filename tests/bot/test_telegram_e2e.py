@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
+import anyio
 import pytest
 
-from tests.bot.telegram_harness import ALICE_ID, MALLORY_ID, bot_scene
+from bot import tool_runs
+from tests.bot.telegram_harness import ALICE_ID, MALLORY_ID, bot_scene, is_result
 from tests.fake_telegram import Msg
 
 pytestmark = pytest.mark.anyio
@@ -214,6 +216,72 @@ async def test_unsupported_schema_is_reported_in_the_chat() -> None:
         assert "refused" in note.text
         await s.fake.wait_for(lambda m: "unsupported elicitation" in m.text)
         assert not any(m.buttons for m in s.fake.messages(s.alice, from_bot=True))
+
+
+async def test_a_quick_call_shows_its_result_and_nothing_else(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call that ends before a status is due costs one message: its result, no "Running" before it."""
+    # "Quick" must not depend on this machine's speed: here no status is due for an hour.
+    monkeypatch.setattr(tool_runs, "STATUS_AFTER_S", 3600.0)
+    async with bot_scene() as s:
+        call = await s.alice.send("/call demo echo text=hi")
+        result = await s.fake.wait_for(lambda m: is_result(m, call))
+        assert "hi" in result.text and len(result.history) == 1
+        after = [m for m in s.fake.messages(s.alice, from_bot=True) if m.message_id > call.message_id]
+        assert after == [result]
+
+
+async def test_a_slow_call_shows_a_status_message_that_becomes_its_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call still running when its status is due shows "Running"; that message then ends as the result."""
+    monkeypatch.setattr(tool_runs, "STATUS_AFTER_S", 0.0)
+    async with bot_scene() as s:
+        call = await s.alice.send("/call t never_answers")
+        status = await s.fake.next_message(s.alice, containing="Running")
+        await s.alice.send("/cancel")
+        result = await s.fake.wait_for(lambda m: is_result(m, call))
+        assert result is status and "cancelled" in result.text
+
+
+async def test_a_card_waiting_for_its_person_gets_no_status_below_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the call's card waits, the card is the call's status: no "Running" appears below it, however long
+    the person takes; answered, a call that ends at once puts its result below the card."""
+    monkeypatch.setattr(tool_runs, "STATUS_AFTER_S", 0.1)
+    async with bot_scene(protocol="legacy") as s:
+        schema = {
+            "type": "object",
+            "properties": {"colour": {"enum": ["red", "blue"]}},
+            "required": ["colour"],
+        }
+        call = await s.alice.send(f"/call t ask_form {json.dumps({'schema_json': json.dumps(schema)})}")
+        card = await s.fake.next_message(s.alice, containing="asks")
+        await anyio.sleep(0.5)  # the person taking their time (5 status delays) is what is under test
+        await s.alice.press(card, "blue")
+        await s.alice.press(card, "✅ Submit")
+        result = await s.fake.wait_for(lambda m: is_result(m, call))
+        later = [m for m in s.fake.messages(s.alice, from_bot=True) if m.message_id > card.message_id]
+        assert later == [result] and not any("Running" in v.text for v in result.history)
+
+
+async def test_a_call_that_goes_on_after_its_card_shows_a_status_below_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A status that fell due while the card was out follows once the card is answered and the call keeps
+    running, below the card. (Should this machine take longer than the delay to show the card, the status
+    comes first instead, and every assertion here still holds.)"""
+    monkeypatch.setattr(tool_runs, "STATUS_AFTER_S", 0.05)
+    async with bot_scene() as s:
+        call = await s.alice.send("/call t ask_then_block")
+        card = await s.fake.next_message(s.alice, containing="Go on?")
+        await anyio.sleep(0.3)  # the person taking their time (the status falls due meanwhile) is under test
+        await s.alice.press(card, "Yes")
+        await s.alice.press(card, "✅ Submit")
+        status = await s.fake.wait_for(lambda m: m.chat_id == s.alice.id and "Running" in m.text)
+        below = [m for m in s.fake.messages(s.alice, from_bot=True) if m.message_id > card.message_id]
+        assert below in ([status], [])  # the status, or (if it came first) nothing
+        await s.alice.send("/cancel")
+        result = await s.fake.wait_for(lambda m: is_result(m, call))
+        assert result is status and "cancelled" in result.text
 
 
 async def test_progress_updates_the_status_message_then_shows_the_result() -> None:

@@ -184,6 +184,24 @@ def build_server(tripwire: Tripwire | None = None) -> MCPServer[_State]:
         return f"answered: {answer.action}"
 
     @server.tool()
+    async def ask_then_block(ctx: Context[_State]) -> str | types.InputRequiredResult:
+        """Asks a yes/no question, then (whatever the answer) blocks until the call is cancelled."""
+        params = {
+            "mode": "form",
+            "message": "Go on?",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"go": {"type": "boolean"}},
+                "required": ["go"],
+            },
+        }
+        answer = await _elicit(ctx, params)
+        if isinstance(answer, types.InputRequiredResult):
+            return answer
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    @server.tool()
     async def never_answers() -> str:
         """Blocks until the call is cancelled."""
         await anyio.sleep_forever()
