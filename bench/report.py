@@ -145,6 +145,14 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             f"{_fmt(busy['bot'])} | {_fmt(busy['mcp_server'])} | {_fmt(busy['bench_fake_and_people'])}",
             f"in {_fmt(busy['wall'])} s wall; bot CPU ms per prompt shown {c['bot_cpu_ms_per_prompt_shown']}",
         )
+        sent = c.get("bot_api_calls_per_prompt_shown", {}).get("sendMessage")
+        if sent is not None:
+            add(
+                s,
+                "messages sent per prompt shown",
+                sent,
+                "the card, and a status message for each call not asking within a second",
+            )
     d = results.get("flood")
     if d:
         s = f"d. flood {d['protocol']}"

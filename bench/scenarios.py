@@ -377,6 +377,7 @@ async def pending_users(
             if profile is not None or memory is not None:
                 bot.profile(True)
             t1, cpu1 = time.perf_counter(), _cpus(bot.pid, server.process.pid)
+            calls_before = fake.call_counts()
 
             async def ask(user: FakeUser) -> None:
                 started, card = await flows.start_pick(fake, user, f"c{user.id}")
@@ -392,6 +393,7 @@ async def pending_users(
                 await all_shown.wait()
                 shown_s = time.perf_counter() - t1
                 shown_cpu = [b - a for a, b in zip(cpu1, _cpus(bot.pid, server.process.pid), strict=True)]
+                shown_calls = fake.call_counts() - calls_before
                 rss = bot.memory()
                 if memory is not None:
                     bot.profile(False)
@@ -431,6 +433,7 @@ async def pending_users(
         "all_answered_s": round(answered_s, 2),
         "bot_cpu_ms_per_session_opened": round(sessions_cpu * 1000 / users, 2),
         "bot_cpu_ms_per_prompt_shown": round(shown_cpu[0] * 1000 / users, 2),
+        "bot_api_calls_per_prompt_shown": _per(shown_calls, users),
         "bot_cpu_ms_per_prompt_answered": round(answered_cpu * 1000 / users, 2),
         "cpu_s_while_showing": {
             "bot": round(shown_cpu[0], 2),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 
@@ -70,6 +71,9 @@ class PromptRegistry:
         self.timeout_s = timeout_s
         self._pending: dict[str, Prompt] = {}
         self._awaiting: dict[tuple[Hashable, str], Prompt] = {}
+        self._out: Counter[tuple[Origin, str]] = Counter()
+        """Cards out (asked and not yet settled) per person and server: `asking` is asked once a second
+        for every running call, so it must not walk all pending prompts."""
 
     def get(self, token: str) -> Prompt | None:
         """The pending prompt with this token, or None when it has ended (or never existed)."""
@@ -85,6 +89,10 @@ class PromptRegistry:
             and (chat_id is None or p.origin.chat_id == chat_id)
             and (origin is None or p.origin == origin)
         ]
+
+    def asking(self, origin: Origin, server: str) -> bool:
+        """Whether `server` has a card out for `origin`: asked, and not settled yet."""
+        return self._out[(origin, server)] > 0
 
     def __iter__(self) -> Iterator[Prompt]:
         return iter(list(self._pending.values()))
@@ -116,6 +124,7 @@ class PromptRegistry:
         """
         prompt.deadline = time.monotonic() + self.timeout_s
         self._pending[prompt.token] = prompt
+        self._out[(prompt.origin, prompt.server)] += 1
         try:
             with anyio.CancelScope(shield=True):
                 # A card on its way must land (and be known), or a request withdrawn meanwhile leaves it live.
@@ -138,7 +147,7 @@ class PromptRegistry:
             with anyio.CancelScope(shield=True):
                 withdrawn = prompt.why_withdrawn() if prompt.why_withdrawn else Outcome.SERVER_CANCELLED
                 await self._settle(prompt, prompt._abort or withdrawn)
-            self._pending.pop(prompt.token, None)
+            self._forget(prompt)
             raise
         with anyio.CancelScope(shield=True):
             if (
@@ -148,8 +157,15 @@ class PromptRegistry:
             ):
                 self._awaiting[(prompt.scope, prompt.elicitation_id or prompt.token)] = prompt
             await self._settle(prompt, outcome)
-        self._pending.pop(prompt.token, None)
+        self._forget(prompt)
         return answer
+
+    def _forget(self, prompt: Prompt) -> None:
+        del self._pending[prompt.token]
+        key = (prompt.origin, prompt.server)
+        self._out[key] -= 1
+        if not self._out[key]:
+            del self._out[key]
 
     def complete(self, scope: Hashable, elicitation_id: str) -> Prompt | None:
         """A URL elicitation was reported complete; unknown or finished ids are ignored (spec MUST)."""

@@ -109,7 +109,10 @@ class _Status:
     title: str
     latest: Progress | None = None
     last_edit: float = 0.0
-    dirty: anyio.Event | None = None
+    dirty: bool = False
+    """The message lags behind `latest` (or is not sent yet)."""
+    keeper: bool = False
+    """A task is bringing the message up to date (it ends when nothing is left to show)."""
 
 
 class ToolRunner:
@@ -129,61 +132,64 @@ class ToolRunner:
                 return
             args = {**args, **extra}
         status = _Status(origin.chat_id, None, f"{tool.server} · {tool.name}")
+        loop = asyncio.get_running_loop()
         async with anyio.create_task_group() as tg:
 
             def show_status() -> None:
-                if status.dirty is None:
-                    status.dirty = anyio.Event()
-                    tg.start_soon(self._keep_status, status, origin, tool.server)
-                status.dirty.set()
+                status.dirty = True
+                if not status.keeper:
+                    status.keeper = True
+                    tg.start_soon(self._keep_status, status)
+
+            def status_due() -> None:
+                nonlocal timer
+                if self.prompts.asking(origin, tool.server):
+                    # The card waiting for this person stands for the call, and a status below it would push
+                    # it up: look again in a second (the call may still run once the card is answered).
+                    timer = loop.call_later(STATUS_AFTER_S, status_due)
+                else:
+                    show_status()
 
             async def on_progress(progress: Progress) -> None:
                 status.latest = progress
-                show_status()
+                shown = status.message_id is not None or status.keeper
+                if shown or not self.prompts.asking(origin, tool.server):
+                    show_status()  # else the timer shows it once the card is answered
 
             # A loop timer, not a sleeping task: most calls end before it fires, and a task per call would
             # cost more than the message it saves.
-            timer = asyncio.get_running_loop().call_later(STATUS_AFTER_S, show_status)
+            timer = loop.call_later(STATUS_AFTER_S, status_due)
             try:
                 outcome = await self.hub.call_tool(tool.server, tool.name, args, origin, on_progress)
             finally:
                 timer.cancel()
-            if status.dirty is not None:  # a status task runs (most calls end before one starts)
+            if status.keeper:  # a status task runs (most calls end before one starts)
                 tg.cancel_scope.cancel()
         await self._show(status, outcome)
 
-    async def _keep_status(self, status: _Status, origin: Origin, server: str) -> None:
-        """Send the status message, then keep it in step with progress reports (one edit a second at most)."""
-        while True:
-            assert status.dirty is not None
-            await status.dirty.wait()
-            status.dirty = anyio.Event()
-            if status.message_id is None:
-                await self._while_asking(origin, server)
-            wait = status.last_edit + PROGRESS_EVERY_S - anyio.current_time()
-            if wait > 0:
-                await anyio.sleep(wait)
-            status.last_edit = anyio.current_time()
-            screen = Screen(progress_text(status.title, status.latest))
-            # Shielded: a status message that went out must be known, or the result lands beside it and
-            # leaves it saying "Running" for good; an edit must land before the result's.
-            with anyio.CancelScope(shield=True):
-                try:
-                    if status.message_id is None:
-                        status.message_id = await self.surface.send(status.chat_id, screen)
-                    else:
-                        resent = await self.surface.edit(status.chat_id, status.message_id, screen)
-                        status.message_id = resent or status.message_id
-                except TelegramError:
-                    logger.info("status message failed", exc_info=True)
-
-    async def _while_asking(self, origin: Origin, server: str) -> None:
-        """Wait while the call has a card out: a card waiting for its person already shows the call in the
-        chat, and a status below it would push it up. Calls are one at a time per person and server."""
-        while asking := [p for p in self.prompts.pending(origin=origin) if p.server == server]:
-            for prompt in asking:
-                await prompt.settled.wait()
-            await anyio.sleep(STATUS_AFTER_S)  # after the answer the call goes on: give it its second too
+    async def _keep_status(self, status: _Status) -> None:
+        """Send the status message, or edit it to the latest progress (one edit a second at most); ends when
+        it is up to date, so a call waiting on its person keeps no task."""
+        try:
+            while status.dirty:
+                wait = status.last_edit + PROGRESS_EVERY_S - anyio.current_time()
+                if wait > 0:
+                    await anyio.sleep(wait)
+                status.dirty, status.last_edit = False, anyio.current_time()
+                screen = Screen(progress_text(status.title, status.latest))
+                # Shielded: a status message that went out must be known, or the result lands beside it and
+                # leaves it saying "Running" for good; an edit must land before the result's.
+                with anyio.CancelScope(shield=True):
+                    try:
+                        if status.message_id is None:
+                            status.message_id = await self.surface.send(status.chat_id, screen)
+                        else:
+                            resent = await self.surface.edit(status.chat_id, status.message_id, screen)
+                            status.message_id = resent or status.message_id
+                    except TelegramError:
+                        logger.info("status message failed", exc_info=True)
+        finally:
+            status.keeper = False
 
     async def _show(self, status: _Status, outcome: ToolOutcome) -> None:
         messages = result_messages(status.title, outcome)

@@ -449,3 +449,31 @@ async def test_past_max_open_the_least_recently_used_idle_session_is_closed_and_
         assert len({alice["connection"], bob["connection"], again["connection"]}) == 3
         await anyio.wait_all_tasks_blocked()  # Bob's evicted session ends in its owner task
         assert list(hub._connecting) == list(hub._connections)  # only the open session's lock is kept
+
+
+@pytest.mark.parametrize("ending", ["answered", "expired", "withdrawn"])
+async def test_a_card_is_out_for_its_person_and_server_until_it_is_settled(ending: str) -> None:
+    """`PromptRegistry.asking` (what holds a call's status message back) is true for exactly the person and
+    server whose card is waiting, and false again however the card ended: answered, expired, or withdrawn
+    by the server."""
+    form = {"schema_json": json.dumps(FORM)}
+    tool, args = ("server_cancels", {"timeout_s": 0.2}) if ending == "withdrawn" else ("ask_form", form)
+    config = make_config(placeholder(["t"], protocol="legacy"))
+    timeout_s = 0.2 if ending == "expired" else 60
+    async with (
+        running_hub(config, in_process={"t": build_server}, timeout_s=timeout_s) as (hub, prompts, surface),
+        anyio.create_task_group() as tg,
+    ):
+        results: list[Any] = []
+        tg.start_soon(lambda: _collect(results, hub.call_tool("t", tool, args, ALICE)))
+        prompt = await surface.next_prompt()
+        assert prompts.asking(ALICE, "t")
+        assert not prompts.asking(BOB, "t") and not prompts.asking(ALICE, "other")
+        if ending == "answered":
+            prompts.answer(prompt, fill(prompt, TextInput("Ada"), TextInput("2"), SetBool(False), Submit()))
+    assert surface.outcomes(prompt) == [
+        {"answered": Outcome.ANSWERED, "expired": Outcome.EXPIRED, "withdrawn": Outcome.SERVER_CANCELLED}[
+            ending
+        ]
+    ]
+    assert not prompts.asking(ALICE, "t")
