@@ -477,3 +477,28 @@ async def test_a_card_is_out_for_its_person_and_server_until_it_is_settled(endin
         ]
     ]
     assert not prompts.asking(ALICE, "t")
+
+
+async def test_an_idle_session_is_closed_after_its_timeout_but_one_waiting_on_a_person_is_kept() -> None:
+    """`sessions.idle_timeout_s`: a session nobody used for that long is closed and the next call opens a
+    fresh one; a session whose call is waiting for its person's answer is kept, however long that takes."""
+    config = make_config(placeholder(["t"], protocol="legacy"), sessions={"idle_timeout_s": 0.2})
+    async with (
+        running_hub(config, in_process={"t": build_server}) as (hub, prompts, surface),
+        anyio.create_task_group() as tg,
+    ):
+        alice = json.loads((await hub.call_tool("t", "whoami", {}, ALICE)).text)
+        (idle,) = hub._connections.values()
+        results: list[Any] = []
+        tg.start_soon(
+            lambda: _collect(results, hub.call_tool("t", "ask_form", {"schema_json": json.dumps(FORM)}, BOB))
+        )
+        prompt = await surface.next_prompt(BOB)
+        with anyio.fail_after(10):
+            await idle.finished.wait()  # the sweep (once a second at most) closed it
+        (waiting,) = hub._connections.values()
+        assert waiting is not idle and not waiting.finished.is_set()
+        prompts.answer(prompt, fill(prompt, TextInput("Ada"), TextInput("2"), SetBool(False), Submit()))
+        again = json.loads((await hub.call_tool("t", "whoami", {}, ALICE)).text)
+        assert again["connection"] != alice["connection"]
+    assert results[0].status is CallStatus.OK
