@@ -65,7 +65,8 @@ async def serve(
     async with Hub(config, prompts, transport=transport) as hub:
         deps = Deps(config.telegram, hub, prompts, surface, ToolRunner(hub, prompts, surface), ToolButtons())
         app.add_handlers(access.handlers(deps), group=-1)
-        app.add_handlers(commands.handlers(deps) + forms.handlers(deps))
+        # The handlers match disjoint updates; taps (two of every three updates) are checked first.
+        app.add_handlers(forms.handlers(deps) + commands.handlers(deps))
         app.add_error_handler(on_error)
         async with app:
             await app.bot.set_my_commands(commands.COMMANDS)
