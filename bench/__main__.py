@@ -94,7 +94,17 @@ def _commit() -> str:
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
         )
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "bot", "mapping", "bench"],
+            # The figures file itself is not the measured code.
+            [
+                "git",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "bot",
+                "mapping",
+                "bench",
+                ":!bench/results",
+            ],
             capture_output=True,
             text=True,
             cwd=ROOT,
