@@ -72,8 +72,9 @@ class PromptRegistry:
         self._pending: dict[str, Prompt] = {}
         self._awaiting: dict[tuple[Hashable, str], Prompt] = {}
         self._out: Counter[tuple[Origin, str]] = Counter()
-        """Cards out (asked and not yet settled) per person and server: `asking` is asked once a second
-        for every running call, so it must not walk all pending prompts."""
+        """Cards waiting for their person, per person and server: asked and not settled yet, or a consented
+        link not complete yet. `asking` is asked once a second for every running call, so it must not walk
+        all pending prompts."""
 
     def get(self, token: str) -> Prompt | None:
         """The pending prompt with this token, or None when it has ended (or never existed)."""
@@ -91,7 +92,8 @@ class PromptRegistry:
         ]
 
     def asking(self, origin: Origin, server: str) -> bool:
-        """Whether `server` has a card out for `origin`: asked, and not settled yet."""
+        """Whether `server` has a card out for `origin`: asked and not settled yet, or a link the person
+        consented to open whose flow is not complete yet."""
         return self._out[(origin, server)] > 0
 
     def __iter__(self) -> Iterator[Prompt]:
@@ -149,19 +151,25 @@ class PromptRegistry:
                 await self._settle(prompt, prompt._abort or withdrawn)
             self._forget(prompt)
             raise
+        awaiting = (prompt.scope, prompt.elicitation_id or prompt.token)
         with anyio.CancelScope(shield=True):
             if (
                 outcome is Outcome.ANSWERED
                 and prompt.request.url is not None
                 and (prompt.elicitation_id or prompt.awaits_completion)
             ):
-                self._awaiting[(prompt.scope, prompt.elicitation_id or prompt.token)] = prompt
+                self._awaiting[awaiting] = prompt
             await self._settle(prompt, outcome)
-        self._forget(prompt)
+        del self._pending[prompt.token]
+        if self._awaiting.get(awaiting) is not prompt:
+            self._release(prompt)  # else the link is out until its flow completes (`_left_awaiting`)
         return answer
 
     def _forget(self, prompt: Prompt) -> None:
         del self._pending[prompt.token]
+        self._release(prompt)
+
+    def _release(self, prompt: Prompt) -> None:
         key = (prompt.origin, prompt.server)
         self._out[key] -= 1
         if not self._out[key]:
@@ -171,6 +179,7 @@ class PromptRegistry:
         """A URL elicitation was reported complete; unknown or finished ids are ignored (spec MUST)."""
         prompt = self._awaiting.pop((scope, elicitation_id), None)
         if prompt is not None:
+            self._left_awaiting(prompt)
             prompt.completed.set()
         return prompt
 
@@ -179,6 +188,7 @@ class PromptRegistry:
         for key, candidate in list(self._awaiting.items()):
             if candidate is prompt:
                 del self._awaiting[key]
+                self._left_awaiting(prompt)
                 prompt.completed.set()
                 return True
         return False
@@ -187,7 +197,13 @@ class PromptRegistry:
         """Forget consented URL prompts of a scope whose calls have all ended; returns them for settling."""
         dropped = [p for key, p in self._awaiting.items() if key[0] == scope]
         self._awaiting = {k: p for k, p in self._awaiting.items() if k[0] != scope}
+        for prompt in dropped:
+            self._left_awaiting(prompt)
         return dropped
+
+    def _left_awaiting(self, prompt: Prompt) -> None:
+        if prompt.token not in self._pending:  # else `ask` is still settling it, and releases it itself
+            self._release(prompt)
 
     async def settle_completed(self, prompt: Prompt) -> None:
         """Tell the surface a consented URL prompt is done."""

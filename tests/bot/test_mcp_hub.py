@@ -141,6 +141,7 @@ async def test_url_consent_is_an_accept_without_content(transport: str, protocol
                 lambda: surface.outcomes(prompt) == [Outcome.ANSWERED, Outcome.COMPLETED]
             )
     assert server_saw(results[0].text)["action"] == "accept"
+    assert not prompts.asking(ALICE, "t")  # the link's flow is over, whichever way it completed
     if protocol != "legacy":
         assert surface.outcomes(prompt) == [Outcome.ANSWERED]
 
@@ -162,7 +163,9 @@ async def test_url_elicitation_required_shows_consent_then_retries_the_call(
         )
         prompts.answer(prompt, Answer(prompt.request.id, ok=True))
         await surface.wait_for(lambda: surface.outcomes(prompt) == [Outcome.ANSWERED])
+        assert prompts.asking(ALICE, "t")  # consented: the person is off in the browser, the card still out
         assert prompts.complete_by_hand(prompt)
+    assert not prompts.asking(ALICE, "t")
     assert results[0].status is CallStatus.OK and results[0].text == "authorized"
     assert surface.outcomes(prompt) == [Outcome.ANSWERED, Outcome.COMPLETED]
 
@@ -502,3 +505,21 @@ async def test_an_idle_session_is_closed_after_its_timeout_but_one_waiting_on_a_
         again = json.loads((await hub.call_tool("t", "whoami", {}, ALICE)).text)
         assert again["connection"] != alice["connection"]
     assert results[0].status is CallStatus.OK
+
+
+async def test_a_consented_link_is_out_until_its_call_ends_without_a_completion() -> None:
+    """2025-11-25: a link consented to but never reported complete holds the call's status back while the
+    call runs; once every call on the session has ended it is settled as done, and no longer out."""
+    from mapping import Answer
+
+    async with in_process("legacy") as (hub, prompts, surface):
+        async with anyio.create_task_group() as tg:
+            results: list[Any] = []
+            tg.start_soon(
+                lambda: _collect(results, hub.call_tool("t", "ask_url", {"complete": False}, ALICE))
+            )
+            prompt = await surface.next_prompt()
+            prompts.answer(prompt, Answer(prompt.request.id, ok=True))
+        assert surface.outcomes(prompt) == [Outcome.ANSWERED, Outcome.COMPLETED]
+        assert not prompts.asking(ALICE, "t")
+    assert server_saw(results[0].text)["action"] == "accept"
