@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-import anyio
 import pytest
 
 from bot import tool_runs
-from tests.bot.telegram_harness import ALICE_ID, MALLORY_ID, bot_scene, is_result
+from tests.bot.telegram_harness import ALICE_ID, MALLORY_ID, Chat, bot_scene, is_result
 from tests.fake_telegram import Msg
 
 pytestmark = pytest.mark.anyio
@@ -243,6 +242,16 @@ async def test_a_slow_call_shows_a_status_message_that_becomes_its_result(
         assert result is status and "cancelled" in result.text
 
 
+async def a_status_delay_passes(s: Chat) -> None:
+    """Return once a status delay has passed since now, by an event rather than a clock: Bob starts a call that
+    never ends, and his status shows one delay later. A call of Alice's started before now has had its
+    status fall due by then (loop timers of one delay fire in the order they were set)."""
+    call = await s.bob.send("/call t never_answers")
+    await s.fake.next_message(s.bob, containing="Running")
+    await s.bob.send("/cancel")
+    await s.fake.wait_for(lambda m: is_result(m, call))
+
+
 async def test_a_card_waiting_for_its_person_gets_no_status_below_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """While the call's card waits, the card is the call's status: no "Running" appears below it, however long
     the person takes; answered, a call that ends at once puts its result below the card. (Should this machine
@@ -256,7 +265,7 @@ async def test_a_card_waiting_for_its_person_gets_no_status_below_it(monkeypatch
         }
         call = await s.alice.send(f"/call t ask_form {json.dumps({'schema_json': json.dumps(schema)})}")
         card = await s.fake.next_message(s.alice, containing="asks")
-        await anyio.sleep(0.6)  # the person taking their time (3 status delays) is what is under test
+        await a_status_delay_passes(s)  # Alice takes her time
         await s.alice.press(card, "blue")
         await s.alice.press(card, "✅ Submit")
         result = await s.fake.wait_for(lambda m: is_result(m, call))
@@ -275,7 +284,7 @@ async def test_a_call_that_goes_on_after_its_card_shows_a_status_below_it(
     async with bot_scene() as s:
         call = await s.alice.send("/call t ask_then_block")
         card = await s.fake.next_message(s.alice, containing="Go on?")
-        await anyio.sleep(0.3)  # the person taking their time (the status falls due meanwhile) is under test
+        await a_status_delay_passes(s)  # Alice takes her time
         await s.alice.press(card, "Yes")
         await s.alice.press(card, "✅ Submit")
         status = await s.fake.wait_for(lambda m: m.chat_id == s.alice.id and "Running" in m.text)
