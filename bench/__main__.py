@@ -71,7 +71,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await scenarios.bridge_cost(args.elicitations, args.parallel, protocol, profile=profile)
             )
         results["instructions"] = []
-        for protocol in args.protocols.split(",") if args.instructions_per_person > 0 else []:
+        for protocol in args.protocols.split(","):
+            if args.instructions_per_person < 1:
+                break
             counted = await scenarios.bridge_instructions(
                 args.instructions_per_person, args.parallel, protocol
             )

@@ -69,10 +69,10 @@ class _Bucket:
 class FloodLimiter(BaseRateLimiter[int]):
     """Telegram's flood limits for every Bot API call except getUpdates (PTB never limits that one).
 
-        Requests with a `chat_id` count overall; those to a group or channel (a negative id or an `@name`) also
-        count against that chat's bucket, and new messages to a private chat against that chat's. A limit of 0
-        turns its buckets off. `rate_limit_args`, where PTB passes it, overrides `max_retries` for one call. `clock`
-    and `sleep` are the time it goes by (tests pass in a virtual one).
+    Requests with a `chat_id` count overall; those to a group or channel (a negative id or an `@name`) also
+    count against that chat's bucket, and new messages to a private chat against that chat's. A limit of 0
+    turns its buckets off. `rate_limit_args`, where PTB passes it, overrides `max_retries` for one call.
+    `clock` and `sleep` are the time it goes by (tests pass in a virtual one).
     """
 
     def __init__(

@@ -72,8 +72,8 @@ class PromptRegistry:
         self._pending: dict[str, Prompt] = {}
         self._awaiting: dict[tuple[Hashable, str], Prompt] = {}
         self._out: Counter[tuple[Origin, str]] = Counter()
-        """Cards waiting for their person, per person and server: asked and not settled yet, or a consented
-        link not complete yet. `asking` is asked once a second for every running call, so it must not walk
+        """Per person and server, how many places hold one of their prompts (`_pending`, `_awaiting`; a prompt
+        may briefly be in both). `asking` is asked once a second for every running call, so it must not walk
         all pending prompts."""
 
     def get(self, token: str) -> Prompt | None:
@@ -126,7 +126,7 @@ class PromptRegistry:
         """
         prompt.deadline = time.monotonic() + self.timeout_s
         self._pending[prompt.token] = prompt
-        self._out[(prompt.origin, prompt.server)] += 1
+        self._count(prompt, +1)
         try:
             with anyio.CancelScope(shield=True):
                 # A card on its way must land (and be known), or a request withdrawn meanwhile leaves it live.
@@ -151,27 +151,25 @@ class PromptRegistry:
                 await self._settle(prompt, prompt._abort or withdrawn)
             self._forget(prompt)
             raise
-        awaiting = (prompt.scope, prompt.elicitation_id or prompt.token)
         with anyio.CancelScope(shield=True):
             if (
                 outcome is Outcome.ANSWERED
                 and prompt.request.url is not None
                 and (prompt.elicitation_id or prompt.awaits_completion)
             ):
-                self._awaiting[awaiting] = prompt
+                self._awaiting[(prompt.scope, prompt.elicitation_id or prompt.token)] = prompt
+                self._count(prompt, +1)
             await self._settle(prompt, outcome)
-        del self._pending[prompt.token]
-        if self._awaiting.get(awaiting) is not prompt:
-            self._release(prompt)  # else the link is out until its flow completes (`_left_awaiting`)
+        self._forget(prompt)
         return answer
 
     def _forget(self, prompt: Prompt) -> None:
         del self._pending[prompt.token]
-        self._release(prompt)
+        self._count(prompt, -1)
 
-    def _release(self, prompt: Prompt) -> None:
+    def _count(self, prompt: Prompt, delta: int) -> None:
         key = (prompt.origin, prompt.server)
-        self._out[key] -= 1
+        self._out[key] += delta
         if not self._out[key]:
             del self._out[key]
 
@@ -179,7 +177,7 @@ class PromptRegistry:
         """A URL elicitation was reported complete; unknown or finished ids are ignored (spec MUST)."""
         prompt = self._awaiting.pop((scope, elicitation_id), None)
         if prompt is not None:
-            self._left_awaiting(prompt)
+            self._count(prompt, -1)
             prompt.completed.set()
         return prompt
 
@@ -188,7 +186,7 @@ class PromptRegistry:
         for key, candidate in list(self._awaiting.items()):
             if candidate is prompt:
                 del self._awaiting[key]
-                self._left_awaiting(prompt)
+                self._count(prompt, -1)
                 prompt.completed.set()
                 return True
         return False
@@ -198,12 +196,8 @@ class PromptRegistry:
         dropped = [p for key, p in self._awaiting.items() if key[0] == scope]
         self._awaiting = {k: p for k, p in self._awaiting.items() if k[0] != scope}
         for prompt in dropped:
-            self._left_awaiting(prompt)
+            self._count(prompt, -1)
         return dropped
-
-    def _left_awaiting(self, prompt: Prompt) -> None:
-        if prompt.token not in self._pending:  # else `ask` is still settling it, and releases it itself
-            self._release(prompt)
 
     async def settle_completed(self, prompt: Prompt) -> None:
         """Tell the surface a consented URL prompt is done."""
