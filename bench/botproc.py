@@ -1,6 +1,6 @@
 """The bot process the bench measures: exactly `toolnexus-bot --config PATH`, with two bench-only switches.
 
-`--unthrottled` turns the limits of the bot's client-side flood control (`bot.flood`: 25 requests/s overall,
+`--unthrottled` turns the limits of the bot's client-side flood control (`bot.telegram.flood`: 25 requests/s overall,
 per-group and per-chat buckets) off, keeping only a cap on requests in flight, so scenarios that measure the
 bridge's own cost are not paced by Telegram's rate. `--profile PATH` arms cProfile: SIGUSR1 starts it,
 SIGUSR2 stops it and writes the stats to PATH, so a profile covers exactly the window the bench measures.
@@ -21,14 +21,14 @@ IN_FLIGHT: Final = 32
 def _unthrottle() -> None:
     import asyncio
 
-    import bot.app
-    from bot.flood import FloodLimiter
+    import bot.telegram.app
+    from bot.telegram.flood import FloodLimiter
 
     class Unthrottled(FloodLimiter):
         """The shipped flood control with every limit off (429s still waited out), and a cap on requests in
         flight.
 
-        The cap matches the bot's HTTP pool (bot.telegram_bot.POOL_CONNECTIONS), so a burst of a thousand sends
+        The cap matches the bot's HTTP pool (bot.telegram.bot.POOL_CONNECTIONS), so a burst of a thousand sends
         waits here rather than in the pool, whose wait is bounded; the shipped 25/s limit never lets that
         many requests be in flight.
         """
@@ -43,7 +43,7 @@ def _unthrottle() -> None:
             async with self._slots:
                 return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
 
-    bot.app.FloodLimiter = Unthrottled  # type: ignore[misc,assignment]
+    bot.telegram.app.FloodLimiter = Unthrottled  # type: ignore[misc,assignment]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,14 +51,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "WARNING" if command == "console" and args.log_level == "INFO" else args.log_level, (token,)
     )
     if command == "check":
-        from bot.check import check
+        from bot.servers.check import check
 
         return anyio.run(check, config)
     if command == "console":
-        from bot.console_main import run_console
+        from bot.console.main import run_console
 
         return anyio.run(run_console, config)
-    from bot.app import run_bot
+    from bot.telegram.app import run_bot
 
     return anyio.run(run_bot, config)
 

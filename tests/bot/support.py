@@ -1,6 +1,6 @@
 """Test support for the MCP side: a surface that records what it is asked to show, and a hub factory.
 
-The surface is a fake at the seam (it implements `bot.surface.Surface`), not a mock of our modules:
+The surface is a fake at the seam (it implements `bot.core.values.Surface`), not a mock of our modules:
 the hub, registry and mapping under it are the real ones.
 """
 
@@ -15,9 +15,8 @@ from typing import Any
 import anyio
 
 from bot.config import Config, ServerConfig, parse_config
-from bot.mcp_hub import Hub
-from bot.prompts import Prompt, PromptRegistry
-from bot.surface import Origin, Outcome
+from bot.core import Origin, Outcome, Prompt, PromptRegistry
+from bot.servers.hub import Hub
 from mapping import DECLINED, Answer, Finished, FormInput, apply, start
 
 ALICE = Origin(chat_id=1001, user_id=1001)
@@ -113,7 +112,7 @@ async def running_hub(
     def transport(server: ServerConfig) -> Any:
         if server.name in factories:
             return factories[server.name]()
-        from bot.connections import default_transport
+        from bot.servers.connections import default_transport
 
         return default_transport(server)
 

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from telegram.error import RetryAfter
 
-from bot.flood import RETRY_MARGIN_S, FloodLimiter
+from bot.telegram.flood import RETRY_MARGIN_S, FloodLimiter
 
 pytestmark = pytest.mark.anyio
 

@@ -21,9 +21,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from mcp.server.mcpserver import MCPServer
 
-from bot.mcp_hub import Hub
-from bot.prompts import Prompt, PromptRegistry
-from bot.surface import CallStatus
+from bot.core import CallStatus, Prompt, PromptRegistry
+from bot.servers.hub import Hub
 from mapping import (
     Answer,
     Ask,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot._http11 import ProtocolError, Response, ResponseParser, multipart, request_head
+from bot.telegram._http11 import ProtocolError, Response, ResponseParser, multipart, request_head
 
 BODY = b'{"ok":true,"result":{"message_id":7}}'
 

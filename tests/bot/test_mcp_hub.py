@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from bot.surface import CallStatus, Outcome, Progress
+from bot.core import CallStatus, Outcome, Progress
 from mapping import RequestKind, SetBool, Submit, TextInput
 from tests.bot.support import (
     ALICE,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bot import tool_runs
+from bot.telegram import tool_runs
 from tests.bot.telegram_harness import ALICE_ID, MALLORY_ID, Chat, bot_scene, is_result
 from tests.fake_telegram import Msg
 

@@ -1,4 +1,4 @@
-"""The Bot API HTTP client (`bot.telegram_http`) against real sockets on loopback: keep-alive, stale and hung
+"""The Bot API HTTP client (`bot.telegram.http`) against real sockets on loopback: keep-alive, stale and hung
 connections, timeouts with PTB's meanings, TLS, uploads, and the proxy fallback."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from telegram.error import NetworkError, TelegramError, TimedOut
 from telegram.request import HTTPXRequest, RequestData
 from telegram.request._requestparameter import RequestParameter
 
-from bot.flood import FloodLimiter
-from bot.telegram_bot import CardBot, build_bot
-from bot.telegram_http import BotApiRequest
+from bot.telegram.bot import CardBot, build_bot
+from bot.telegram.flood import FloodLimiter
+from bot.telegram.http import BotApiRequest
 
 pytestmark = pytest.mark.anyio
 

@@ -13,12 +13,11 @@ from typing import Any, Final
 import anyio
 from telegram.error import TelegramError
 
-from bot.call_args import missing_required, sub_schema
-from bot.mcp_hub import Hub
-from bot.prompts import Prompt, PromptRegistry
-from bot.render import Screen, clip, esc, progress_text
-from bot.surface import CallStatus, Origin, Progress, ToolInfo, ToolOutcome
-from bot.telegram_surface import TelegramSurface
+from bot.core import CallStatus, Origin, Progress, Prompt, PromptRegistry, ToolInfo, ToolOutcome
+from bot.core.call_args import missing_required, sub_schema
+from bot.servers.hub import Hub
+from bot.telegram.render import Screen, clip, esc, progress_text
+from bot.telegram.surface import TelegramSurface
 from mapping import Request, RequestKind, UnsupportedSchema, new_request_id, parse_schema
 
 logger = logging.getLogger(__name__)
@@ -82,7 +81,7 @@ class ToolButtons:
     """`/tools` buttons: short random tokens -> (server, tool, where and for whom); bounded, oldest forgotten.
 
     The chat is kept here, not read from the tap: a tap's update arrives without the message it was on
-    (`bot.telegram_bot`).
+    (`bot.telegram.bot`).
     """
 
     def __init__(self, capacity: int = 5000) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import mcp_types as types
 
-from bot.surface import CallStatus, ToolOutcome
+from bot.core import CallStatus, ToolOutcome
 
 
 def _block_text(block: Any) -> str:

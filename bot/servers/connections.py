@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitRequestParams, ElicitResult, ErrorData, Implementation
 
 from bot.config import ServerConfig
-from bot.surface import ToolInfo
+from bot.core import ToolInfo
 
 logger = logging.getLogger(__name__)
 

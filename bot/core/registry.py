@@ -1,66 +1,27 @@
-"""Pending prompts: each `Request` waiting for a person, who may answer it, and how it ended. Async, no I/O.
+"""Pending prompts: each waiting for a person, shown on a surface, settled exactly once. Async, no I/O.
 
 This is where the MCP side (which waits) meets a surface (which answers): the hub calls `ask()` from its
-elicitation callback; a surface calls `answer()` when the person taps or types. Every prompt is settled
+elicitation callback; a surface answers a prompt it shows through `Prompt.answer`. Every prompt is settled
 exactly once towards the surface, whatever ends it: an answer, the timeout, the server, or shutdown.
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Iterator
 
 import anyio
 
-from bot.surface import Origin, Outcome, Surface
-from mapping import DECLINED, Answer, FormSpec, Request
+from bot.core.prompt import Prompt
+from bot.core.surface import Surface
+from bot.core.values import Origin, Outcome
+from mapping import DECLINED, Answer
 
 logger = logging.getLogger(__name__)
 
 _OUTCOME_OF_REASON = {DECLINED: Outcome.DECLINED}
-
-
-@dataclass(eq=False, slots=True)
-class Prompt:
-    """A `Request` in flight, bound to the person whose call caused it."""
-
-    request: Request
-    origin: Origin
-    server: str
-    form: FormSpec | None = None
-    """The parsed form of an input request (a surface walks it with `mapping.form`)."""
-    elicitation_id: str | None = None
-    """URL mode on 2025-11-25: what `notifications/elicitation/complete` names."""
-    awaits_completion: bool = False
-    """A -32042 authorization: the call is retried once this completes (the person may say so by hand)."""
-    scope: Hashable = None
-    """The MCP session the request came from (completion notifications are matched within it)."""
-    why_withdrawn: Callable[[], Outcome] | None = None
-    """Asked when the waiting request is cancelled under us: the server withdrew it, or its session ended."""
-    deadline: float = 0.0
-    """`time.monotonic()` after which the prompt expires."""
-    token: str = field(default_factory=lambda: secrets.token_urlsafe(9))
-    """Short, unguessable handle for surfaces (Telegram callback data); never the server's id."""
-    outcome: Outcome | None = None
-    completed: anyio.Event = field(default_factory=anyio.Event)
-    settled: anyio.Event = field(default_factory=anyio.Event)
-    """Set once the surface has been told how the prompt ended."""
-    _answer: Answer | None = None
-    _answered: anyio.Event = field(default_factory=anyio.Event)
-    _abort: Outcome | None = None
-
-    @property
-    def pending(self) -> bool:
-        """True while the person can still answer."""
-        return self._answer is None and self.outcome is None
-
-    @property
-    def seconds_left(self) -> float:
-        return max(0.0, self.deadline - time.monotonic())
 
 
 class PromptRegistry:
@@ -100,12 +61,8 @@ class PromptRegistry:
         return iter(list(self._pending.values()))
 
     def answer(self, prompt: Prompt, answer: Answer) -> bool:
-        """Deliver a person's answer; False when the prompt already ended (the surface says so)."""
-        if not prompt.pending or answer.id != prompt.request.id:
-            return False
-        prompt._answer = answer
-        prompt._answered.set()
-        return True
+        """Deliver an answer on the system's or a host's behalf (`Prompt.answer`)."""
+        return prompt.answer(answer)
 
     def abort(self, prompt: Prompt, outcome: Outcome) -> bool:
         """End a prompt on the system's behalf (shutdown, server gone): the server gets `cancel`."""
@@ -158,6 +115,7 @@ class PromptRegistry:
                 and (prompt.elicitation_id or prompt.awaits_completion)
             ):
                 self._awaiting[(prompt.scope, prompt.elicitation_id or prompt.token)] = prompt
+                prompt._release = self._release
                 self._count(prompt, +1)
             await self._settle(prompt, outcome)
         self._forget(prompt)
@@ -175,28 +133,27 @@ class PromptRegistry:
 
     def complete(self, scope: Hashable, elicitation_id: str) -> Prompt | None:
         """A URL elicitation was reported complete; unknown or finished ids are ignored (spec MUST)."""
-        prompt = self._awaiting.pop((scope, elicitation_id), None)
-        if prompt is not None:
-            self._count(prompt, -1)
-            prompt.completed.set()
-        return prompt
+        prompt = self._awaiting.get((scope, elicitation_id))
+        if prompt is not None and prompt.complete_by_hand():
+            return prompt
+        return None
 
     def complete_by_hand(self, prompt: Prompt) -> bool:
-        """The person says a consented URL flow is finished (the spec's manual retry)."""
+        """The person says a consented URL flow is finished (`Prompt.complete_by_hand`)."""
+        return prompt.complete_by_hand()
+
+    def _release(self, prompt: Prompt) -> None:
         for key, candidate in list(self._awaiting.items()):
             if candidate is prompt:
                 del self._awaiting[key]
                 self._count(prompt, -1)
-                prompt.completed.set()
-                return True
-        return False
 
     def drop_awaiting(self, scope: Hashable) -> list[Prompt]:
         """Forget consented URL prompts of a scope whose calls have all ended; returns them for settling."""
         dropped = [p for key, p in self._awaiting.items() if key[0] == scope]
-        self._awaiting = {k: p for k, p in self._awaiting.items() if k[0] != scope}
         for prompt in dropped:
-            self._count(prompt, -1)
+            prompt._release = None
+            self._release(prompt)
         return dropped
 
     async def settle_completed(self, prompt: Prompt) -> None:

@@ -11,9 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
-from bot.callback_data import Action, Button, Kind
-from bot.prompts import Prompt
-from bot.surface import OUTCOME_TEXT, Outcome, Progress
+from bot.core import OUTCOME_TEXT, Outcome, Progress, Prompt
+from bot.telegram.callback_data import Action, Button, Kind
 from mapping import (
     Ask,
     BoolField,

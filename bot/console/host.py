@@ -14,10 +14,19 @@ from typing import TextIO
 import anyio
 from anyio.abc import TaskGroup
 
-from bot.call_args import CallArgsError, missing_required, parse_arguments, split_call, sub_schema
-from bot.mcp_hub import Hub, Unavailable
-from bot.prompts import Prompt, PromptRegistry
-from bot.surface import OUTCOME_TEXT, CallStatus, Origin, Outcome, Progress, ToolInfo, ToolOutcome
+from bot.core import (
+    OUTCOME_TEXT,
+    CallStatus,
+    Origin,
+    Outcome,
+    Progress,
+    Prompt,
+    PromptRegistry,
+    ToolInfo,
+    ToolOutcome,
+)
+from bot.core.call_args import CallArgsError, missing_required, parse_arguments, split_call, sub_schema
+from bot.servers.hub import Hub, Unavailable
 from mapping import (
     DECLINED,
     Answer,

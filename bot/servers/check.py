@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from bot.config import Config
-from bot.mcp_hub import Hub
-from bot.prompts import Prompt, PromptRegistry
-from bot.surface import Origin, Outcome
+from bot.core import Origin, Outcome, Prompt, PromptRegistry
+from bot.servers.hub import Hub
 
 CHECK_ORIGIN = Origin(chat_id=0, user_id=0)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from telegram import Update
 from telegram.ext import ApplicationHandlerStop, BaseHandler, ContextTypes, TypeHandler
 
-from bot.handlers.deps import Deps
+from bot.telegram.handlers.deps import Deps
 
 
 def is_allowed(deps: Deps, user_id: int) -> bool:

@@ -7,12 +7,12 @@ from typing import Any
 from telegram import BotCommand, Update
 from telegram.ext import BaseHandler, CommandHandler, ContextTypes
 
-from bot.call_args import CallArgsError, parse_arguments, split_call
-from bot.callback_data import Action, Button, Kind
-from bot.handlers.deps import Deps
-from bot.mcp_hub import Unavailable
-from bot.render import Keyboard, Screen, button_label, callback_button, esc, fit
-from bot.surface import Origin, ToolInfo
+from bot.core import Origin, ToolInfo
+from bot.core.call_args import CallArgsError, parse_arguments, split_call
+from bot.servers.hub import Unavailable
+from bot.telegram.callback_data import Action, Button, Kind
+from bot.telegram.handlers.deps import Deps
+from bot.telegram.render import Keyboard, Screen, button_label, callback_button, esc, fit
 
 COMMANDS = [
     BotCommand("tools", "List tools as buttons (optionally of one server)"),

@@ -1,4 +1,4 @@
-"""The seam between the MCP side and a chat surface (Telegram, terminal). Plain data only, no I/O here.
+"""The values that cross the seam between the MCP side and a chat surface. Plain data only, no I/O here.
 
 No MCP or Telegram type crosses this seam: a surface sees `mapping` types (`Request`, `Answer`, `FormSpec`)
 and the small values below; the hub sees only `Answer`s coming back through the prompt registry.
@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    from bot.prompts import Prompt
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,25 +100,6 @@ class Progress:
         if not self.total or self.total <= 0:
             return None
         return max(0.0, min(1.0, self.progress / self.total))
-
-
-class Surface(Protocol):
-    """What a chat surface implements so the hub can reach a person."""
-
-    async def show_prompt(self, prompt: Prompt) -> None:
-        """Show a newly pending prompt. Answers come back through `PromptRegistry.answer`.
-
-        A surface that cannot show it at all answers it itself (e.g. `reason="undeliverable"`).
-        """
-        ...
-
-    async def settle_prompt(self, prompt: Prompt, outcome: Outcome) -> None:
-        """Mark a prompt's card as ended (buttons removed), or, for URL consent, as consented/completed."""
-        ...
-
-    async def report_unsupported(self, origin: Origin, server: str, message: str, reason: str) -> None:
-        """Tell the person a server asked something that cannot be shown (the server gets a JSON-RPC error)."""
-        ...
 
 
 OUTCOME_TEXT: dict[Outcome, str] = {

@@ -1,7 +1,7 @@
 """The Telegram surface: elicitation cards, taps and replies, settled cards. Does I/O (Bot API calls).
 
-Implements `bot.surface.Surface`. Handlers decode an update and call `on_button` / `on_text`; the
-decision is made by `mapping.form` (pure), then the card is re-rendered by `bot.render` and edited.
+Implements `bot.core.values.Surface`. Handlers decode an update and call `on_button` / `on_text`; the
+decision is made by `mapping.form` (pure), then the card is re-rendered by `bot.telegram.render` and edited.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import anyio
 from telegram import User
 from telegram.error import BadRequest, Forbidden, TelegramError
 
-from bot.callback_data import Action, Button
-from bot.prompts import Prompt, PromptRegistry
-from bot.render import Card, Screen, consented_screen, esc, prompt_screen, settled_screen
-from bot.surface import Origin, Outcome
-from bot.telegram_bot import CardBot
+from bot.core import Origin, Outcome, Prompt
+from bot.telegram.bot import CardBot
+from bot.telegram.callback_data import Action, Button
+from bot.telegram.render import Card, Screen, consented_screen, esc, prompt_screen, settled_screen
 from mapping import (
     DECLINED,
     Answer,
@@ -59,7 +58,6 @@ class TelegramSurface:
 
     def __init__(self, bot: CardBot) -> None:
         self.bot = bot
-        self.prompts: PromptRegistry | None = None
         self.cards: dict[str, Card] = {}
         self._by_message: dict[tuple[int, int], str] = {}
         self._busy: dict[str, anyio.Lock] = {}
@@ -158,7 +156,7 @@ class TelegramSurface:
         if button.version != card.version:
             return Reply("That button is outdated; use the buttons on the card as it is now.", alert=True)
         if button.action is Action.FINISHED:
-            if self._registry.complete_by_hand(prompt):
+            if prompt.complete_by_hand():
                 return Reply("Thanks, retrying the call.")
             return Reply(EXPIRED, alert=True)
         if not prompt.pending:
@@ -224,11 +222,6 @@ class TelegramSurface:
 
     # -- internals -------------------------------------------------------------------------------------
 
-    @property
-    def _registry(self) -> PromptRegistry:
-        assert self.prompts is not None, "wire the PromptRegistry before use"
-        return self.prompts
-
     def _lock(self, card: Card) -> anyio.Lock:
         """One card's taps, replies and settling, one at a time: updates are handled concurrently, and a
         redraw that moves the card must be done before the next one reads where the card is."""
@@ -237,7 +230,7 @@ class TelegramSurface:
         )  # a forgotten card needs no guarding
 
     def _answer(self, prompt: Prompt, answer: Answer) -> None:
-        self._registry.answer(prompt, answer)
+        prompt.answer(answer)
 
     def _chat_for(self, prompt: Prompt) -> int:
         # A link meant for one person must not be tappable by another: URL cards go to a private chat.

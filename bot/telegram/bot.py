@@ -23,8 +23,8 @@ from telegram.constants import ParseMode
 from telegram.ext import BaseRateLimiter, ExtBot
 from telegram.request import BaseRequest, HTTPXRequest
 
-from bot.render import Keyboard
-from bot.telegram_http import BotApiRequest
+from bot.telegram.http import BotApiRequest
+from bot.telegram.render import Keyboard
 
 logger = logging.getLogger(__name__)
 

@@ -18,15 +18,15 @@ import anyio
 from telegram.ext import Application, ApplicationBuilder
 
 from bot.config import Config, ServerConfig, TelegramMode
-from bot.flood import FloodLimiter
-from bot.handlers import access, commands, forms
-from bot.handlers.deps import Deps
-from bot.handlers.errors import on_error
-from bot.mcp_hub import Hub
-from bot.prompts import PromptRegistry
-from bot.telegram_bot import CardBot, build_bot
-from bot.telegram_surface import TelegramSurface
-from bot.tool_runs import ToolButtons, ToolRunner
+from bot.core import PromptRegistry
+from bot.servers.hub import Hub
+from bot.telegram.bot import CardBot, build_bot
+from bot.telegram.flood import FloodLimiter
+from bot.telegram.handlers import access, commands, forms
+from bot.telegram.handlers.deps import Deps
+from bot.telegram.handlers.errors import on_error
+from bot.telegram.surface import TelegramSurface
+from bot.telegram.tool_runs import ToolButtons, ToolRunner
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,6 @@ async def serve(
     assert isinstance(app.bot, CardBot)
     surface = TelegramSurface(app.bot)
     prompts = PromptRegistry(surface, config.elicitation.timeout_s)
-    surface.prompts = prompts
     async with Hub(config, prompts, transport=transport) as hub:
         deps = Deps(config.telegram, hub, prompts, surface, ToolRunner(hub, prompts, surface), ToolButtons())
         app.add_handlers(access.handlers(deps), group=-1)

@@ -5,7 +5,7 @@ an elicitation makes eight or nine calls, so it was most of the bot's CPU (bench
 what the Bot API needs and nothing else: POST with a JSON body (multipart for files), GET for file downloads,
 Content-Length or chunked responses, TLS, connect/read/write/pool timeouts with PTB's meanings, and a retry of
 a request that met a keep-alive connection the server had just closed (it was never processed).
-Proxies are not spoken here: `bot.app` uses PTB's `HTTPXRequest` when the environment names one.
+Proxies are not spoken here: `bot.telegram.app` uses PTB's `HTTPXRequest` when the environment names one.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from telegram.error import NetworkError, TelegramError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
-from bot._http11 import ProtocolError, Response, ResponseParser, multipart, request_head
+from bot.telegram._http11 import ProtocolError, Response, ResponseParser, multipart, request_head
 
 IDLE_EXPIRY_S: Final = 30.0
 """An idle connection older than this is closed rather than reused (servers drop idle ones on their own)."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 from bot.config import Config
-from bot.console import Console, LineReader
-from bot.mcp_hub import Hub
-from bot.prompts import PromptRegistry
+from bot.console.host import Console, LineReader
+from bot.core import PromptRegistry
+from bot.servers.hub import Hub
 
 
 async def run_console(config: Config) -> int:

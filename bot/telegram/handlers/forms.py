@@ -5,12 +5,12 @@ from __future__ import annotations
 from telegram import Update
 from telegram.ext import BaseHandler, CallbackQueryHandler, ContextTypes, MessageHandler, filters
 
-from bot import callback_data
-from bot.callback_data import Kind
-from bot.handlers.commands import start_tool
-from bot.handlers.deps import Deps
-from bot.render import Screen
-from bot.telegram_surface import EXPIRED
+from bot.telegram import callback_data
+from bot.telegram.callback_data import Kind
+from bot.telegram.handlers.commands import start_tool
+from bot.telegram.handlers.deps import Deps
+from bot.telegram.render import Screen
+from bot.telegram.surface import EXPIRED
 
 
 def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
@@ -64,7 +64,7 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
                 chat_id, Screen("Nothing is waiting for an answer. /help lists the commands.")
             )
 
-    # No `block=False`: with concurrent updates (bot.app) each update already runs in its own task, and a tap or
+    # No `block=False`: with concurrent updates (bot.telegram.app) each update already runs in its own task, and a tap or
     # a reply only edits a card; tool calls run in tasks of their own (`start_tool`).
     return [
         CallbackQueryHandler(on_tap),

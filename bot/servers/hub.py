@@ -24,10 +24,19 @@ from mcp_types import ElicitRequestParams, ElicitResult, ErrorData
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.config import Config, ServerConfig
-from bot.connections import Connection, describe_error
-from bot.prompts import Prompt, PromptRegistry
-from bot.results import failure, outcome_of_result
-from bot.surface import CallStatus, Origin, Outcome, Progress, ServerStatus, ToolInfo, ToolOutcome
+from bot.core import (
+    CallStatus,
+    Origin,
+    Outcome,
+    Progress,
+    Prompt,
+    PromptRegistry,
+    ServerStatus,
+    ToolInfo,
+    ToolOutcome,
+)
+from bot.servers.connections import Connection, describe_error
+from bot.servers.results import failure, outcome_of_result
 from mapping import (
     Answer,
     FormSpec,

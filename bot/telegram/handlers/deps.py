@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.config import TelegramConfig
-from bot.mcp_hub import Hub
-from bot.prompts import PromptRegistry
-from bot.telegram_surface import TelegramSurface
-from bot.tool_runs import ToolButtons, ToolRunner
+from bot.core import PromptRegistry
+from bot.servers.hub import Hub
+from bot.telegram.surface import TelegramSurface
+from bot.telegram.tool_runs import ToolButtons, ToolRunner
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,33 @@
+"""The seam between the MCP side (`bot.servers`) and the chat hosts (`bot.telegram`, `bot.console`).
+
+Prompts, the registry that owns their lifecycle, the `Surface` protocol a host implements, and the plain values
+that cross (`Origin`, `Outcome`, `ToolOutcome`, ...). Imports nothing else of `bot`; no I/O.
+"""
+
+from bot.core.prompt import Prompt
+from bot.core.registry import PromptRegistry
+from bot.core.surface import Surface
+from bot.core.values import (
+    OUTCOME_TEXT,
+    CallStatus,
+    Origin,
+    Outcome,
+    Progress,
+    ServerStatus,
+    ToolInfo,
+    ToolOutcome,
+)
+
+__all__ = [
+    "OUTCOME_TEXT",
+    "CallStatus",
+    "Origin",
+    "Outcome",
+    "Progress",
+    "Prompt",
+    "PromptRegistry",
+    "ServerStatus",
+    "Surface",
+    "ToolInfo",
+    "ToolOutcome",
+]

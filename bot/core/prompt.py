@@ -1,0 +1,76 @@
+"""A `Request` in flight: who may answer it, where, until when, and how it ended. Async values, no I/O.
+
+A surface holds `Prompt`s and answers them through the prompt itself (`Prompt.answer`), like resolving a
+future; the `PromptRegistry` (bot.core.registry) owns their lifecycle.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+
+import anyio
+
+from bot.core.values import Origin, Outcome
+from mapping import Answer, FormSpec, Request
+
+
+@dataclass(eq=False, slots=True)
+class Prompt:
+    """A `Request` in flight, bound to the person whose call caused it."""
+
+    request: Request
+    origin: Origin
+    server: str
+    form: FormSpec | None = None
+    """The parsed form of an input request (a surface walks it with `mapping.form`)."""
+    elicitation_id: str | None = None
+    """URL mode on 2025-11-25: what `notifications/elicitation/complete` names."""
+    awaits_completion: bool = False
+    """A -32042 authorization: the call is retried once this completes (the person may say so by hand)."""
+    scope: Hashable = None
+    """The MCP session the request came from (completion notifications are matched within it)."""
+    why_withdrawn: Callable[[], Outcome] | None = None
+    """Asked when the waiting request is cancelled under us: the server withdrew it, or its session ended."""
+    deadline: float = 0.0
+    """`time.monotonic()` after which the prompt expires."""
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(9))
+    """Short, unguessable handle for surfaces (Telegram callback data); never the server's id."""
+    outcome: Outcome | None = None
+    completed: anyio.Event = field(default_factory=anyio.Event)
+    settled: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the surface has been told how the prompt ended."""
+    _answer: Answer | None = None
+    _answered: anyio.Event = field(default_factory=anyio.Event)
+    _abort: Outcome | None = None
+    _release: Callable[[Prompt], None] | None = None
+    """Set by the registry while a consented URL prompt awaits completion: takes it off that list."""
+
+    @property
+    def pending(self) -> bool:
+        """True while the person can still answer."""
+        return self._answer is None and self.outcome is None
+
+    @property
+    def seconds_left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def answer(self, answer: Answer) -> bool:
+        """Deliver a person's answer; False when the prompt already ended (the surface says so)."""
+        if not self.pending or answer.id != self.request.id:
+            return False
+        self._answer = answer
+        self._answered.set()
+        return True
+
+    def complete_by_hand(self) -> bool:
+        """The person says a consented URL flow is finished (the spec's manual retry); False when it is not
+        awaiting completion (any more)."""
+        release, self._release = self._release, None
+        if release is None:
+            return False
+        release(self)
+        self.completed.set()
+        return True
