@@ -77,6 +77,10 @@ def _variants(c: str) -> frozenset[str]:
     return frozenset(ch for form in forms for ch in form)
 
 
+def _in_range(low: int, high: int) -> Callable[[str], bool]:
+    return lambda c: low <= ord(c) <= high
+
+
 def _any_case(test: Callable[[str], bool]) -> Callable[[str], bool]:
     return lambda c: any(test(v) for v in _variants(c))
 
@@ -118,7 +122,8 @@ class _Screen:
         self._chars: dict[int, _Chars] = {}
 
     def width(self, item: Any) -> tuple[int, int]:
-        return _p.SubPattern(self.state, [item]).getwidth()
+        low, high = _p.SubPattern(self.state, [item]).getwidth()
+        return int(low), int(high)
 
     def variable(self, item: Any) -> bool:
         """Can this element match in more than one way, trading characters with its neighbours?"""
@@ -130,7 +135,8 @@ class _Screen:
         return high > low
 
     def width_of(self, items: Any) -> tuple[int, int]:
-        return _p.SubPattern(self.state, list(items)).getwidth()
+        low, high = _p.SubPattern(self.state, list(items)).getwidth()
+        return int(low), int(high)
 
     def alternatives_overlap(self, item: Any) -> bool:
         alts = [(self.union(alt), self.width_of(alt)[0] == 0) for alt in item[1][1]]
@@ -181,7 +187,7 @@ class _Screen:
                 chars = frozenset(ch for code in range(av[0], av[1] + 1) for ch in _variants(chr(code)))
                 result = result | _Chars(chars=chars)
             elif op is _c.RANGE:
-                result = result | _Chars(tests=(_any_case(lambda c, lo=av[0], hi=av[1]: lo <= ord(c) <= hi),))
+                result = result | _Chars(tests=(_any_case(_in_range(av[0], av[1])),))
             elif op is _c.CATEGORY and av in _CATEGORY_NAMES:
                 result = result | _Chars(categories=frozenset((_CATEGORY_NAMES[av],)))
             else:  # negated categories and anything unforeseen: assume it matches everything

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final, TypeAlias, TypeVar, cast
+from typing import Final, TypeAlias, TypeGuard, TypeVar, cast
 
 from jsonschema.exceptions import best_match
 
@@ -160,7 +160,7 @@ def start(spec: FormSpec, initial: Mapping[str, object] | None = None) -> FormSt
         if isinstance(f, NumberField) and f.integer and isinstance(given, float) and given.is_integer():
             given = int(given)  # JSON 7.0 is the integer 7
         if given is not None and check_value(f, given) is None:
-            values[f.name] = _copy(given)  # type: ignore[arg-type]
+            values[f.name] = _copy(cast(Value, given))  # check_value accepted it
     queue = tuple(f.name for f in spec.fields if f.name not in values)
     state = FormState(spec, MappingProxyType(values), _review(spec, values), queue)
     return _ask(state, queue, index=0, total=len(queue), editing=False) if queue else state
@@ -232,7 +232,7 @@ def _answer(state: FormState, step: Ask, value: Value) -> FormState:
 def _toggle(state: FormState, step: Ask, field: MultiChoiceField, index: object) -> FormState:
     if not _valid_index(index, field.options):
         return _refuse(state, step, NOT_FOR_THIS)
-    value = field.options[index].value  # type: ignore[index]
+    value = field.options[index].value
     chosen = set(step.selected) ^ {value}
     if field.max_items is not None and len(chosen) > field.max_items:
         return _refuse(state, step, f"pick at most {field.max_items}")
@@ -290,7 +290,7 @@ def _selection(field: Field, value: object) -> tuple[str, ...]:
     return tuple(o.value for o in field.options if o.value in value)
 
 
-def _valid_index(index: object, options: tuple[object, ...]) -> bool:
+def _valid_index(index: object, options: tuple[object, ...]) -> TypeGuard[int]:
     return isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(options)
 
 

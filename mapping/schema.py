@@ -188,7 +188,7 @@ def _text_field(prop: dict[str, Any], path: str, common: dict[str, Any]) -> Text
         )
     fmt = prop.get("format")
     # other formats are annotations JSON Schema does not enforce by default: the field stays plain text
-    text_format = TextFormat(fmt) if fmt in TextFormat.__members__.values() else None
+    text_format = TextFormat(fmt) if isinstance(fmt, str) and fmt in TextFormat.__members__.values() else None
     pattern = prop.get("pattern")
     if pattern is not None:
         try:

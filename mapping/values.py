@@ -69,6 +69,7 @@ def parse_text(field: Field, raw: str) -> Value | FieldError:
     if not isinstance(raw, str):
         return FieldError(getattr(field, "name", "?"), "must be typed text")
     text = raw.strip()
+    value: Value | FieldError
     match field:
         case TextField():
             value = _typed_text(field, text)
