@@ -134,7 +134,7 @@ def check_url(url: str) -> UrlCheck:
     if parts["username"] or parts["password"]:
         credentials = "a user name and password" if parts["password"] else "a user name"
         warnings.append(
-            f"the URL carries {credentials} ({_clip(parts['username'], 60)!r}) before the host, a common way "
+            f"the URL carries {credentials} before the host ({_clip(parts['username'], 60)!r}), a common way "
             "to disguise where it goes"
         )
     if web and "\\" in raw:
