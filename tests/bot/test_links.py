@@ -74,6 +74,21 @@ async def test_a_backslash_before_the_at_shows_and_opens_the_host_a_browser_goes
         assert links == ["https://evil.com/@good.com/"]
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("url", ["javascript:alert(1)", LONG_URL])
+async def test_a_link_required_before_a_call_gets_no_button_when_it_cannot_be_opened(url: str) -> None:
+    """-32042 (URL elicitation required) with a link that is not a web address, or too long to show whole:
+    the card offers Decline and Cancel only, and Decline ends the call."""
+    async with bot_scene(protocol="legacy") as s:
+        call = await s.alice.send("/call t needs_auth " + json.dumps({"url": url}))
+        card = await s.fake.wait_for(lambda m: "open a link" in m.text and bool(m.buttons))
+        assert card.buttons == ["Decline", "Cancel"]
+        assert ("not a web address" in card.text) or ("Cut" in card.text)
+        await s.alice.press(card, "Decline")
+        result = await s.fake.wait_for(lambda m: is_result(m, call), timeout=10)
+        assert "authorization declined" in result.text
+
+
 def test_a_card_with_the_longest_whole_link_and_every_warning_fits_one_message() -> None:
     """A link of nearly MAX_SHOWN_URL characters with a host as long as DNS allows, every kind of warning
     that can come together, and a long server message: the card still shows the whole link, every warning
