@@ -43,12 +43,14 @@ from mapping.schema import (
     Value,
     parse_schema,
 )
-from mapping.urls import WEB_SCHEMES, UrlCheck, check_url
+from mapping.urls import MAX_HOST, MAX_SHOWN_URL, WEB_SCHEMES, UrlCheck, check_url
 from mapping.values import MAX_PATTERN_INPUT, FieldError, check_value, describe, display_value, parse_text
 
 __all__ = [
     "DECLINED",
+    "MAX_HOST",
     "MAX_PATTERN_INPUT",
+    "MAX_SHOWN_URL",
     "MAX_TEXT_LENGTH",
     "NOT_FOR_THIS",
     "WEB_SCHEMES",

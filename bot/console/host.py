@@ -49,7 +49,7 @@ from mapping import (
     start,
 )
 from mapping.form import Edit, FormState
-from mapping.urls import check_url
+from mapping.urls import MAX_SHOWN_URL, check_url
 
 CONSOLE_USER = Origin(chat_id=0, user_id=0)
 HELP = """Commands:
@@ -114,7 +114,7 @@ class Console:
         if scope is not None:
             scope.cancel()
         if outcome is Outcome.ANSWERED and prompt.request.url is not None:
-            self.say(f"  Open this link in your browser:\n  {prompt.request.url}")
+            self.say(f"  Open this link in your browser:\n  {check_url(prompt.request.url).href}")
             if prompt.awaits_completion:
                 assert self._tg is not None
                 self._tg.start_soon(self._await_completion, prompt)
@@ -267,17 +267,25 @@ class Console:
         self.say(f"\n[{prompt.server}] asks: {request.prompt}")
         if request.url is not None:
             check = check_url(request.url)
-            self.say(f"  Link: {request.url}\n  Host: {check.host}")
+            self.say(f"  Link: {check.shown}\n  Host: {check.host or 'none'}")
+            if check.too_long:
+                self.say(
+                    f"  Cut: the link is {len(check.href or check.url):,} characters long, more than the "
+                    f"{MAX_SHOWN_URL:,} shown whole; only its start and end are shown, and it is not offered."
+                )
             for warning in check.warnings:
                 self.say(f"  Warning: {warning}")
             while True:
-                self.say(f"  Open {check.host}? [y]es / /decline / /cancel")
+                if check.consentable:
+                    self.say(f"  Open {check.host}? [y]es / /decline / /cancel")
+                else:
+                    self.say("  This link cannot be opened from here: /decline / /cancel")
                 line = await self._next_line()
                 if line is None or line.strip() == "/cancel":
                     return Answer(request.id, ok=False, reason="cancelled")
                 if line.strip() == "/decline":
                     return Answer(request.id, ok=False, reason=DECLINED)
-                if line.strip().lower() in ("y", "yes", "open"):
+                if check.consentable and line.strip().lower() in ("y", "yes", "open"):
                     return Answer(request.id, ok=True)
         assert prompt.form is not None
         content = await self._walk_form(prompt.form)

@@ -23,11 +23,13 @@ from mapping import (
     describe,
     display_value,
 )
-from mapping.urls import check_url
+from mapping.urls import MAX_HOST, MAX_SHOWN_URL, UrlCheck, check_url
 
 PAGE_SIZE: Final = 8
 MAX_TEXT: Final = 4096
 MESSAGE_CLIP: Final = 1500
+URL_MESSAGE_CLIP: Final = 1000
+"""A link card's message is clipped shorter, so the whole link (`MAX_SHOWN_URL`) and its warnings still fit."""
 LABEL_CLIP: Final = 40
 VALUE_CLIP: Final = 80
 MAX_EDIT_BUTTONS: Final = 40
@@ -180,44 +182,53 @@ def _review_screen(card: Card, step: Review) -> Screen:
     return Screen(fit(lines), rows)
 
 
-def _url_lines(card: Card) -> list[str]:
-    url = card.prompt.request.url or ""
-    check = check_url(url)
+def _url_lines(card: Card, check: UrlCheck) -> list[str]:
     lines = [
         f"🔐 <b>{esc(card.prompt.server, 64)}</b> asks you to open a link:",
-        esc(card.prompt.request.prompt, MESSAGE_CLIP),
+        esc(card.prompt.request.prompt, URL_MESSAGE_CLIP),
         "",
-        f"Host: <b>{esc(check.host, 200)}</b>",
-        f"<code>{esc(url, 1500)}</code>",
+        f"Host: <b>{esc(check.host, MAX_HOST + 1)}</b>" if check.host else "Host: none",
     ]
     lines += [f"⚠️ {esc(w, 300)}" for w in check.warnings]
+    lines.append(f"<code>{esc(check.shown)}</code>")
+    if check.too_long:
+        lines.append(
+            f"✂️ Cut: the link is {len(check.href or check.url):,} characters long, more than the "
+            f"{MAX_SHOWN_URL:,} a card shows whole; only its start and end are shown, and it is not offered "
+            "as a link."
+        )
     return lines
 
 
-def telegram_can_link(url: str) -> bool:
-    """Telegram refuses URL buttons that are not http(s) or whose host has no dot."""
-    check = check_url(url)
-    return check.openable and "." in check.host
+def telegram_can_link(check: UrlCheck) -> bool:
+    """Whether the link may be a URL button: shown whole, and one Telegram accepts (http(s), a dot in the host)."""
+    return check.consentable and "." in check.host
 
 
 def _url_screen(card: Card) -> Screen:
-    host = check_url(card.prompt.request.url or "").host
-    lines = _url_lines(card)
+    check = check_url(card.prompt.request.url or "")
+    lines = _url_lines(card, check)
+    if not check.consentable:  # nothing to consent to: the person can only say no
+        if not check.openable:
+            lines.append("\nThis link cannot be opened from here.")
+        return Screen(fit(lines), [_exit_row(card)])
     lines.append("\nTapping Open gives your consent and shows the link button.")
-    rows = [[_btn(card, f"Open {host}", Action.CONSENT)], _exit_row(card)]
+    rows = [[_btn(card, f"Open {check.host}", Action.CONSENT)], _exit_row(card)]
     return Screen(fit(lines), rows)
 
 
 def consented_screen(card: Card) -> Screen:
-    """After consent: the real link (a URL button when Telegram allows one) and, for a retry, Finished."""
-    url = card.prompt.request.url or ""
-    lines = _url_lines(card)
+    """After consent: the link a browser opens (a URL button when Telegram allows one) and, for a retry, Finished."""
+    check = check_url(card.prompt.request.url or "")
+    lines = _url_lines(card, check)
     rows: Keyboard = []
-    if telegram_can_link(url):
+    if telegram_can_link(check):
         lines.append("\n✅ Consent given. Open the link below.")
-        rows.append([url_button(clip(f"Open {check_url(url).host}", LABEL_CLIP), url)])
-    else:
+        rows.append([url_button(clip(f"Open {check.host}", LABEL_CLIP), check.href)])
+    elif check.consentable:
         lines.append("\n✅ Consent given. Copy the link above into your browser.")
+    else:
+        lines.append("\n✅ Consent given, but this link cannot be opened from here.")
     if card.prompt.awaits_completion:
         lines.append("Tap <b>I've finished</b> when you are done there; the tool call is then retried.")
         rows.append([_btn(card, "I've finished", Action.FINISHED)])
@@ -227,7 +238,8 @@ def consented_screen(card: Card) -> Screen:
 def settled_screen(card: Card, outcome: Outcome) -> Screen:
     """The final card: what was asked, how it ended, no buttons."""
     icon = {Outcome.ANSWERED: "✅", Outcome.COMPLETED: "✅", Outcome.DECLINED: "🚫"}.get(outcome, "⏹")
-    lines = _url_lines(card) if card.prompt.request.url is not None else [_header(card.prompt)]
+    url = card.prompt.request.url
+    lines = _url_lines(card, check_url(url)) if url is not None else [_header(card.prompt)]
     lines += ["", f"{icon} <b>{esc(OUTCOME_TEXT[outcome])}</b>"]
     if outcome is Outcome.ANSWERED and card.state is not None:
         lines += [esc(line, VALUE_CLIP + 60) for line in card.answered_with[:30]]

@@ -36,6 +36,7 @@ from mapping import (
     TextInput,
     Toggle,
     apply,
+    check_url,
     display_value,
     start,
 )
@@ -167,7 +168,7 @@ class TelegramSurface:
         if button.action is Action.CANCEL:
             self._answer(prompt, Answer(prompt.request.id, ok=False, reason="cancelled"))
             return Reply("Cancelled.")
-        if button.action is Action.CONSENT and prompt.request.url is not None:
+        if button.action is Action.CONSENT and check_url(prompt.request.url or "").consentable:
             self._answer(prompt, Answer(prompt.request.id, ok=True))
             return Reply()
         if button.action is Action.PAGE and button.arg is not None:

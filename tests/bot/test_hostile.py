@@ -44,6 +44,7 @@ from mapping import (
     Toggle,
     answer_to_elicit_result,
     apply,
+    check_url,
     start,
 )
 from tests.bot.support import ALICE, RecordingSurface, make_config, placeholder
@@ -486,7 +487,7 @@ async def test_markup_in_every_server_string_is_shown_literally() -> None:
         url = 'https://example.com/<b>x</b>?q="1"&amp;r=<tg-spoiler>'
         call = await run(s, ask_url(url, message=INJECTION))
         link = await s.fake.wait_for(lambda m: "open a link" in m.text and bool(m.buttons))
-        assert INJECTION in link.text and url in link.text
+        assert INJECTION in link.text and check_url(url).href in link.text  # the link as a browser reads it
         assert not {e["type"] for e in link.entities} & FOREIGN_ENTITIES
         await s.alice.press(link, "Open example.com")
         assert server_saw(await result_of(s, call))["action"] == "accept"

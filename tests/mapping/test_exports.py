@@ -10,7 +10,9 @@ import mapping
 
 EXPECTED = [
     "DECLINED",
+    "MAX_HOST",
     "MAX_PATTERN_INPUT",
+    "MAX_SHOWN_URL",
     "MAX_TEXT_LENGTH",
     "NOT_FOR_THIS",
     "WEB_SCHEMES",

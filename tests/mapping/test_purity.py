@@ -1,8 +1,10 @@
-"""mapping/ stays pure: no module in it imports the bot, Telegram, MCP, async runtimes, the OS or logging."""
+"""mapping/ stays pure: no module in it imports the bot, Telegram, MCP, async runtimes, the OS or logging, and
+beyond the standard library only the two pure libraries it is allowed (jsonschema, ada_url)."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,16 +13,24 @@ MAPPING = Path(__file__).resolve().parents[2] / "mapping"
 FORBIDDEN = frozenset(
     {"bot", "telegram", "mcp", "mcp_types", "asyncio", "anyio", "httpx", "httpx2", "os", "logging", "socket"}
 )
+ALLOWED_THIRD_PARTY = frozenset({"jsonschema", "ada_url", "mapping"})
+"""Pure libraries (JSON Schema validation; WHATWG URL parsing, which does no I/O), and the package itself."""
+
+
+def _refused(module: str) -> bool:
+    top = module.split(".")[0]
+    return top in FORBIDDEN or (top not in sys.stdlib_module_names and top not in ALLOWED_THIRD_PARTY)
 
 
 def forbidden_imports(source: str) -> list[str]:
-    """Top-level package names of forbidden absolute imports (and `__import__` calls) in `source`."""
+    """Forbidden absolute imports (and `__import__` calls) in `source`: the I/O and host packages, and any
+    package that is neither in the standard library nor allowed."""
     found: list[str] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            found.extend(alias.name for alias in node.names if alias.name.split(".")[0] in FORBIDDEN)
+            found.extend(alias.name for alias in node.names if _refused(alias.name))
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module.split(".")[0] in FORBIDDEN:
+            if _refused(node.module):
                 found.append(node.module)
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "__import__":
             found.append("__import__")
@@ -50,6 +60,10 @@ def test_no_mapping_module_imports_io_or_hosts(path: Path) -> None:
         "from logging import getLogger",
         "__import__('socket')",
         "def f():\n    import anyio\n",
+        "import osmosis",
+        "import requests",
+        "from ada_url_extra import x",
+        "import urllib3",
     ],
 )
 def test_the_checker_catches_forbidden_imports(source: str) -> None:
@@ -57,7 +71,10 @@ def test_the_checker_catches_forbidden_imports(source: str) -> None:
     assert forbidden_imports(source) != []
 
 
-def test_the_checker_allows_stdlib_jsonschema_and_relative_imports() -> None:
-    """Allowed imports are not flagged (`osmosis` is not `os`)."""
-    source = "import re\nimport osmosis\nfrom jsonschema import Draft202012Validator\nfrom . import errors\n"
+def test_the_checker_allows_stdlib_jsonschema_ada_url_and_relative_imports() -> None:
+    """Allowed imports are not flagged: the standard library, jsonschema, ada_url, the package itself."""
+    source = (
+        "import re\nimport urllib.parse\nfrom jsonschema import Draft202012Validator\nimport ada_url\n"
+        "from ada_url import parse_url\nfrom mapping.errors import MappingError\nfrom . import errors\n"
+    )
     assert forbidden_imports(source) == []

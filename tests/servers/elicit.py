@@ -141,10 +141,11 @@ def build_server(tripwire: Tripwire | None = None) -> MCPServer[_State]:
         return json.dumps({"action": answer.action, "elicitationId": elicitation_id})
 
     @server.tool()
-    async def needs_auth(ctx: Context[_State]) -> str:
+    async def needs_auth(ctx: Context[_State], url: str = "") -> str:
         """Fails with -32042 on a caller's first call; the next call counts as "authorized" and succeeds.
 
-        That retry first sends notifications/elicitation/complete for the link (2025-11-25 only).
+        That retry first sends notifications/elicitation/complete for the link (2025-11-25 only). The link is
+        `url` when given, else one to AUTH_URL.
         """
         state, caller = _state(ctx), _caller(ctx)
         if caller not in state.authorized:
@@ -154,7 +155,7 @@ def build_server(tripwire: Tripwire | None = None) -> MCPServer[_State]:
                 state.pending_auth[caller] = elicitation_id
                 link = types.ElicitRequestURLParams(
                     message="Authorize the test server",
-                    url=f"{AUTH_URL}?state={elicitation_id}",
+                    url=url or f"{AUTH_URL}?state={elicitation_id}",
                     elicitation_id=elicitation_id,
                 )
                 raise UrlElicitationRequiredError([link])
