@@ -106,7 +106,11 @@ class WebServer:
         Raises:
             OSError: the address cannot be listened on (in use, not local, no permission).
         """
-        listener = _listener(self.listen, self.port)
+        try:
+            listener = _listener(self.listen, self.port)
+        except OSError as exc:
+            where = f"{self.listen}:{self.port}"
+            raise OSError(exc.errno, f"[web] cannot listen on {where}: {exc.strerror or exc}") from None
         self.port = listener.getsockname()[1]
         with listener:  # uvicorn closes it when it shuts down, but not when it is cancelled
             async with anyio.create_task_group() as tg:
