@@ -173,7 +173,9 @@ async def test_a_webhook_post_without_the_right_secret_is_refused_and_changes_no
     assert [m.text for m in s.fake.messages(s.alice, from_bot=True) if "/tools" in m.text] == []
 
 
-async def test_a_wrong_secret_is_answered_403_before_any_body_arrives(webhook_scene: tuple[Chat, int]) -> None:
+async def test_a_wrong_secret_is_answered_403_before_any_body_arrives(
+    webhook_scene: tuple[Chat, int],
+) -> None:
     """The secret is checked on the headers alone: a request whose promised body never comes gets 403 at once."""
     _, port = webhook_scene
     head = (
