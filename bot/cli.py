@@ -47,8 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"config error: {problem}", file=sys.stderr)
         return 2
+    hook_secret = config.telegram.webhook_secret.get() if config.telegram.webhook_secret else ""
     setup_logging(
-        "WARNING" if command == "console" and args.log_level == "INFO" else args.log_level, (token,)
+        "WARNING" if command == "console" and args.log_level == "INFO" else args.log_level,
+        (token, hook_secret),
     )
     if command == "check":
         from bot.servers.check import check

@@ -23,6 +23,7 @@ from bot import _config_read as read
 
 __all__ = [
     "SERVER_NAME",
+    "WEBHOOK_PATH",
     "WEBHOOK_PORTS",
     "WEBHOOK_SECRET",
     "Config",
@@ -35,7 +36,7 @@ __all__ = [
     "TelegramConfig",
     "TelegramMode",
     "Transport",
-    "WebhookConfig",
+    "WebConfig",
     "load_config",
     "parse_config",
 ]
@@ -47,6 +48,8 @@ WEBHOOK_SECRET: Final = re.compile(r"[A-Za-z0-9_-]{1,256}")
 """Telegram's rule for `setWebhook(secret_token=...)`."""
 WEBHOOK_PORTS: Final = frozenset({80, 88, 443, 8443})
 """The only ports Telegram delivers webhooks to."""
+WEBHOOK_PATH: Final = "/telegram"
+"""Where the webhook lives, under `[web] public_url` and on the local endpoint alike."""
 _BOT_TOKEN: Final = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
 _TOKEN_REQUIRED: Final = 'telegram.token: required to run the Telegram bot (token = "${TELEGRAM_BOT_TOKEN}")'
 
@@ -106,19 +109,21 @@ class Transport(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class WebhookConfig:
-    """`[telegram.webhook]`: where PTB listens, and what Telegram is told (`setWebhook`)."""
+class WebConfig:
+    """`[web]`: the bot's one HTTP endpoint (webhook, health, metrics), usually behind a TLS reverse proxy."""
 
     listen: str = "127.0.0.1"
-    """Local address to bind (usually behind a TLS reverse proxy)."""
-    port: int = 8443
+    """Local address to bind."""
+    port: int = 8080
     """Local port to bind."""
-    url: str | None = None
-    """The public https URL Telegram posts to; required in webhook mode."""
-    path: str = "/telegram"
-    """Local URL path to serve."""
-    secret_token: Secret | None = None
-    """Sent back by Telegram in `X-Telegram-Bot-Api-Secret-Token`; required in webhook mode."""
+    public_url: str | None = None
+    """What Telegram and browsers reach (`https://host[:port]`); the proxy forwards every path unchanged.
+    Required in webhook mode: the webhook is `<public_url>/telegram`."""
+
+    @property
+    def webhook_url(self) -> str | None:
+        """`<public_url>/telegram`, when there is a public URL."""
+        return None if self.public_url is None else self.public_url.rstrip("/") + WEBHOOK_PATH
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +139,9 @@ class TelegramConfig:
     allow_everyone: bool = False
     """Let every Telegram user in (a public demo)."""
     mode: TelegramMode = TelegramMode.POLLING
-    """Long-polling or webhook."""
-    webhook: WebhookConfig = field(default_factory=WebhookConfig)
-    """Used in webhook mode only."""
+    """Long-polling or webhook (which needs `[web] public_url` and `webhook_secret`)."""
+    webhook_secret: Secret | None = None
+    """Sent back by Telegram in `X-Telegram-Bot-Api-Secret-Token`; required in webhook mode."""
     token_problem: str | None = None
     """Why a given token is unusable, as the problem line `Config.require_telegram` raises."""
 
@@ -226,6 +231,8 @@ class Config:
     telegram: TelegramConfig = field(default_factory=TelegramConfig)
     elicitation: ElicitationConfig = field(default_factory=ElicitationConfig)
     sessions: SessionsConfig = field(default_factory=SessionsConfig)
+    web: WebConfig | None = None
+    """`[web]`; None when absent (then the endpoint is off: polling needs none)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "servers", tuple(self.servers))
@@ -286,8 +293,9 @@ def parse_config(data: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
     """
     problems: list[str] = []
     root = read.Section(data, "", environ, problems)
-    root.only(("telegram", "elicitation", "sessions", "servers"))
+    root.only(("telegram", "elicitation", "sessions", "servers", "web"))
     telegram = _telegram(root.section("telegram"))
+    web = _web(root, telegram.mode)
     e = root.section("elicitation")
     e.only(("timeout_s",))
     elicitation = ElicitationConfig(timeout_s=e.get("timeout_s", read.positive, 600.0))
@@ -300,11 +308,13 @@ def parse_config(data: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
     servers = _servers(root)
     if problems:
         raise ConfigError(problems)
-    return Config(servers=tuple(servers), telegram=telegram, elicitation=elicitation, sessions=sessions)
+    return Config(
+        servers=tuple(servers), telegram=telegram, elicitation=elicitation, sessions=sessions, web=web
+    )
 
 
 def _telegram(t: read.Section) -> TelegramConfig:
-    t.only(("token", "api_base_url", "allowed_users", "allow_everyone", "mode", "webhook"))
+    t.only(("token", "api_base_url", "allowed_users", "allow_everyone", "mode", "webhook_secret", "webhook"))
     # The token's problems wait for `require_telegram`: `console` and `check` must run without it.
     token, token_problem = None, None
     if t.has("token"):
@@ -316,26 +326,39 @@ def _telegram(t: read.Section) -> TelegramConfig:
     allowed_users = t.get("allowed_users", read.user_ids, frozenset[int]())
     allow_everyone = t.get("allow_everyone", read.boolean, False)
     mode = t.get("mode", read.one_of(TelegramMode), TelegramMode.POLLING)
-    w = t.section("webhook")
-    w.only(("listen", "port", "url", "path", "secret_token"))
-    listen = w.get("listen", read.text, "127.0.0.1")
-    port = w.get("port", read.port, 8443)
-    url = w.get("url", _webhook_url, None)
-    path = w.get("path", _url_path, "/telegram")
-    secret = w.get("secret_token", _webhook_secret, None)
-    if mode is TelegramMode.WEBHOOK:
-        for name in ("url", "secret_token"):
-            if not w.has(name):
-                w.problem("required when telegram.mode is webhook", name)
+    if "webhook" in t.values:
+        t.problem(f"replaced by [web] (listen, port, public_url) and telegram.webhook_secret; {_MOVED}", "webhook")
+    secret = t.get("webhook_secret", _webhook_secret, None)
+    if mode is TelegramMode.WEBHOOK and not t.has("webhook_secret"):
+        t.problem("required when telegram.mode is webhook", "webhook_secret")
     return TelegramConfig(
         token=token,
         api_base_url=api_base_url,
         allowed_users=allowed_users,
         allow_everyone=allow_everyone,
         mode=mode,
-        webhook=WebhookConfig(listen, port, url, path, None if secret is None else Secret(secret)),
+        webhook_secret=None if secret is None else Secret(secret),
         token_problem=token_problem,
     )
+
+
+_MOVED: Final = "the webhook is now <public_url>/telegram"
+
+
+def _web(root: read.Section, mode: TelegramMode) -> WebConfig | None:
+    w = root.section("web")
+    w.only(("listen", "port", "public_url"))
+    listen = w.get("listen", read.text, "127.0.0.1")
+    port = w.get("port", read.port, 8080)
+    public_url = w.get("public_url", _public_url, None)
+    if mode is TelegramMode.WEBHOOK:
+        if not w.has("public_url"):
+            w.problem("required when telegram.mode is webhook", "public_url")
+        elif public_url is not None and (urlsplit(public_url).port or 443) not in WEBHOOK_PORTS:
+            w.problem("Telegram only delivers webhooks to ports 443, 80, 88 and 8443", "public_url")
+    if "web" not in root.values:
+        return None
+    return WebConfig(listen, port, public_url)
 
 
 _SERVER_KEYS: Final = (
@@ -397,15 +420,15 @@ def _bot_token(value: object, environ: Mapping[str, str]) -> str:
     return token
 
 
-def _webhook_url(value: object, environ: Mapping[str, str]) -> str:
+def _public_url(value: object, environ: Mapping[str, str]) -> str:
     url = read.http_url(value, environ)
     parts = urlsplit(url)
     if parts.scheme != "https":
-        raise read.Invalid("must be an https:// URL (Telegram only delivers webhooks over TLS)")
-    if (parts.port or 443) not in WEBHOOK_PORTS:
-        raise read.Invalid("Telegram only delivers webhooks to ports 443, 80, 88 and 8443")
-    return url
+        raise read.Invalid("must be an https:// URL (Telegram and browsers reach the bot over TLS)")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username or parts.password:
+        # The reverse proxy forwards paths unchanged, so the endpoint's routes are the site's root.
+        raise read.Invalid("must be the site's root, https://host or https://host:port (no path)")
+    return url.rstrip("/")
 
 
 _webhook_secret = read.matching(WEBHOOK_SECRET, "must be 1-256 characters of A-Z, a-z, 0-9, _ and -")
-_url_path = read.matching(re.compile(r"/\S*"), "must be a URL path starting with /")

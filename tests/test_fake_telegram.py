@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry
 from telegram import (
     Bot,
     ForceReply,
@@ -32,6 +33,7 @@ from telegram.ext import (
     filters,
 )
 
+from bot.web import Webhook, WebServer, build_app
 from tests.fake_telegram import Button, CallbackAnswer, FakeTelegram, RateLimits, ScriptError
 from tests.fake_telegram.formatting import parse_html
 from tests.fake_telegram.model import ApiReject
@@ -526,30 +528,38 @@ async def test_get_updates_is_a_conflict_while_a_webhook_is_set(fake: FakeTelegr
 
 
 async def test_webhook_mode_receives_users_updates_with_the_secret(fake: FakeTelegram) -> None:
-    """PTB's own webhook server gets the user's update from deliver_via_webhook and replies via the fake."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    listener.setblocking(False)
-    port = listener.getsockname()[1]
-    app = ApplicationBuilder().token(fake.token).base_url(fake.base_url).build()
+    """A webhook (the bot's own endpoint feeding PTB's update queue) gets the user's update from
+    deliver_via_webhook, refused without the secret, and PTB replies via the fake."""
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    app = ApplicationBuilder().token(fake.token).base_url(fake.base_url).updater(None).build()
     app.add_handler(CommandHandler("start", greet))
     alice = fake.user(id=1001, first_name="Alice")
     async with app:
         await app.start()
-        await app.updater.start_webhook(  # type: ignore[union-attr]
-            url_path="tg", webhook_url="https://bot.example.com/tg", secret_token="s3cret", unix=listener
+        await app.bot.set_webhook("https://bot.example.com/telegram", secret_token="s3cret")
+        webhook = Webhook("s3cret", app.bot, app.update_queue)
+        server = WebServer(
+            build_app(running=lambda: True, reachable=_yes, metrics=CollectorRegistry(), webhook=webhook),
+            "127.0.0.1",
+            port,
         )
-        local = f"http://127.0.0.1:{port}/tg"
-        assert await fake.post_update_to(local, {"update_id": 1}, secret_token="wrong") == 403
-        fake.deliver_via_webhook(local, secret_token="s3cret")
-        await alice.send("/start")
-        reply = await fake.next_message(alice)
-        await app.updater.stop()  # type: ignore[union-attr]
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.run)
+            local = f"http://127.0.0.1:{port}/telegram"
+            assert await fake.post_update_to(local, {"update_id": 1}, secret_token="wrong") == 403
+            fake.deliver_via_webhook(local, secret_token="s3cret")
+            await alice.send("/start")
+            reply = await fake.next_message(alice)
+            server.stop()
         await app.stop()
     assert reply.text == "Hello Alice & co"
-    assert fake.webhook["url"] == "https://bot.example.com/tg"
+    assert fake.webhook["url"] == "https://bot.example.com/telegram"
     assert fake.webhook["secret_token"] == "s3cret"
+
+
+async def _yes() -> bool:
+    return True
 
 
 # --- HTML parse_mode, pure --------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import anyio
 from bot.core.prompt import Prompt
 from bot.core.surface import Surface
 from bot.core.values import Origin, Outcome
-from mapping import DECLINED, Answer
+from mapping import DECLINED, Answer, answer_to_elicit_result
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +36,8 @@ class PromptRegistry:
         """Per person and server, how many places hold one of their prompts (`_pending`, `_awaiting`; a prompt
         may briefly be in both). `asking` is asked once a second for every running call, so it must not walk
         all pending prompts."""
+        self.answers: Counter[str] = Counter()
+        """Answers that went back to servers, by wire action (accept, decline, cancel)."""
 
     def get(self, token: str) -> Prompt | None:
         """The pending prompt with this token, or None when it has ended (or never existed)."""
@@ -102,6 +104,7 @@ class PromptRegistry:
                 outcome = _OUTCOME_OF_REASON.get(answer.reason or "", Outcome.CANCELLED)
                 if answer.reason == Outcome.UNDELIVERABLE:
                     outcome = Outcome.UNDELIVERABLE
+            self.answers[answer_to_elicit_result(answer)["action"]] += 1
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 withdrawn = prompt.why_withdrawn() if prompt.why_withdrawn else Outcome.SERVER_CANCELLED

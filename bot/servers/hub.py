@@ -10,6 +10,7 @@ import contextvars
 import functools
 import json
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -106,6 +107,8 @@ class Hub:
         self._current: dict[Hashable, Origin] = {}
         self._health: dict[str, _Health] = {name: _Health() for name in self.servers}
         self._calls: list[_Call] = []
+        self.calls_ended: Counter[CallStatus] = Counter()
+        """Tool calls that returned, by how they ended."""
         self._no_calls = anyio.Event()
         self._no_calls.set()
         self._tg: TaskGroup | None = None
@@ -144,6 +147,11 @@ class Hub:
 
     def server_names(self) -> list[str]:
         return list(self.servers)
+
+    @property
+    def sessions_open(self) -> int:
+        """MCP sessions open now."""
+        return len(self._connections)
 
     async def probe(self, name: str, origin: Origin) -> ServerStatus:
         """Connect (if needed) and count tools; errors are reported in the status, not raised."""
@@ -209,6 +217,18 @@ class Hub:
         on_progress: ProgressSink | None = None,
     ) -> ToolOutcome:
         """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes."""
+        outcome = await self._call_tool(name, tool, arguments, origin, on_progress)
+        self.calls_ended[outcome.status] += 1
+        return outcome
+
+    async def _call_tool(
+        self,
+        name: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        origin: Origin,
+        on_progress: ProgressSink | None,
+    ) -> ToolOutcome:
         server = self.servers.get(name)
         if server is None:
             return failure(CallStatus.FAILED, f"unknown server {name!r}")

@@ -20,6 +20,7 @@ from telegram.ext import Application, ApplicationBuilder
 from bot.config import Config, ServerConfig, TelegramMode
 from bot.core import PromptRegistry
 from bot.servers.hub import Hub
+from bot.telegram.api_watch import ApiWatch
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.flood import FloodLimiter
 from bot.telegram.handlers import access, commands, forms
@@ -27,6 +28,7 @@ from bot.telegram.handlers.deps import Deps
 from bot.telegram.handlers.errors import on_error
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolButtons, ToolRunner
+from bot.web import Webhook, WebServer, build_app, metrics_registry
 
 logger = logging.getLogger(__name__)
 
@@ -36,14 +38,18 @@ YOUNG_GC_THRESHOLD = 10_000
 ALLOWED_UPDATES = ["message", "callback_query"]
 
 
-def build_application(config: Config) -> Application:  # type: ignore[type-arg]
-    """The PTB Application: the configured Bot API server, flood control that waits out 429s."""
+def build_application(config: Config, watch: ApiWatch) -> Application:  # type: ignore[type-arg]
+    """The PTB Application: the configured Bot API server, flood control that waits out 429s (`watch`
+    counts what passes it). Webhook mode has no updater: the web endpoint feeds PTB's update queue."""
     # PTB 22 warns on every RetryAfter unless opted in to timedelta values; the rate limiter's retry of a
     # 429 would otherwise surface as that warning (an error under strict warning filters).
     os.environ.setdefault("PTB_TIMEDELTA", "true")
     token = config.require_telegram().get()
-    bot = build_bot(token, config.telegram.api_base_url, FloodLimiter())
-    return ApplicationBuilder().bot(bot).concurrent_updates(True).build()
+    bot = build_bot(token, config.telegram.api_base_url, watch)
+    builder = ApplicationBuilder().bot(bot).concurrent_updates(True)
+    if config.telegram.mode is TelegramMode.WEBHOOK:
+        builder = builder.updater(None)
+    return builder.build()
 
 
 async def serve(
@@ -55,55 +61,93 @@ async def serve(
 ) -> None:
     """Run the bot until `stop` is set; then cancel every pending prompt, settle its card, and shut down.
 
-    `transport` replaces how servers are reached (tests pass in-process servers).
+    With `[web]`, the web endpoint runs beside PTB (webhook mode needs it): it starts once PTB can take
+    updates and stops first, so no update arrives that PTB would not handle. `transport` replaces how
+    servers are reached (tests pass in-process servers).
     """
-    app = build_application(config)
+    watch = ApiWatch(FloodLimiter())
+    app = build_application(config, watch)
     assert isinstance(app.bot, CardBot)
     surface = TelegramSurface(app.bot)
     prompts = PromptRegistry(surface, config.elicitation.timeout_s)
-    async with Hub(config, prompts, transport=transport) as hub:
+    async with Hub(config, prompts, transport=transport) as hub, anyio.create_task_group() as tg:
         deps = Deps(config.telegram, hub, prompts, surface, ToolRunner(hub, prompts, surface), ToolButtons())
         app.add_handlers(access.handlers(deps), group=-1)
         # The handlers match disjoint updates; taps (two of every three updates) are checked first.
         app.add_handlers(forms.handlers(deps) + commands.handlers(deps))
         app.add_error_handler(on_error)
+        web = _web_server(config, app, watch, prompts, hub, stop)
         async with app:
             await app.bot.set_my_commands(commands.COMMANDS)
             await app.start()
             try:
-                await _start_updates(app, config)
+                if web is not None:
+                    await tg.start(web.run)
+                await _start_updates(app, config, watch)
                 logger.info("bot @%s is running", app.bot.username)
                 if ready is not None:
                     ready.set()
                 await stop.wait()
                 logger.info("stopping: cancelling pending prompts")
+                if web is not None:
+                    web.stop()
                 await hub.aclose()  # settles every card while Telegram is still reachable
             finally:
                 with anyio.CancelScope(shield=True):
+                    if web is not None:
+                        web.stop()
                     if app.updater is not None and app.updater.running:
                         await app.updater.stop()
                     if app.running:
                         await app.stop()
 
 
-async def _start_updates(app: Application, config: Config) -> None:  # type: ignore[type-arg]
-    """Polling (the default), or a webhook that refuses requests without the secret token."""
-    assert app.updater is not None
-    telegram = config.telegram
-    if telegram.mode is TelegramMode.WEBHOOK:
-        hook = telegram.webhook
-        assert hook.url is not None and hook.secret_token is not None  # checked by the config
-        await app.updater.start_webhook(
-            listen=hook.listen,
-            port=hook.port,
-            url_path=hook.path.lstrip("/"),
-            webhook_url=hook.url,
-            secret_token=hook.secret_token.get(),
-            allowed_updates=ALLOWED_UPDATES,
+def _web_server(
+    config: Config,
+    app: Application,  # type: ignore[type-arg]
+    watch: ApiWatch,
+    prompts: PromptRegistry,
+    hub: Hub,
+    stop: anyio.Event,
+) -> WebServer | None:
+    """The web endpoint, when `[web]` is configured: health and metrics, and the webhook in webhook mode."""
+    if config.web is None:
+        return None
+    webhook = None
+    if config.telegram.mode is TelegramMode.WEBHOOK:
+        assert config.telegram.webhook_secret is not None  # checked by the config
+        webhook = Webhook(config.telegram.webhook_secret.get(), app.bot, app.update_queue)
+
+    async def reachable() -> bool:
+        return await watch.reachable(app.bot)
+
+    web_app = build_app(
+        running=lambda: app.running and not stop.is_set(),
+        reachable=reachable,
+        metrics=metrics_registry(prompts, hub, watch),
+        webhook=webhook,
+    )
+    return WebServer(web_app, config.web.listen, config.web.port)
+
+
+async def _start_updates(app: Application, config: Config, watch: ApiWatch) -> None:  # type: ignore[type-arg]
+    """Polling (the default), or a webhook registered with Telegram (the web endpoint receives it).
+
+    The webhook stays registered when the bot stops (as PTB's own webhook server left it): Telegram keeps
+    the updates meanwhile and delivers them once the bot is back.
+    """
+    if config.telegram.mode is TelegramMode.WEBHOOK:
+        assert config.web is not None and config.telegram.webhook_secret is not None  # checked by the config
+        url = config.web.webhook_url
+        await app.bot.set_webhook(
+            url=url, secret_token=config.telegram.webhook_secret.get(), allowed_updates=ALLOWED_UPDATES
         )
-        logger.info("webhook listening on %s:%s%s", hook.listen, hook.port, hook.path)
+        logger.info("webhook set: %s", url)
         return
-    await app.updater.start_polling(timeout=POLL_TIMEOUT_S, allowed_updates=ALLOWED_UPDATES)
+    assert app.updater is not None
+    await app.updater.start_polling(
+        timeout=POLL_TIMEOUT_S, allowed_updates=ALLOWED_UPDATES, error_callback=watch.poll_failed
+    )
 
 
 async def run_bot(config: Config) -> int:

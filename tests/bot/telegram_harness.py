@@ -63,9 +63,12 @@ async def bot_scene(
     rate_limit: bool = False,
     allowed: list[int] | None = None,
     world: Chat | None = None,
+    web: dict[str, Any] | None = None,
     **telegram: Any,
 ) -> AsyncIterator[Chat]:
     """Run the bot with `demo` and `t` (the elicit test server) in-process unless told otherwise.
+
+    `web` is the `[web]` table (none by default: the endpoint is off); `telegram` adds to `[telegram]`.
 
     With `world` (an earlier scene), a new bot process runs against that scene's fake and people: a restart.
     """
@@ -91,6 +94,7 @@ async def bot_scene(
                 **telegram,
             },
             elicitation={"timeout_s": timeout_s},
+            **({} if web is None else {"web": web}),
         )
 
         def transport(server: ServerConfig) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,48 @@ async def test_the_bot_completes_a_deploy_and_sigterm_settles_pending_cards(tmp_
         assert await fake.wait_for(lambda m: "Deployment cancelled" in m.text)
         assert fake.token not in stderr
         assert not fake.unexpected_errors
+
+
+@pytest.mark.anyio
+async def test_webhook_mode_logs_neither_secret_at_debug_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """The installed command in webhook mode with --log-level DEBUG answers a delivered update, never prints
+    the token or the webhook secret (PTB logs setWebhook's parameters at DEBUG), and exits 0 on SIGTERM."""
+    secret = "webhook-secret-never-logged"
+    async with FakeTelegram() as fake:
+        alice = fake.user(id=1001, first_name="Alice")
+        with socket.create_server(("127.0.0.1", 0)) as probe:
+            port = probe.getsockname()[1]
+        config = tmp_path / "bot.toml"
+        config.write_text(
+            f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{fake.base_url}"\nallowed_users = [1001]\n'
+            'mode = "webhook"\nwebhook_secret = "${TELEGRAM_WEBHOOK_SECRET}"\n'
+            f'[web]\nlisten = "127.0.0.1"\nport = {port}\npublic_url = "https://bot.example.com"\n'
+            '[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+        )
+        env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token, "TELEGRAM_WEBHOOK_SECRET": secret}
+        logged = bytearray()
+        command = [str(EXE), "--config", str(config), "--log-level", "DEBUG"]
+        async with (
+            await anyio.open_process(command, env=env, cwd=REPO) as proc,
+            anyio.create_task_group() as tg,
+        ):
+
+            async def drain() -> None:  # DEBUG output would fill the pipe and block the bot
+                assert proc.stderr is not None
+                async for chunk in proc.stderr:
+                    logged.extend(chunk)
+
+            tg.start_soon(drain)
+            hook = await fake.wait_for_call("setWebhook", timeout=30)
+            assert hook["url"] == "https://bot.example.com/telegram" and hook["secret_token"] == secret
+            fake.deliver_via_webhook(f"http://127.0.0.1:{port}/telegram", secret_token=secret)
+            await alice.send("/help")
+            await fake.next_message(alice, containing="/tools", timeout=15)
+            proc.send_signal(signal.SIGTERM)
+            with anyio.fail_after(10):
+                code = await proc.wait()
+    stderr = logged.decode()
+    assert code == 0
+    assert "setWebhook" in stderr  # DEBUG logging was on
+    assert secret not in stderr
+    assert fake.token not in stderr

@@ -23,7 +23,7 @@ from bot.config import (
     TelegramConfig,
     TelegramMode,
     Transport,
-    WebhookConfig,
+    WebConfig,
     load_config,
     parse_config,
 )
@@ -65,7 +65,8 @@ def test_a_single_command_server_gets_every_default() -> None:
     assert config.telegram.allowed_users == frozenset()
     assert config.telegram.allow_everyone is False
     assert config.telegram.mode is TelegramMode.POLLING
-    assert config.telegram.webhook == WebhookConfig("127.0.0.1", 8443, None, "/telegram", None)
+    assert config.telegram.webhook_secret is None
+    assert config.web is None
     assert config.elicitation == ElicitationConfig(timeout_s=600.0)
     assert config.sessions == SessionsConfig(idle_timeout_s=900.0, max_open=100)
     s = config.servers[0]
@@ -79,9 +80,14 @@ def _first(c: Config) -> ServerConfig:
 
 
 WEBHOOK = (
-    '[telegram]\nmode = "webhook"\n[telegram.webhook]\nlisten = "0.0.0.0"\nport = 9000\n'
-    'url = "https://bot.example.com:88/hook"\npath = "/hook"\nsecret_token = "${WH}"\n' + SERVER
+    '[telegram]\nmode = "webhook"\nwebhook_secret = "${WH}"\n[web]\nlisten = "0.0.0.0"\nport = 9000\n'
+    'public_url = "https://bot.example.com:88/"\n' + SERVER
 )
+WEBHOOK_TABLE_MOVED = (
+    "telegram.webhook: replaced by [web] (listen, port, public_url) and telegram.webhook_secret; "
+    "the webhook is now <public_url>/telegram"
+)
+PUBLIC_ROOT = "must be the site's root, https://host or https://host:port (no path)"
 
 # fmt: off
 GOOD: list[tuple[str, str, dict[str, str], Callable[[Config], Any], Any]] = [
@@ -111,8 +117,13 @@ GOOD: list[tuple[str, str, dict[str, str], Callable[[Config], Any], Any]] = [
     ("allow everyone", _("telegram", "allow_everyone = true"), {}, lambda c: c.telegram.allow_everyone, True),
     ("own Bot API", _("telegram", 'api_base_url = "http://127.0.0.1:8081/bot"'), {},
      lambda c: c.telegram.api_base_url, "http://127.0.0.1:8081/bot"),
-    ("webhook mode", WEBHOOK, {"WH": "s3cr-et_"}, lambda c: c.telegram.webhook,
-     WebhookConfig("0.0.0.0", 9000, "https://bot.example.com:88/hook", "/hook", Secret("s3cr-et_"))),
+    ("webhook mode", WEBHOOK, {"WH": "s3cr-et_"}, lambda c: (c.telegram.webhook_secret, c.web),
+     (Secret("s3cr-et_"), WebConfig("0.0.0.0", 9000, "https://bot.example.com:88"))),
+    ("the webhook's public address", WEBHOOK, {"WH": "s"}, lambda c: c.web.webhook_url,
+     "https://bot.example.com:88/telegram"),
+    ("[web] defaults", _("web", ""), {}, lambda c: c.web, WebConfig("127.0.0.1", 8080, None)),
+    ("[web] in polling mode", _("web", 'public_url = "https://b.example.com:9443"'), {},
+     lambda c: (c.telegram.mode, c.web.public_url), (TelegramMode.POLLING, "https://b.example.com:9443")),
     ("fractional timeouts", _("elicitation", "timeout_s = 0.5"), {}, lambda c: c.elicitation.timeout_s, 0.5),
     ("sessions", _("sessions", "idle_timeout_s = 60\nmax_open = 3"), {}, lambda c: c.sessions,
      SessionsConfig(60.0, 3)),
@@ -152,7 +163,9 @@ BAD: list[tuple[str, str]] = [
     ("bogus = 1\n" + SERVER, "bogus: unknown key"),
     (_("telegram", "bogus = 1"), "telegram.bogus: unknown key"),
     (_("telegram", "allowed_user = [1]"), "telegram.allowed_user: unknown key (did you mean allowed_users?)"),
-    (_("telegram.webhook", "secret=1"), "telegram.webhook.secret: unknown key (did you mean secret_token?)"),
+    (_("telegram", "webhook_secrets = 's'"),
+     "telegram.webhook_secrets: unknown key (did you mean webhook_secret?)"),
+    (_("web", "public = 's'"), "web.public: unknown key (did you mean public_url?)"),
     (_("elicitation", "timeout = 5"), "elicitation.timeout: unknown key (did you mean timeout_s?)"),
     (_("sessions", "maxopen = 5"), "sessions.maxopen: unknown key (did you mean max_open?)"),
     (SERVER + "argz = []\n", "servers.demo.argz: unknown key (did you mean args?)"),
@@ -160,7 +173,7 @@ BAD: list[tuple[str, str]] = [
     (SERVER + "colour = 1\n", "servers.demo.colour: unknown key"),
     # sections of the wrong type
     ("telegram = 5\n" + SERVER, "telegram: must be a table"),
-    (_("telegram", "webhook = 5"), "telegram.webhook: must be a table"),
+    ("web = 5\n" + SERVER, "web: must be a table"),
     ("elicitation = []\n" + SERVER, "elicitation: must be a table"),
     ("servers = 5\n", "servers: must be a table"),
     ("[servers]\ndemo = 5\n", "servers.demo: must be a table"),
@@ -203,21 +216,28 @@ BAD: list[tuple[str, str]] = [
     (_("telegram", 'allowed_users = "${I}"'), "telegram.allowed_users: environment variable I is not set"),
     (_("telegram", 'allow_everyone = "yes"'), "telegram.allow_everyone: must be a boolean (true or false)"),
     (_("telegram", 'mode = "push"'), "telegram.mode: must be one of 'polling', 'webhook'"),
-    (_("telegram", 'mode = "webhook"\n[telegram.webhook]\nurl = "https://h/"'),
-     "telegram.webhook.secret_token: required when telegram.mode is webhook"),
-    (_("telegram", 'mode = "webhook"\n[telegram.webhook]\nsecret_token = "s"'),
-     "telegram.webhook.url: required when telegram.mode is webhook"),
-    (_("telegram.webhook", 'url = "http://bot.example.com/"'),
-     "telegram.webhook.url: must be an https:// URL (Telegram only delivers webhooks over TLS)"),
-    (_("telegram.webhook", 'url = "https://bot.example.com:9000/"'),
-     "telegram.webhook.url: Telegram only delivers webhooks to ports 443, 80, 88 and 8443"),
-    (_("telegram.webhook", 'secret_token = "has space"'), f"telegram.webhook.secret_token: {SECRET_RULE}"),
-    (_("telegram.webhook", f"secret_token = '{'a' * 257}'"), f"telegram.webhook.secret_token: {SECRET_RULE}"),
-    (_("telegram.webhook", 'secret_token = ""'), f"telegram.webhook.secret_token: {SECRET_RULE}"),
-    (_("telegram.webhook", "port = 70000"), f"telegram.webhook.port: {PORT_RULE}"),
-    (_("telegram.webhook", "port = 0"), f"telegram.webhook.port: {PORT_RULE}"),
-    (_("telegram.webhook", 'path = "telegram"'), "telegram.webhook.path: must be a URL path starting with /"),
-    (_("telegram.webhook", 'listen = ""'), "telegram.webhook.listen: must not be empty"),
+    (_("telegram", 'mode = "webhook"\n[web]\npublic_url = "https://h/"'),
+     "telegram.webhook_secret: required when telegram.mode is webhook"),
+    (_("telegram", 'mode = "webhook"\nwebhook_secret = "s"\n[web]'),
+     "web.public_url: required when telegram.mode is webhook"),
+    (_("telegram", 'mode = "webhook"\nwebhook_secret = "s"'),
+     "web.public_url: required when telegram.mode is webhook"),
+    (_("telegram", 'mode = "webhook"\nwebhook_secret = "s"\n[web]\npublic_url = "https://h:9000"'),
+     "web.public_url: Telegram only delivers webhooks to ports 443, 80, 88 and 8443"),
+    (_("telegram.webhook", 'url = "https://h/"'), WEBHOOK_TABLE_MOVED),
+    (_("telegram", "webhook = 5"), WEBHOOK_TABLE_MOVED),
+    (_("telegram", 'webhook_secret = "has space"'), f"telegram.webhook_secret: {SECRET_RULE}"),
+    (_("telegram", f"webhook_secret = '{'a' * 257}'"), f"telegram.webhook_secret: {SECRET_RULE}"),
+    (_("telegram", 'webhook_secret = ""'), f"telegram.webhook_secret: {SECRET_RULE}"),
+    (_("web", 'public_url = "http://bot.example.com/"'),
+     "web.public_url: must be an https:// URL (Telegram and browsers reach the bot over TLS)"),
+    (_("web", 'public_url = "https://bot.example.com/bot"'), f"web.public_url: {PUBLIC_ROOT}"),
+    (_("web", 'public_url = "https://bot.example.com/?x=1"'), f"web.public_url: {PUBLIC_ROOT}"),
+    (_("web", 'public_url = "https://u:p@bot.example.com"'), f"web.public_url: {PUBLIC_ROOT}"),
+    (_("web", 'public_url = "bot.example.com"'), "web.public_url: not a URL"),
+    (_("web", "port = 70000"), f"web.port: {PORT_RULE}"),
+    (_("web", "port = 0"), f"web.port: {PORT_RULE}"),
+    (_("web", 'listen = ""'), "web.listen: must not be empty"),
     # elicitation and sessions
     (_("elicitation", "timeout_s = 0"), "elicitation.timeout_s: must be a positive number"),
     (_("elicitation", "timeout_s = -1"), "elicitation.timeout_s: must be a positive number"),
@@ -262,8 +282,8 @@ def test_every_problem_is_reported_at_once_in_a_stable_order() -> None:
         shared = "no"
     """
     assert problems_of(text) == (
-        "telegram.webhook.url: required when telegram.mode is webhook",
-        "telegram.webhook.secret_token: required when telegram.mode is webhook",
+        "telegram.webhook_secret: required when telegram.mode is webhook",
+        "web.public_url: required when telegram.mode is webhook",
         "elicitation.timeout_s: must be a positive number",
         "servers.demo.comand: unknown key (did you mean command?)",
         "servers.demo: give either command (a program to run) or url (a streamable HTTP endpoint)",
@@ -341,8 +361,7 @@ def test_secrets_never_appear_in_repr_or_str() -> None:
     text = """
         [telegram]
         token = "${T}"
-        [telegram.webhook]
-        secret_token = "${WH}"
+        webhook_secret = "${WH}"
         [servers.remote]
         url = "https://h/mcp"
         headers = { Authorization = "Bearer ${RT}" }
@@ -364,8 +383,8 @@ def test_secrets_never_appear_in_repr_or_str() -> None:
 
 def test_problem_lines_never_quote_the_bad_value() -> None:
     """A bad value may be a secret pasted in the wrong place, so problems name the key, not the value."""
-    problems = problems_of(_("telegram", f'api_base_url = "{TOKEN}"\n[telegram.webhook]\nport = "{TOKEN}"'))
-    assert problems == ("telegram.api_base_url: not a URL", f"telegram.webhook.port: {PORT_RULE}")
+    problems = problems_of(_("telegram", f'api_base_url = "{TOKEN}"\n[web]\nport = "{TOKEN}"'))
+    assert problems == ("telegram.api_base_url: not a URL", f"web.port: {PORT_RULE}")
 
 
 def test_server_config_built_by_hand_checks_its_transport_and_masks_headers() -> None:
@@ -492,9 +511,9 @@ def test_the_example_config_shows_every_option_and_its_commented_ones_are_valid(
     def keys(cls: type) -> set[str]:
         return {f.name for f in dataclasses.fields(cls)}
 
-    assert set(data) == {"telegram", "elicitation", "sessions", "servers"}
+    assert set(data) == {"telegram", "elicitation", "sessions", "servers", "web"}
     assert set(data["telegram"]) == keys(TelegramConfig) - {"token_problem"}
-    assert set(data["telegram"]["webhook"]) == keys(WebhookConfig)
+    assert set(data["web"]) == keys(WebConfig)
     assert set(data["elicitation"]) == keys(ElicitationConfig)
     assert set(data["sessions"]) == keys(SessionsConfig)
     assert set(data["servers"]["demo"]) | set(data["servers"]["remote"]) == keys(ServerConfig) - {"name"}

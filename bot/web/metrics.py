@@ -1,0 +1,74 @@
+"""`/metrics`: Prometheus collectors that read what the bot's parts already count. Pure reads, no I/O.
+
+Pull, not push: each scrape reads the prompt registry, the hub and the Bot API watch as they are at that
+moment, so those parts keep plain counters and never import prometheus. Every process gets its own
+`CollectorRegistry` (no module globals, so tests and several bots in one process never share figures).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from bot.core import CallStatus, PromptRegistry
+from bot.servers.hub import Hub
+from bot.telegram.api_watch import ApiWatch
+
+__all__ = ["ACTIONS", "metrics_registry"]
+
+ACTIONS: Final = ("accept", "decline", "cancel")
+"""The wire actions an answer can carry (always shown, 0 included, so a dashboard sees each series)."""
+
+
+class _BotCollector(Collector):
+    def __init__(self, prompts: PromptRegistry, hub: Hub, watch: ApiWatch) -> None:
+        self._prompts = prompts
+        self._hub = hub
+        self._watch = watch
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "toolnexus_prompts_pending",
+            "Questions waiting for a person's answer.",
+            len(self._prompts.pending()),
+        )
+        answers = CounterMetricFamily(
+            "toolnexus_answers", "Answers sent back to MCP servers, by action.", labels=["action"]
+        )
+        for action in ACTIONS:
+            answers.add_metric([action], self._prompts.answers[action])
+        yield answers
+        calls = CounterMetricFamily(
+            "toolnexus_tool_calls", "Tool calls ended, by outcome.", labels=["outcome"]
+        )
+        for status in CallStatus:
+            calls.add_metric([status.value], self._hub.calls_ended[status])
+        yield calls
+        yield GaugeMetricFamily("toolnexus_mcp_sessions_open", "MCP sessions open.", self._hub.sessions_open)
+        api = CounterMetricFamily(
+            "toolnexus_bot_api_calls",
+            "Bot API requests sent, by method (getUpdates not counted; a retried request counts again).",
+            labels=["method"],
+        )
+        for method, count in sorted(self._watch.calls.items()):
+            api.add_metric([method], count)
+        yield api
+        refused = CounterMetricFamily(
+            "toolnexus_bot_api_rate_limited",
+            "Bot API requests Telegram refused with 429, by method.",
+            labels=["method"],
+        )
+        for method, count in sorted(self._watch.refused.items()):
+            refused.add_metric([method], count)
+        yield refused
+
+
+def metrics_registry(prompts: PromptRegistry, hub: Hub, watch: ApiWatch) -> CollectorRegistry:
+    """A fresh registry with the bot's collector in it."""
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(_BotCollector(prompts, hub, watch))
+    return registry

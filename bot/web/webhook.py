@@ -1,0 +1,74 @@
+"""`POST /telegram`: Telegram's webhook delivery, checked and handed to PTB's update queue. Does I/O.
+
+The secret header is compared in constant time before a byte of the body is read, so a stranger's request
+costs its headers and no more. The body is refused over `MAX_BODY` bytes, by its Content-Length first and
+then by counting what arrives (a chunked body has no length). An answer of 200 tells Telegram the update
+arrived; anything else makes Telegram deliver it again later, so only a well-formed update gets 200.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+from typing import Any, Final
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import PlainTextResponse, Response
+from telegram import Bot, Update
+
+logger = logging.getLogger(__name__)
+
+SECRET_HEADER: Final = "X-Telegram-Bot-Api-Secret-Token"
+MAX_BODY: Final = 1 << 20
+"""Bytes; Telegram's updates are a few kilobytes."""
+
+
+class Webhook:
+    """The endpoint: `Route("/telegram", Webhook(...).handle, methods=["POST"])`."""
+
+    def __init__(self, secret: str, bot: Bot, queue: asyncio.Queue[Any]) -> None:
+        self._secret = secret.encode()
+        self._bot = bot
+        self._queue = queue
+
+    async def handle(self, request: Request) -> Response:
+        # Starlette decodes header values as latin-1, so any bytes a client sends compare as bytes.
+        given = request.headers.get(SECRET_HEADER, "").encode("latin-1")
+        if not hmac.compare_digest(given, self._secret):
+            return PlainTextResponse("Forbidden", status_code=403)
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+            return _too_large() if length.isdigit() else PlainTextResponse("Bad Request", status_code=400)
+        body = bytearray()
+        try:
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > MAX_BODY:
+                    return _too_large()
+        except ClientDisconnect:
+            return Response(status_code=400)  # nobody is left to read it
+        update = self._update(bytes(body))
+        if update is None:
+            return PlainTextResponse("Bad Request: not a Telegram update", status_code=400)
+        await self._queue.put(update)
+        return Response(status_code=200)
+
+    def _update(self, body: bytes) -> Update | None:
+        try:
+            data = json.loads(body)
+        except ValueError:  # also not UTF-8
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
+            return None
+        try:
+            return Update.de_json(data, self._bot)
+        except (TypeError, ValueError, KeyError, AttributeError):
+            # PTB builds objects from whatever the JSON holds; a malformed part fails in one of these ways.
+            logger.warning("webhook: update %s is not a valid Telegram update", data["update_id"])
+            return None
+
+
+def _too_large() -> Response:
+    return PlainTextResponse(f"Payload Too Large (over {MAX_BODY} bytes)", status_code=413)
