@@ -29,6 +29,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "ElicitationConfig",
+    "MiniAppConfig",
     "Secret",
     "ServerConfig",
     "ServerProtocol",
@@ -124,6 +125,22 @@ class WebConfig:
     def webhook_url(self) -> str | None:
         """`<public_url>/telegram`, when there is a public URL."""
         return None if self.public_url is None else self.public_url.rstrip("/") + WEBHOOK_PATH
+
+
+@dataclass(frozen=True, slots=True)
+class MiniAppConfig:
+    """`[miniapp]`: long forms also open as a Telegram Mini App (private chats, with `[web] public_url`)."""
+
+    enabled: bool = True
+    """Offer the **Open form** button at all (it needs `[web] public_url` too)."""
+    min_fields: int = 3
+    """A form with at least this many fields gets the button."""
+    dates: bool = True
+    """A form with any date or date-time field gets the button."""
+    many_options: int = 8
+    """A form with a multi-select of more than this many options gets the button."""
+    max_age_s: float = 900.0
+    """How old a page's signed launch data (`initData`'s `auth_date`) may be when the page sends it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +250,13 @@ class Config:
     sessions: SessionsConfig = field(default_factory=SessionsConfig)
     web: WebConfig | None = None
     """`[web]`; None when absent (then the endpoint is off: polling needs none)."""
+    miniapp: MiniAppConfig = field(default_factory=MiniAppConfig)
+    """`[miniapp]`; in effect only with `[web] public_url` (see `miniapp_on`)."""
+
+    @property
+    def miniapp_on(self) -> bool:
+        """Whether long forms get an **Open form** button: enabled, and a public URL to open."""
+        return self.miniapp.enabled and self.web is not None and self.web.public_url is not None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "servers", tuple(self.servers))
@@ -293,7 +317,7 @@ def parse_config(data: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
     """
     problems: list[str] = []
     root = read.Section(data, "", environ, problems)
-    root.only(("telegram", "elicitation", "sessions", "servers", "web"))
+    root.only(("telegram", "elicitation", "sessions", "servers", "web", "miniapp"))
     telegram = _telegram(root.section("telegram"))
     web = _web(root, telegram.mode)
     e = root.section("elicitation")
@@ -306,10 +330,16 @@ def parse_config(data: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
         max_open=s.get("max_open", read.positive_int, 100),
     )
     servers = _servers(root)
+    miniapp = _miniapp(root.section("miniapp"))
     if problems:
         raise ConfigError(problems)
     return Config(
-        servers=tuple(servers), telegram=telegram, elicitation=elicitation, sessions=sessions, web=web
+        servers=tuple(servers),
+        telegram=telegram,
+        elicitation=elicitation,
+        sessions=sessions,
+        web=web,
+        miniapp=miniapp,
     )
 
 
@@ -343,6 +373,17 @@ def _telegram(t: read.Section) -> TelegramConfig:
 
 
 _MOVED: Final = "the webhook is now <public_url>/telegram"
+
+
+def _miniapp(m: read.Section) -> MiniAppConfig:
+    m.only(("enabled", "min_fields", "dates", "many_options", "max_age_s"))
+    return MiniAppConfig(
+        enabled=m.get("enabled", read.boolean, True),
+        min_fields=m.get("min_fields", read.positive_int, 3),
+        dates=m.get("dates", read.boolean, True),
+        many_options=m.get("many_options", read.positive_int, 8),
+        max_age_s=m.get("max_age_s", read.positive, 900.0),
+    )
 
 
 def _web(root: read.Section, mode: TelegramMode) -> WebConfig | None:

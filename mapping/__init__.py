@@ -25,6 +25,7 @@ from mapping.form import (
     TextInput,
     Toggle,
     apply,
+    check_content,
     start,
 )
 from mapping.ids import new_request_id, to_base36
@@ -89,6 +90,7 @@ __all__ = [
     "Value",
     "answer_to_elicit_result",
     "apply",
+    "check_content",
     "check_url",
     "check_value",
     "describe",

@@ -35,6 +35,7 @@ __all__ = [
     "TextInput",
     "Toggle",
     "apply",
+    "check_content",
     "start",
 ]
 
@@ -220,6 +221,12 @@ def _on_review(state: FormState, user_input: object) -> FormState:
             content = {f.name: _copy(values[f.name]) for f in state.spec.fields if f.name in values}
             return _with_step(state, Finished(content))
     return _with_step(state, _review(state.spec, values, NOT_FOR_THIS))
+
+
+def check_content(spec: FormSpec, content: Mapping[str, Value]) -> str | None:
+    """Why a whole form's content cannot be sent, as review's Submit says it (a required field missing, a value
+    that does not fit, the schema's own rules), or None: for hosts that show every field at once. Never raises."""
+    return _submit_error(spec, content)
 
 
 def _answer(state: FormState, step: Ask, value: Value) -> FormState:

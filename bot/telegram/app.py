@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+from starlette.routing import BaseRoute
 from telegram.ext import Application, ApplicationBuilder
 
 from bot.config import Config, ServerConfig, TelegramMode
@@ -29,6 +30,7 @@ from bot.telegram.handlers.errors import on_error
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolButtons, ToolRunner
 from bot.web import Webhook, WebServer, build_app, metrics_registry
+from bot.web.miniapp import MiniApp
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +78,7 @@ async def serve(
         # The handlers match disjoint updates; taps (two of every three updates) are checked first.
         app.add_handlers(forms.handlers(deps) + commands.handlers(deps))
         app.add_error_handler(on_error)
-        web = _web_server(config, app, watch, prompts, hub, stop)
+        web = _web_server(config, app, watch, prompts, hub, stop, surface)
         async with app:
             await app.bot.set_my_commands(commands.COMMANDS)
             await app.start()
@@ -109,6 +111,7 @@ def _web_server(
     prompts: PromptRegistry,
     hub: Hub,
     stop: anyio.Event,
+    surface: TelegramSurface,
 ) -> WebServer | None:
     """The web endpoint, when `[web]` is configured: health and metrics, and the webhook in webhook mode."""
     if config.web is None:
@@ -126,8 +129,20 @@ def _web_server(
         reachable=reachable,
         metrics=metrics_registry(prompts, hub, watch),
         webhook=webhook,
+        routes=_mini_app(config, prompts, surface),
     )
     return WebServer(web_app, config.web.listen, config.web.port)
+
+
+def _mini_app(config: Config, prompts: PromptRegistry, surface: TelegramSurface) -> list[BaseRoute]:
+    """Long forms' Mini App pages (`[miniapp]`, with `[web] public_url`): routes, and the surface's link."""
+    if not config.miniapp_on:
+        return []
+    assert config.web is not None and config.web.public_url is not None  # miniapp_on says so
+    token = config.require_telegram().get()
+    mini = MiniApp(prompts, surface.answer_from_page, token, config.miniapp, config.web.public_url)
+    surface.form_link = mini.url_for
+    return mini.routes()
 
 
 async def _start_updates(app: Application, config: Config, watch: ApiWatch) -> None:  # type: ignore[type-arg]

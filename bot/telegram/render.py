@@ -33,10 +33,11 @@ URL_MESSAGE_CLIP: Final = 1000
 LABEL_CLIP: Final = 40
 VALUE_CLIP: Final = 80
 MAX_EDIT_BUTTONS: Final = 40
+OPEN_FORM: Final = "📝 Open form"
 _TAG: Final = re.compile(r"<[^>]+>")
 
-InlineButton = dict[str, str]
-"""One inline keyboard button as the Bot API takes it: `text` and `callback_data` or `url`."""
+InlineButton = dict[str, object]
+"""One inline keyboard button as the Bot API takes it: `text` and `callback_data`, `url` or `web_app`."""
 Keyboard = list[list[InlineButton]]
 """Rows of buttons, in the wire format: built as plain values, they are sent without PTB's object round trip
 (building `InlineKeyboardButton`s and serializing them again cost ~0.06 ms a card)."""
@@ -58,6 +59,11 @@ def url_button(label: str, url: str) -> InlineButton:
     return {"text": label, "url": url}
 
 
+def web_app_button(label: str, url: str) -> InlineButton:
+    """`InlineKeyboardButton(web_app=WebAppInfo(url))` on the wire: opens a Mini App (private chats only)."""
+    return {"text": label, "web_app": {"url": url}}
+
+
 @dataclass(slots=True)
 class Card:
     """A prompt's message in a chat and the state it was drawn from (owned by the Telegram surface)."""
@@ -69,6 +75,8 @@ class Card:
     version: int = 0
     page: int = 0
     answered_with: list[str] = field(default_factory=list)
+    form_url: str | None = None
+    """The form's Mini App page (long forms in private chats): an **Open form** button while pending."""
 
 
 def esc(text: str, limit: int | None = None) -> str:
@@ -105,9 +113,13 @@ def prompt_screen(card: Card) -> Screen:
     assert card.state is not None
     step = card.state.step
     if isinstance(step, Review):
-        return _review_screen(card, step)
-    assert isinstance(step, Ask)
-    return _ask_screen(card, step)
+        screen = _review_screen(card, step)
+    else:
+        assert isinstance(step, Ask)
+        screen = _ask_screen(card, step)
+    if card.form_url is not None:
+        return Screen(screen.text, [[web_app_button(OPEN_FORM, card.form_url)], *(screen.keyboard or [])])
+    return screen
 
 
 def _ask_screen(card: Card, step: Ask) -> Screen:

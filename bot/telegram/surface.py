@@ -7,6 +7,7 @@ decision is made by `mapping.form` (pure), then the card is re-rendered by `bot.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
@@ -62,6 +63,8 @@ class TelegramSurface:
         self.cards: dict[str, Card] = {}
         self._by_message: dict[tuple[int, int], str] = {}
         self._busy: dict[str, anyio.Lock] = {}
+        self.form_link: Callable[[Prompt], str | None] | None = None
+        """A form's Mini App page, when it has one (set with a public URL; see `bot.web.miniapp`)."""
 
     # -- sending ---------------------------------------------------------------------------------------
 
@@ -90,6 +93,8 @@ class TelegramSurface:
         card = Card(prompt=prompt, chat_id=self._chat_for(prompt))
         if prompt.form is not None:
             card.state = start(prompt.form)
+            if self.form_link is not None and card.chat_id == prompt.origin.chat_id:
+                card.form_url = self.form_link(prompt)
         self.cards[prompt.token] = card
         self._busy[prompt.token] = lock = anyio.Lock(fast_acquire=True)
         # Locked until placed: a quick tap can arrive before the send's reply (429 retries, a busy loop); its
@@ -180,6 +185,18 @@ class TelegramSurface:
             return Reply("That button does not fit this question.", alert=True)
         await self._step(card, form_input)
         return Reply()
+
+    def answer_from_page(self, prompt: Prompt, answer: Answer) -> bool:
+        """An answer from the form's Mini App page (already read by `mapping`); False when the prompt had
+        ended. Its card is settled like a chat answer, listing the values."""
+        card = self.cards.get(prompt.token)
+        if card is not None and answer.ok and card.state is not None and answer.data is not None:
+            card.answered_with = [
+                f"{f.title}: {display_value(f, answer.data.get(f.name))}"
+                for f in card.state.spec.fields
+                if f.name in answer.data
+            ]
+        return prompt.answer(answer)
 
     def card_for_reply(self, chat_id: int, message_id: int) -> Card | None:
         token = self._by_message.get((chat_id, message_id))

@@ -30,7 +30,7 @@ the text) and returns the bot's answerCallbackQuery as a CallbackAnswer, waiting
 pressing a URL button or a missing one raises ScriptError; `await user.press_data(msg, data)` forges data.
 
 Observing: `Msg` (chat_id, message_id, from_bot, sender_id, text = plain text, html = raw HTML, entities,
-reply_markup = rows of Button(text, callback_data, url), force_reply, reply_to_message_id, deleted,
+reply_markup = rows of Button(text, callback_data, url, web_app), force_reply, reply_to_message_id, deleted,
 edit_count, history = versions, buttons = flat labels, button(label)). `fake.messages(chat, from_bot=None,
 include_deleted=False)`; `await fake.wait_for(predicate, timeout=5)` -> the most recently sent/edited live
 bot message matching; `await fake.next_message(chat, containing=None, timeout=5)` -> the bot's next new
@@ -52,7 +52,7 @@ Telegram's rules enforced (400 "Bad Request: ..." unless noted): text 1..4096 ch
 entities only &lt; &gt; &amp; &quot; and numeric ("can't parse entities: ..."; stricter than Telegram about a
 bare "&"); MarkdownV2 is not implemented (400 saying so); inline keyboards: callback_data 1..64 bytes
 ("BUTTON_DATA_INVALID"), url http(s) with a dotted host or tg:// ("BUTTON_URL_INVALID", "... Unsupported URL
-protocol"), exactly one of callback_data/url ("... Text buttons are unallowed in the inline keyboard"),
+protocol"), web_app {url: https://...} only in private chats ("BUTTON_TYPE_INVALID"), exactly one action ("... Text buttons are unallowed in the inline keyboard"),
 ≤100 buttons and ≤8 per row ("reply markup is too long"), non-empty text ("BUTTON_TEXT_INVALID"); edits:
 "message is not modified: ...", "message to edit not found", "message can't be edited" (a user's);
 "chat not found"; "message to be replied not found"; answerCallbackQuery twice, unknown or after press()

@@ -15,8 +15,8 @@ from typing import Any, Final
 
 from .faults import FloodLimiter
 from .formatting import message_text
-from .markup import parse_markup
-from .model import JSON, ApiReject, CallbackAnswer, Msg, Version, bad_request
+from .markup import has_web_app, parse_markup
+from .model import JSON, ApiReject, CallbackAnswer, Keyboard, Msg, Version, bad_request
 from .state import DEFAULT_SCOPE, World
 
 Method = Callable[[JSON], Awaitable[Any]]
@@ -154,6 +154,7 @@ class BotApi:
         chat_id = self._sendable_chat(p)
         text, source, entities = message_text(p.get("text"), p.get("parse_mode"))
         keyboard, raw_markup = parse_markup(p.get("reply_markup"))
+        _web_app_allowed(chat_id, keyboard)
         reply_to = self._reply_target(chat_id, p)
         self._flood_check(chat_id)
         version = Version(text, source, entities, keyboard, raw_markup)
@@ -164,11 +165,13 @@ class BotApi:
         msg = self._editable(p)
         text, source, entities = message_text(p.get("text"), p.get("parse_mode"))
         keyboard, raw_markup = parse_markup(p.get("reply_markup"), inline_only=True)
+        _web_app_allowed(msg.chat_id, keyboard)
         return self._apply_edit(msg, Version(text, source, entities, keyboard, raw_markup), flood=True)
 
     async def edit_message_reply_markup(self, p: JSON) -> JSON:
         msg = self._editable(p)
         keyboard, raw_markup = parse_markup(p.get("reply_markup"), inline_only=True)
+        _web_app_allowed(msg.chat_id, keyboard)
         now = msg.current
         return self._apply_edit(
             msg, Version(now.text, now.html, now.entities, keyboard, raw_markup), flood=False
@@ -261,6 +264,12 @@ class BotApi:
         retry_after = self._limiter.check(chat_id) if self._limiter else None
         if retry_after is not None:
             raise ApiReject(429, f"Too Many Requests: retry after {retry_after}", retry_after)
+
+
+def _web_app_allowed(chat_id: int, keyboard: Keyboard) -> None:
+    """Telegram refuses web_app buttons outside private chats (whose ids are the users' own, positive)."""
+    if chat_id < 0 and has_web_app(keyboard):
+        raise bad_request("BUTTON_TYPE_INVALID")
 
 
 def _is_method_name(name: str) -> bool:

@@ -1,6 +1,7 @@
-"""Telegram's reply_markup rules: inline keyboards (callback_data and url buttons), ForceReply, keyboards.
+"""Telegram's reply_markup rules: inline keyboards (callback_data, url, web_app buttons), ForceReply, keyboards.
 
-Pure. Only callback_data and url buttons are modelled; any other button kind is refused with a 400 that
+Pure. Only callback_data, url and web_app buttons are modelled (web_app: an https URL; only in private
+chats, which the API checks, see `has_web_app`); any other button kind is refused with a 400 that
 says so, rather than being accepted and silently ignored.
 """
 
@@ -77,7 +78,18 @@ def _button(raw: Any) -> Button:
         return Button(text, callback_data=data)
     if action == "url":
         return Button(text, url=_check_url(raw["url"]))
+    if action == "web_app":
+        info = raw["web_app"]
+        url = info.get("url") if isinstance(info, dict) else None
+        if not isinstance(url, str) or not url.lower().startswith("https://"):
+            raise bad_request("BUTTON_URL_INVALID")  # Telegram: a Web App's URL must be HTTPS
+        return Button(text, web_app=_check_url(url))
     raise bad_request(f"the fake Telegram server does not model {action!r} inline buttons")
+
+
+def has_web_app(keyboard: Keyboard) -> bool:
+    """Whether a keyboard holds a web_app button (Telegram allows them only in private chats)."""
+    return any(b.web_app is not None for row in keyboard for b in row)
 
 
 def _check_url(url: Any) -> str:

@@ -36,13 +36,17 @@ def bad_request(detail: str) -> ApiReject:
 
 @dataclass(frozen=True, slots=True)
 class Button:
-    """One inline keyboard button as the bot sent it (exactly one of callback_data/url is set)."""
+    """One inline keyboard button as the bot sent it (exactly one of callback_data/url/web_app is set)."""
 
     text: str
     callback_data: str | None = None
     url: str | None = None
+    web_app: str | None = None
+    """A Mini App button's `WebAppInfo.url`."""
 
     def to_dict(self) -> JSON:
+        if self.web_app is not None:
+            return {"text": self.text, "web_app": {"url": self.web_app}}
         action = {"callback_data": self.callback_data} if self.url is None else {"url": self.url}
         return {"text": self.text, **action}
 

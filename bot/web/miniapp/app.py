@@ -1,0 +1,210 @@
+"""The Mini App's routes under `/app/`: the page, its form, checks of single values, the answer. Does I/O.
+
+GET  /app/<token>          the page (static HTML; no prompt data: that comes only with valid launch data)
+GET  /app/_/<file>         its script and style sheet
+POST /app/<token>/form     the form to render
+POST /app/<token>/check    why one value does not fit its field (the chat flow's words), or null
+POST /app/<token>/answer   accept (with every value), decline or cancel
+
+`<token>` is the prompt's opaque handle (`Prompt.token`, as in callback data), never the server's id. Every
+POST carries the page's `initData`; it is checked first (401 when forged, stale or missing, so a stranger
+learns nothing about tokens), then the person (403 unless it is the prompt's), then the prompt (410 once it
+has ended). An accepted answer goes through `answer` (the surface's own path, which settles the card in the
+chat as usual); a second answer from the same launch gets 409. Nothing changes on any 4xx.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from importlib.resources import files
+from typing import Any, Final
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from bot.config import MiniAppConfig
+from bot.core import Prompt, PromptRegistry
+from bot.web.miniapp.forms import page_form, read_answers, read_value, wants_page
+from bot.web.miniapp.initdata import Launch, Refused, check_init_data
+from mapping import DECLINED, Answer, FieldError
+
+__all__ = ["APP_PATH", "MAX_BODY", "MiniApp"]
+
+logger = logging.getLogger(__name__)
+
+APP_PATH: Final = "/app"
+MAX_BODY: Final = 256 * 1024
+"""Bytes of a page's request: a form's values, a few kilobytes."""
+_STATIC: Final = {"page.js": "text/javascript", "page.css": "text/css"}
+_HEADERS: Final = {
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",  # the page's URL holds the prompt's token
+}
+CSP: Final = (
+    "default-src 'none'; script-src 'self' https://telegram.org; style-src 'self'; connect-src 'self'; "
+    "img-src 'self' data:; base-uri 'none'; form-action 'none'"
+)
+"""Nothing from other hosts but Telegram's script; no inline script or style, so server text cannot run."""
+
+AnswerPrompt = Callable[[Prompt, Answer], bool]
+"""How an answer reaches the prompt (the Telegram surface's `answer_from_page`); False when it had ended."""
+
+
+def _asset(name: str) -> bytes:
+    return files("bot.web.miniapp").joinpath("static", name).read_bytes()
+
+
+class MiniApp:
+    """The Mini App of one bot: its URLs (`url_for`) and its routes (`routes`)."""
+
+    def __init__(
+        self,
+        prompts: PromptRegistry,
+        answer: AnswerPrompt,
+        bot_token: str,
+        config: MiniAppConfig,
+        public_url: str,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._prompts = prompts
+        self._answer = answer
+        self._token = bot_token
+        self._config = config
+        self._base = public_url.rstrip("/") + APP_PATH
+        self._clock = clock
+        self._used: dict[str, float] = {}
+        """Launches (by signature) that answered a prompt, until they are too old to be taken anyway."""
+        self._assets = {name: _asset(name) for name in _STATIC}
+        self._page = _asset("page.html")
+
+    def url_for(self, prompt: Prompt) -> str | None:
+        """The page of `prompt` when it is a long form in a private chat (`wants_page`), else None."""
+        return f"{self._base}/{prompt.token}" if wants_page(prompt, self._config) else None
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route(APP_PATH + "/_/{name}", self._static, methods=["GET"]),
+            Route(APP_PATH + "/{token}", self._page_for, methods=["GET"]),
+            Route(APP_PATH + "/{token}/form", self._form, methods=["POST"]),
+            Route(APP_PATH + "/{token}/check", self._check, methods=["POST"]),
+            Route(APP_PATH + "/{token}/answer", self._answer_route, methods=["POST"]),
+        ]
+
+    # -- GET ---------------------------------------------------------------------------------------------
+
+    async def _page_for(self, request: Request) -> Response:
+        headers = {**_HEADERS, "Content-Security-Policy": CSP}
+        return Response(self._page, media_type="text/html; charset=utf-8", headers=headers)
+
+    async def _static(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in self._assets:
+            return _refuse(404, "no such file")
+        return Response(self._assets[name], media_type=f"{_STATIC[name]}; charset=utf-8", headers=_HEADERS)
+
+    # -- POST --------------------------------------------------------------------------------------------
+
+    async def _form(self, request: Request) -> Response:
+        found = await self._open(request)
+        if isinstance(found, Response):
+            return found
+        prompt, _, _ = found
+        return _json(page_form(prompt))
+
+    async def _check(self, request: Request) -> Response:
+        found = await self._open(request)
+        if isinstance(found, Response):
+            return found
+        prompt, _, body = found
+        assert prompt.form is not None
+        name = body.get("name")
+        fields = {f.name: f for f in prompt.form.fields}
+        if not isinstance(name, str) or name not in fields:
+            return _refuse(400, "there is no such field")
+        value = read_value(fields[name], body.get("value"))
+        return _json({"reason": value.reason if isinstance(value, FieldError) else None})
+
+    async def _answer_route(self, request: Request) -> Response:
+        found = await self._open(request)
+        if isinstance(found, Response):
+            return found
+        prompt, launch, body = found
+        if launch.hash in self._used:
+            return _refuse(
+                409, "this form was already answered from this window; open it again from the chat"
+            )
+        action = body.get("action")
+        if action == "accept":
+            assert prompt.form is not None
+            read = read_answers(prompt.form, body.get("values"))
+            if not read.ok:
+                return _json({"error": read.error, "errors": read.errors}, status=422)
+            answer = Answer(prompt.request.id, ok=True, data=read.content)
+        elif action in ("decline", "cancel"):
+            reason = DECLINED if action == "decline" else "cancelled"
+            answer = Answer(prompt.request.id, ok=False, reason=reason)
+        else:
+            return _refuse(400, "action must be accept, decline or cancel")
+        if not self._answer(prompt, answer):
+            return _refuse(410, "this form is no longer open: it was answered, cancelled or expired")
+        self._remember(launch)
+        return _json({"ok": True, "action": action})
+
+    async def _open(self, request: Request) -> tuple[Prompt, Launch, dict[str, Any]] | Response:
+        """The request's body, launch data, and pending prompt, or the 4xx that refuses it."""
+        body = await _body(request)
+        if isinstance(body, Response):
+            return body
+        launch = check_init_data(
+            body.get("initData"), self._token, now=self._clock(), max_age_s=self._config.max_age_s
+        )
+        if isinstance(launch, Refused):
+            return _refuse(401, launch.reason)
+        prompt = self._prompts.get(request.path_params["token"])
+        if prompt is not None and launch.user_id != prompt.origin.user_id:
+            logger.info("mini app: user %s tried another person's form", launch.user_id)
+            return _refuse(403, "this form is for the person who started the call")
+        if prompt is None or not wants_page(prompt, self._config):
+            return _refuse(410, "this form is no longer open: it was answered, cancelled or expired")
+        return prompt, launch, body
+
+    def _remember(self, launch: Launch) -> None:
+        now = self._clock()
+        horizon = self._config.max_age_s + 120
+        self._used = {h: at for h, at in self._used.items() if now - at <= horizon}
+        self._used[launch.hash] = launch.auth_date
+
+
+async def _body(request: Request) -> dict[str, Any] | Response:
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+        return _refuse(413 if length.isdigit() else 400, "the request is too large")
+    data = bytearray()
+    try:
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > MAX_BODY:
+                return _refuse(413, "the request is too large")
+    except ClientDisconnect:
+        return Response(status_code=400)
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return _refuse(400, "the request is not JSON")
+    if not isinstance(body, dict):
+        return _refuse(400, "the request is not a JSON object")
+    return body
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return JSONResponse(body, status_code=status, headers=_HEADERS)
+
+
+def _refuse(status: int, reason: str) -> Response:
+    return _json({"error": reason}, status)
