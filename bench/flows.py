@@ -10,13 +10,27 @@ import json
 import time
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import urlsplit
+
+import httpx
 
 from bench.scene import SERVER, BenchFake
+from bot.web.miniapp import sign_init_data
 from tests.fake_telegram import FakeUser, Msg
 
 SUBMIT: Final = "✅ Submit"
 OPEN: Final = "Open example.com"
 TIMEOUT_S: Final = 120.0
+OPEN_FORM: Final = "📝 Open form"
+FORM6_TYPED: Final = (("Name", "Ada"), ("Email", "ada@example.com"), ("Day", "2026-12-24"), ("Guests", "4"))
+FORM6_CONTENT: Final = {
+    "name": "Ada",
+    "email": "ada@example.com",
+    "day": "2026-12-24",
+    "guests": 4,
+    "outdoor": True,
+    "size": "medium",
+}
 
 
 class WrongAnswer(AssertionError):
@@ -121,4 +135,52 @@ async def consent(fake: BenchFake, user: FakeUser, tag: str) -> Answered:
     if _content(result) != {"tag": tag, "action": "accept", "content": None}:
         raise WrongAnswer(f"{tag}: {result.text!r}")
     card_at = fake.arrived[(card.chat_id, card.message_id)]
-    return Answered(tag, started, card_at, time.monotonic(), taps=1, typed=0)
+    return Answered(tag, started, card_at, time.monotonic(), taps=2, typed=0)  # Open form, Submit
+
+
+async def form6(fake: BenchFake, user: FakeUser, tag: str) -> Answered:
+    """The six-field form in the chat: reply to four questions, tap Yes, tap a size, tap Submit."""
+    started = time.monotonic()
+    await user.send(f"/call {SERVER} form6 tag={tag}")
+    card = await fake.until(user.id, _card_for(tag), TIMEOUT_S)
+    card_at = fake.arrived[(card.chat_id, card.message_id)]
+    for title, text in FORM6_TYPED:
+        card = await fake.until(
+            user.id, lambda m, t=title: _card_for(tag)(m) and f"<b>{t}</b>" in m.html, TIMEOUT_S
+        )
+        await user.send(text, reply_to=card)
+    card = await fake.until(user.id, lambda m: _card_for(tag)(m) and "Yes" in m.buttons, TIMEOUT_S)
+    await _tap(user, card, "Yes")
+    await _tap(user, card, "medium")
+    await _tap(user, card, SUBMIT)
+    await _check(fake, user, tag, FORM6_CONTENT)
+    return Answered(tag, started, card_at, time.monotonic(), taps=3, typed=len(FORM6_TYPED))
+
+
+async def form6_page(fake: BenchFake, user: FakeUser, tag: str, *, port: int) -> Answered:
+    """The six-field form on the Mini App page: the page loads the form and posts every value with the launch
+    data Telegram signs (played here with the bot's token), as one submit."""
+    started = time.monotonic()
+    await user.send(f"/call {SERVER} form6 tag={tag}")
+    card = await fake.until(user.id, lambda m: _card_for(tag)(m) and OPEN_FORM in m.buttons, TIMEOUT_S)
+    card_at = fake.arrived[(card.chat_id, card.message_id)]
+    url = card.button(OPEN_FORM).web_app
+    assert url is not None
+    user_json = json.dumps({"id": user.id, "first_name": user.first_name}, separators=(",", ":"))
+    launch = {"query_id": f"bench-{tag}", "user": user_json, "auth_date": str(int(time.time()))}
+    init_data = sign_init_data(launch, fake.token)
+    page = f"http://127.0.0.1:{port}{urlsplit(url).path}"
+    values = {**dict(zip(("name", "email", "day", "guests"), (v for _, v in FORM6_TYPED), strict=True))}
+    values.update(outdoor=True, size="medium")
+    async with httpx.AsyncClient(trust_env=False, timeout=TIMEOUT_S) as client:
+        (await client.post(f"{page}/form", json={"initData": init_data})).raise_for_status()
+        body = {"initData": init_data, "action": "accept", "values": values}
+        (await client.post(f"{page}/answer", json=body)).raise_for_status()
+    await _check(fake, user, tag, FORM6_CONTENT)
+    return Answered(tag, started, card_at, time.monotonic(), taps=2, typed=0)  # Open form, Submit
+
+
+async def _check(fake: BenchFake, user: FakeUser, tag: str, expected: dict[str, Any]) -> None:
+    result = await fake.until(user.id, _result_for(tag), TIMEOUT_S)
+    if _content(result) != {"tag": tag, "action": "accept", "content": expected}:
+        raise WrongAnswer(f"{tag}: {result.text!r}")

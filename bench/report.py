@@ -93,7 +93,8 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         )
     b = results.get("calls_per_kind")
     if b:
-        for kind in ("plain_call_no_question", "single_choice", "three_field_form", "url_consent"):
+        kinds = ("plain_call_no_question", "single_choice", "three_field_form", "url_consent")
+        for kind in (*kinds, "six_field_form_chat", "six_field_form_page"):
             k = b.get(kind)
             if not k:
                 continue
@@ -105,7 +106,10 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 f"b. calls {b['protocol']}",
                 kind.replace("_", " "),
                 k["rate_limited_calls"],
-                f"rate-limited; {text}; taps={k['taps']} typed={k['typed_replies']}; bot CPU {k['bot_cpu_ms']} ms",
+                f"rate-limited; {text}; taps={k['taps']} typed={k['typed_replies']}; bot CPU {k['bot_cpu_ms']} ms"
+                + (
+                    "; answered with one submit on the Mini App page" if kind == "six_field_form_page" else ""
+                ),
             )
     c = results.get("pending")
     if c:

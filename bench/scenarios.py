@@ -7,6 +7,7 @@ people, and returns plain figures (dicts of numbers) for `bench.report`. Correct
 
 from __future__ import annotations
 
+import functools
 import shutil
 import statistics
 import sys
@@ -28,6 +29,7 @@ from bench.scene import (
     BenchFake,
     bot_process,
     cpu_seconds,
+    free_port,
     http_server,
     http_server_entry,
     rate_limited_fake,
@@ -296,20 +298,29 @@ async def _bare_client(
 
 # --- b. Bot API calls per elicitation, by form kind ------------------------------------------------------
 
-KINDS: Final = {"single_choice": flows.pick, "three_field_form": flows.form3, "url_consent": flows.consent}
+KINDS: Final = {
+    "single_choice": flows.pick,
+    "three_field_form": flows.form3,
+    "url_consent": flows.consent,
+    "six_field_form_chat": flows.form6,
+}
 
 
 async def calls_per_kind(per_kind: int, protocol: str, people: int = 4) -> dict[str, Any]:
-    """Bot API calls (by method), taps and bot CPU per completed elicitation, for each form kind."""
+    """Bot API calls (by method), taps and bot CPU per completed elicitation, for each form kind; the six-field
+    form both in the chat and on the Mini App page (the bot has a `[web]` endpoint for it)."""
     out: dict[str, Any] = {"protocol": protocol, "per_kind": per_kind}
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
         log = Path(tmp) / "b.jsonl"
-        async with BenchFake() as fake, bot_process(fake, stdio_server_entry(log, protocol)) as bot:
+        server = stdio_server_entry(log, protocol)
+        async with BenchFake() as fake, bot_process(fake, server, web_port=port) as bot:
             persons = _users(fake, people)
             await _each(persons, lambda u: flows.hello(fake, u, f"w{u.id}"))
             kinds: dict[str, Callable[..., Awaitable[flows.Answered]]] = {
                 "plain_call_no_question": _plain,
                 **KINDS,
+                "six_field_form_page": functools.partial(flows.form6_page, port=port),
             }
             for kind, flow in kinds.items():
                 await flow(fake, persons[0], f"warm-{kind}")  # first use of each code path is not measured
@@ -321,7 +332,7 @@ async def calls_per_kind(per_kind: int, protocol: str, people: int = 4) -> dict[
                     user: FakeUser, kind: str = kind, flow: Any = flow, sink: list[Any] = answered
                 ) -> None:
                     for n in range(per_kind // len(persons)):
-                        sink.append(await flow(fake, user, f"{kind[:2]}{user.id}-{n}"))
+                        sink.append(await flow(fake, user, f"{_initials(kind)}{user.id}-{n}"))
 
                 await _each(persons, run)
                 n = len(answered)
@@ -337,6 +348,11 @@ async def calls_per_kind(per_kind: int, protocol: str, people: int = 4) -> dict[
                     "bot_cpu_ms": round((bot.cpu() - cpu0) * 1000 / n, 2),
                 }
     return out
+
+
+def _initials(kind: str) -> str:
+    """A short tag prefix, distinct for every kind ("six_field_form_page" -> "sffp")."""
+    return "".join(word[0] for word in kind.split("_"))
 
 
 async def _plain(fake: BenchFake, user: FakeUser, tag: str) -> flows.Answered:

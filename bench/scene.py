@@ -30,6 +30,8 @@ from tests.fake_telegram import FakeTelegram, Msg, RateLimits
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 SERVER: Final = "b"
+PUBLIC_URL: Final = "https://bench.example.com"
+"""The bot's `[web] public_url` when it has one: Mini App buttons point there; the bench posts to 127.0.0.1."""
 """The bench server's name in the bot's config (it appears in every status line: `b · pick`)."""
 _TICK: Final = os.sysconf("SC_CLK_TCK")
 _PAGE: Final = os.sysconf("SC_PAGE_SIZE")
@@ -142,7 +144,20 @@ def _toml(value: Any) -> str:
     raise TypeError(value)
 
 
-def write_config(path: Path, fake: FakeTelegram, server: dict[str, Any], *, max_open: int = 100) -> None:
+def write_config(
+    path: Path,
+    fake: FakeTelegram,
+    server: dict[str, Any],
+    *,
+    max_open: int = 100,
+    web_port: int | None = None,
+) -> None:
+    """The bot's config; with `web_port`, a `[web]` endpoint there whose public URL is `PUBLIC_URL`."""
+    web = (
+        []
+        if web_port is None
+        else ["[web]", 'listen = "127.0.0.1"', f"port = {web_port}", f"public_url = {_toml(PUBLIC_URL)}"]
+    )
     lines = [
         "[telegram]",
         f"token = {_toml(fake.token)}",
@@ -153,6 +168,7 @@ def write_config(path: Path, fake: FakeTelegram, server: dict[str, Any], *, max_
         "[sessions]",
         f"max_open = {max_open}",
         "idle_timeout_s = 3600",
+        *web,
         f"[servers.{SERVER}]",
         *(f"{k} = {_toml(v)}" for k, v in server.items()),
     ]
@@ -216,6 +232,7 @@ async def bot_process(
     profile: Path | None = None,
     memory: Path | None = None,
     callgrind: bool = False,
+    web_port: int | None = None,
 ) -> AsyncIterator[BotProcess]:
     """Start `python -m bench.botproc [--unthrottled] --config <tmp>` and wait until it polls the fake.
 
@@ -224,7 +241,7 @@ async def bot_process(
     """
     with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
         config = Path(tmp) / "bot.toml"
-        write_config(config, fake, server, max_open=max_open)
+        write_config(config, fake, server, max_open=max_open, web_port=web_port)
         stderr = Path(tmp) / "bot.stderr"
         command = [sys.executable, "-m", "bench.botproc", "--config", str(config), "--log-level", "WARNING"]
         if unthrottled:

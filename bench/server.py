@@ -23,7 +23,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import is_version_at_least
 
-__all__ = ["CHOICES", "FORM3_SCHEMA", "PICK_SCHEMA", "build_server"]
+__all__ = ["CHOICES", "FORM3_SCHEMA", "FORM6_SCHEMA", "PICK_SCHEMA", "build_server"]
 
 CHOICES: Final = ("red", "green", "blue")
 PICK_SCHEMA: Final = {
@@ -40,6 +40,19 @@ FORM3_SCHEMA: Final = {
     },
     "required": ["size", "guests", "outdoor"],
 }
+FORM6_SCHEMA: Final = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Name"},
+        "email": {"type": "string", "format": "email", "title": "Email"},
+        "day": {"type": "string", "format": "date", "title": "Day"},
+        "guests": {"type": "integer", "title": "Guests", "minimum": 1, "maximum": 12},
+        "outdoor": {"type": "boolean", "title": "Outdoor"},
+        "size": {"type": "string", "title": "Size", "enum": ["small", "medium", "large"]},
+    },
+    "required": ["name", "email", "day", "guests", "outdoor", "size"],
+}
+"""Six fields, a date among them: a form that gets the Mini App's Open form button."""
 CONSENT_URL: Final = "https://example.com/bench/authorize"
 _KEY: Final = "q"
 _numbers = itertools.count(1)
@@ -126,6 +139,12 @@ def build_server(log_path: str | None = None) -> MCPServer[Any]:
         """A three-field form: a choice, an integer (typed), a yes/no."""
         params = {"mode": "form", "message": f"Book a table for {tag}", "requestedSchema": FORM3_SCHEMA}
         return await ask(ctx, "form3", tag, params)
+
+    @server.tool()
+    async def form6(ctx: Context[Any], tag: str = "") -> str | types.InputRequiredResult:
+        """A six-field form (four typed, a yes/no, a choice): answered in the chat or on the Mini App page."""
+        params = {"mode": "form", "message": f"Book a room for {tag}", "requestedSchema": FORM6_SCHEMA}
+        return await ask(ctx, "form6", tag, params)
 
     @server.tool()
     async def consent(ctx: Context[Any], tag: str = "") -> str | types.InputRequiredResult:

@@ -37,11 +37,17 @@ async def test_the_instruction_count_scenario_counts_only_answered_elicitations_
 
 
 async def test_the_calls_per_kind_scenario_completes_every_form_kind() -> None:
-    """b: a plain call, a single choice, a three-field form and a URL consent each complete."""
+    """b: a plain call, a single choice, a three-field form, a URL consent and a six-field form (in the chat
+    and on the Mini App page, which costs at most 4 Bot API calls) each complete."""
     result = await scenarios.calls_per_kind(per_kind=2, protocol="legacy", people=1)
-    for kind in ("plain_call_no_question", "single_choice", "three_field_form", "url_consent"):
+    kinds = ("plain_call_no_question", "single_choice", "three_field_form", "url_consent")
+    for kind in (*kinds, "six_field_form_chat", "six_field_form_page"):
         assert result[kind]["completed"] == 2, kind
     assert result["three_field_form"]["typed_replies"] == 1
+    page = result["six_field_form_page"]["bot_api_calls"]
+    assert sum(page.values()) - page.get("getUpdates", 0) <= 4, page
+    chat = result["six_field_form_chat"]["bot_api_calls"]
+    assert sum(chat.values()) > sum(page.values())
 
 
 async def test_the_pending_scenario_has_every_person_answered_in_their_own_session() -> None:
