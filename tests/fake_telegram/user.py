@@ -71,12 +71,14 @@ class FakeUser:
         """Press the inline button matching `label` (text, regex or predicate) and return the bot's answer.
 
         Raises:
-            ScriptError: no such button, or it is a URL button (a client opens those without an update).
+            ScriptError: no such button, or a URL or Mini App button (a client opens those without an update).
             TimeoutError: the bot did not call answerCallbackQuery in time.
         """
         button = msg.button(label)
         if button.callback_data is None:
-            raise ScriptError(f"{button.text!r} is a URL button ({button.url}); pressing it sends no update")
+            kind = "a Mini App" if button.web_app is not None else "a URL"
+            where = button.web_app or button.url
+            raise ScriptError(f"{button.text!r} is {kind} button ({where}); pressing it sends no update")
         return await self.press_data(msg, button.callback_data, timeout=timeout)
 
     async def press_data(self, msg: Msg, data: str, *, timeout: float = 5.0) -> CallbackAnswer:  # noqa: ASYNC109 - part of the contract
