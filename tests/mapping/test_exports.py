@@ -51,6 +51,7 @@ EXPECTED = [
     "Value",
     "answer_to_elicit_result",
     "apply",
+    "check_content",
     "check_url",
     "check_value",
     "describe",

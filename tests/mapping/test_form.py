@@ -21,6 +21,7 @@ from mapping import (
     TextInput,
     Toggle,
     apply,
+    check_content,
     parse_schema,
     start,
 )
@@ -308,3 +309,24 @@ def test_each_shape_optional_can_be_skipped_and_required_cannot(shape: Shape) ->
     """Optional: Skip leaves it out. Required: Skip is refused."""
     assert finished(walk(form(shape.prop), Skip(), Submit())) == {}
     assert ask(walk(form(shape.prop, required=True), Skip())).error is not None
+
+
+def test_check_content_says_what_review_submit_says_for_a_whole_form() -> None:
+    """A host that shows every field at once gets review's reasons: a missing required field, a value that
+    does not fit, the schema's own rules; None when the content can be sent."""
+    spec = parse_schema(
+        {
+            "type": "object",
+            "properties": {
+                "n": {"type": "integer", "title": "Guests", "minimum": 1},
+                "a": {"type": "string", "title": "A"},
+                "b": {"type": "string", "title": "B"},
+            },
+            "required": ["n"],
+            "dependentRequired": {"a": ["b"]},
+        }
+    )
+    assert check_content(spec, {}) == "still needed: Guests"
+    assert check_content(spec, {"n": 0}) == "Guests: must be a whole number, at least 1"
+    assert (check_content(spec, {"n": 2, "a": "x"}) or "").startswith("the form's rules are not met")
+    assert check_content(spec, {"n": 2, "a": "x", "b": "y"}) is None
