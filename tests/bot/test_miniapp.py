@@ -13,8 +13,10 @@ from typing import Any
 
 import httpx
 import pytest
+from telegram import InlineKeyboardButton, WebAppInfo
 
 from bot.config import MiniAppConfig, parse_config
+from bot.telegram.render import web_app_button
 from bot.web.miniapp import check_init_data, sign_init_data
 from bot.web.miniapp.initdata import Launch, Refused
 from mapping import FieldError, parse_schema, parse_text
@@ -97,6 +99,13 @@ def test_signed_launch_data_without_a_user_is_refused() -> None:
 
 
 # -- when the button appears ----------------------------------------------------------------------------
+
+
+def test_the_open_form_button_is_telegrams_web_app_button_on_the_wire() -> None:
+    """The card's button is what PTB's InlineKeyboardButton(web_app=WebAppInfo(url)) sends."""
+    url = PUBLIC_URL + "/app/abc"
+    ptb = InlineKeyboardButton(OPEN_FORM, web_app=WebAppInfo(url)).to_dict()
+    assert web_app_button(OPEN_FORM, url) == ptb
 
 
 async def test_a_long_form_in_a_private_chat_gets_open_form_beside_the_chat_flow() -> None:
