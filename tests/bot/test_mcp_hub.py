@@ -451,7 +451,7 @@ async def test_past_max_open_the_least_recently_used_idle_session_is_closed_and_
         again = json.loads((await hub.call_tool("t", "whoami", {}, ALICE)).text)
         assert len({alice["connection"], bob["connection"], again["connection"]}) == 3
         await anyio.wait_all_tasks_blocked()  # Bob's evicted session ends in its owner task
-        assert list(hub._connecting) == list(hub._connections)  # only the open session's lock is kept
+        assert list(hub.pool._connecting) == list(hub.pool.connections)  # only the open session's lock is kept
 
 
 @pytest.mark.parametrize("ending", ["answered", "expired", "withdrawn"])
@@ -491,7 +491,7 @@ async def test_an_idle_session_is_closed_after_its_timeout_but_one_waiting_on_a_
         anyio.create_task_group() as tg,
     ):
         alice = json.loads((await hub.call_tool("t", "whoami", {}, ALICE)).text)
-        (idle,) = hub._connections.values()
+        (idle,) = hub.pool.connections.values()
         results: list[Any] = []
         tg.start_soon(
             lambda: _collect(results, hub.call_tool("t", "ask_form", {"schema_json": json.dumps(FORM)}, BOB))
@@ -499,7 +499,7 @@ async def test_an_idle_session_is_closed_after_its_timeout_but_one_waiting_on_a_
         prompt = await surface.next_prompt(BOB)
         with anyio.fail_after(10):
             await idle.finished.wait()  # the sweep (once a second at most) closed it
-        (waiting,) = hub._connections.values()
+        (waiting,) = hub.pool.connections.values()
         assert waiting is not idle and not waiting.finished.is_set()
         prompts.answer(prompt, fill(prompt, TextInput("Ada"), TextInput("2"), SetBool(False), Submit()))
         again = json.loads((await hub.call_tool("t", "whoami", {}, ALICE)).text)

@@ -1,0 +1,200 @@
+"""Tool calls on pooled sessions: the call's own clock, -32042 authorization rounds, /cancel and shutdown.
+
+Async, does I/O (MCP requests through `bot.servers.pool`). Outcomes are `ToolOutcome` values, never exceptions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+from mcp import MCPError, UrlElicitationRequiredError
+
+from bot.core import CallStatus, Origin, Outcome, Progress, Prompt, PromptRegistry, ToolOutcome
+from bot.servers.connections import describe_error
+from bot.servers.elicitation import Elicitations
+from bot.servers.pool import Pool, Unavailable
+from bot.servers.results import failure, outcome_of_result
+from mapping import Answer, MappingError, elicitation_to_request
+
+logger = logging.getLogger(__name__)
+
+ProgressSink = Callable[[Progress], Awaitable[None]]
+
+MAX_AUTH_ROUNDS: Final = 3
+SETTLE_GRACE_S: Final = 5.0
+"""How long a call whose server went away waits for its session's cards to be settled."""
+
+
+@dataclass(slots=True)
+class _Call:
+    origin: Origin
+    server: str
+    tool: str
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    cancelled_by_user: bool = False
+
+
+class Calls:
+    """The running tool calls of the process; one instance per hub."""
+
+    def __init__(self, pool: Pool, prompts: PromptRegistry, elicitations: Elicitations) -> None:
+        self.pool = pool
+        self.prompts = prompts
+        self.elicitations = elicitations
+        self._calls: list[_Call] = []
+        self._no_calls = anyio.Event()
+        self._no_calls.set()
+
+    async def call_tool(
+        self,
+        name: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        origin: Origin,
+        on_progress: ProgressSink | None = None,
+    ) -> ToolOutcome:
+        """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes."""
+        server = self.pool.servers.get(name)
+        if server is None:
+            return failure(CallStatus.FAILED, f"unknown server {name!r}")
+        call = _Call(origin=origin, server=name, tool=tool)
+        self._calls.append(call)
+        if self._no_calls.is_set():
+            self._no_calls = anyio.Event()
+        try:
+            with self.elicitations.calling(origin), call.scope:
+                for _ in range(MAX_AUTH_ROUNDS):
+                    outcome = await self._call_once(call, arguments, on_progress)
+                    if not isinstance(outcome, list):
+                        return outcome
+                    declined = await self._authorize(call, outcome)
+                    if declined is not None:
+                        return declined
+                return failure(CallStatus.FAILED, "the server kept asking for authorization; giving up")
+            return failure(CallStatus.CANCELLED, "cancelled" if call.cancelled_by_user else "stopped")
+        except Unavailable as exc:
+            return failure(CallStatus.UNAVAILABLE, exc.reason)
+        finally:
+            self._calls.remove(call)
+            if not self._calls:
+                self._no_calls.set()
+
+    def cancel(self, origin: Origin) -> int:
+        """/cancel: this person's pending prompts and running calls in this chat; returns how many."""
+        count = 0
+        for prompt in self.prompts.pending(origin=origin):
+            count += self.prompts.answer(prompt, Answer(id=prompt.request.id, ok=False, reason="cancelled"))
+        for call in self._calls:
+            if call.origin == origin:
+                call.cancelled_by_user = True
+                call.scope.cancel()
+                count += 1
+        return count
+
+    async def stop(self, grace_s: float) -> None:
+        """Shutdown: give calls `grace_s` to end once their prompts were answered, then cancel the rest."""
+        with anyio.move_on_after(grace_s):
+            await self._no_calls.wait()  # calls end promptly once their prompts are answered
+        for call in list(self._calls):
+            call.scope.cancel()
+
+    async def _call_once(
+        self,
+        call: _Call,
+        arguments: dict[str, Any] | None,
+        on_progress: ProgressSink | None,
+    ) -> ToolOutcome | list[types.ElicitRequestURLParams]:
+        async def progress_callback(progress: float, total: float | None, message: str | None) -> None:
+            if on_progress is not None:
+                try:
+                    await on_progress(Progress(progress, total, message))
+                except Exception:
+                    logger.exception("progress sink failed")
+
+        server = self.pool.servers[call.server]
+        async with (
+            self.pool.use(server, call.origin) as conn,
+            self.elicitations.serialized(conn, call.origin),
+        ):
+            client = conn.client
+            assert client is not None
+            result: types.CallToolResult | None = None
+            error: BaseException | None = None
+            clock = conn.clock(server.call_timeout_s)
+            try:
+                with clock.scope:
+                    try:
+                        result = await client.call_tool(call.tool, arguments, progress_callback=progress_callback)
+                    except Exception as exc:
+                        error = exc
+            finally:
+                conn.release(clock)
+        ended_by = None
+        if result is None and error is None:
+            ended_by = "gone" if conn.gone.is_set() else "timeout" if clock.scope.cancelled_caught else None
+
+        if result is not None:
+            return outcome_of_result(result)
+        if ended_by == "gone" or (error is not None and conn.gone.is_set()):
+            # The call's cards say "the server went away" before its result does.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(SETTLE_GRACE_S):
+                await conn.finished.wait()
+                await self.prompts.wait_settled(conn.key)
+            return failure(
+                CallStatus.UNAVAILABLE, f"the server went away ({conn.error or 'connection closed'})"
+            )
+        if ended_by == "timeout":
+            return failure(CallStatus.TIMED_OUT, f"no result after {server.call_timeout_s:g} s")
+        if isinstance(error, MCPError) and error.code == types.URL_ELICITATION_REQUIRED:
+            return UrlElicitationRequiredError.from_error(error.error).elicitations
+        if isinstance(error, MCPError):
+            return failure(CallStatus.FAILED, error.message)
+        if error is not None:
+            return failure(CallStatus.FAILED, describe_error(error))
+        return failure(CallStatus.CANCELLED, "cancelled")
+
+    async def _authorize(
+        self, call: _Call, elicitations: list[types.ElicitRequestURLParams]
+    ) -> ToolOutcome | None:
+        """-32042: show each URL elicitation, wait for consent and completion; None means retry the call."""
+        scope = self.pool.key(self.pool.servers[call.server], call.origin)
+        prompts: list[Prompt] = []
+        for params in elicitations:
+            wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+            wire["mode"] = "url"
+            try:
+                request = elicitation_to_request(wire)
+            except MappingError as exc:
+                return failure(
+                    CallStatus.FAILED, f"the server asked for authorization the bot cannot show: {exc}"
+                )
+            prompt = Prompt(
+                request=request,
+                origin=call.origin,
+                server=call.server,
+                elicitation_id=params.elicitation_id,
+                awaits_completion=True,
+                scope=scope,
+            )
+            answer = await self.prompts.ask(prompt)
+            if not answer.ok:
+                return failure(
+                    CallStatus.CANCELLED,
+                    "authorization declined" if answer.reason == "declined" else "authorization cancelled",
+                )
+            prompts.append(prompt)
+        with anyio.move_on_after(self.prompts.timeout_s) as waited:
+            for prompt in prompts:
+                await prompt.completed.wait()
+        for prompt in prompts:
+            self.prompts.complete_by_hand(prompt)  # drops any leftover (timed out) from the awaiting list
+            if prompt.outcome is not Outcome.COMPLETED:
+                await self.prompts.settle_completed(prompt)
+        if waited.cancelled_caught:
+            return failure(CallStatus.TIMED_OUT, "authorization was not completed in time")
+        return None

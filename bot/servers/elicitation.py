@@ -1,0 +1,176 @@
+"""The elicitation path: the SDK's callback for both protocol eras, routed to the person whose call asked.
+
+Async, does I/O through the prompt registry (which shows cards on a surface). A server's `elicitation/create`
+(2025 eras) or `input_required` request (2026-07-28) arrives in `on_elicit`, is mapped onto a `mapping.Request`
+(forms parsed once per distinct schema), asked through the `PromptRegistry`, and the `Answer` goes back as an
+`ElicitResult`; what cannot be shown becomes a JSON-RPC error and one line to the person.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import json
+import logging
+from collections.abc import AsyncIterator, Hashable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+from mcp.client import ClientRequestContext, IncomingMessage
+from mcp_types import ElicitRequestParams, ElicitResult, ErrorData
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from bot.core import Origin, Outcome, Prompt, PromptRegistry
+from bot.servers.connections import Connection
+from mapping import (
+    FormSpec,
+    MappingError,
+    RequestKind,
+    answer_to_elicit_result,
+    elicitation_to_request,
+    parse_schema,
+)
+from mapping.urls import check_url
+
+logger = logging.getLogger(__name__)
+
+_caller: contextvars.ContextVar[Origin | None] = contextvars.ContextVar("toolnexus_caller", default=None)
+
+
+class Elicitations:
+    """Routes each session's questions to a person; one instance per hub."""
+
+    def __init__(self, prompts: PromptRegistry) -> None:
+        self.prompts = prompts
+        self._serial: dict[Hashable, anyio.Lock] = {}
+        self._current: dict[Hashable, Origin] = {}
+
+    @contextmanager
+    def calling(self, origin: Origin) -> Iterator[None]:
+        """Within this block, questions a 2026-07-28 server asks in this task are `origin`'s."""
+        token = _caller.set(origin)
+        try:
+            yield
+        finally:
+            _caller.reset(token)
+
+    @asynccontextmanager
+    async def serialized(self, conn: Connection, origin: Origin) -> AsyncIterator[None]:
+        """A shared legacy session cannot tell whose call an elicitation belongs to: one call at a time."""
+        if not conn.server.shared or conn.protocol in MODERN_PROTOCOL_VERSIONS:
+            yield
+            return
+        lock = self._serial.setdefault(conn.key, anyio.Lock(fast_acquire=True))
+        async with lock:
+            self._current[conn.key] = origin
+            try:
+                yield
+            finally:
+                self._current.pop(conn.key, None)
+
+    async def on_elicit(
+        self, conn: Connection, ctx: ClientRequestContext, params: ElicitRequestParams
+    ) -> ElicitResult | ErrorData:
+        """The SDK's elicitation callback for one session: both protocol eras arrive here."""
+        try:
+            return await self._elicit(conn, params)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:
+            # The outermost MCP callback: a bug here must become a JSON-RPC error, never a hung server request.
+            logger.exception("elicitation failed on %s", conn.server.name)
+            return ErrorData(code=types.INTERNAL_ERROR, message="the client failed to handle the elicitation")
+
+    async def on_message(self, conn: Connection, message: IncomingMessage) -> None:
+        """Notifications: a URL flow completed, the tool list changed; transport errors are only logged."""
+        if isinstance(message, types.ElicitCompleteNotification):
+            prompt = self.prompts.complete(conn.key, message.params.elicitation_id)
+            if prompt is not None:
+                await self.prompts.settle_completed(prompt)
+        elif isinstance(message, types.ToolListChangedNotification):
+            conn.tools = None
+        elif isinstance(message, Exception):
+            logger.debug("transport message from %s: %r", conn.server.name, message)
+
+    async def _elicit(self, conn: Connection, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+        origin = self._origin_of(conn)
+        wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        message = wire.get("message") if isinstance(wire.get("message"), str) else ""
+        if origin is None:
+            return ErrorData(code=types.INVALID_REQUEST, message="elicitation outside of any tool call")
+        try:
+            request = elicitation_to_request(wire)
+            form = (
+                _form_of(request.data["schema"] if request.data else None)
+                if request.kind is RequestKind.INPUT
+                else None
+            )
+        except MappingError as exc:
+            await self._report(origin, conn.server.name, str(message), str(exc))
+            return ErrorData(code=types.INVALID_PARAMS, message=f"unsupported elicitation: {exc}")
+        if request.url is not None and not check_url(request.url).openable:
+            # Never a button, never a silent accept: the person is told, the server hears "decline".
+            reason = "; ".join(check_url(request.url).warnings) or "not a web address"
+            await self._report(origin, conn.server.name, request.prompt, f"the link was refused: {reason}")
+            return ElicitResult(action="decline")
+        prompt = Prompt(
+            request=request,
+            origin=origin,
+            server=conn.server.name,
+            form=form,
+            elicitation_id=wire.get("elicitationId"),
+            scope=conn.key,
+            why_withdrawn=lambda: _why_withdrawn(conn),
+        )
+        conn.prompt_opened(+1)
+        try:
+            answer = await self.prompts.ask(prompt)
+        finally:
+            conn.prompt_opened(-1)
+        result = answer_to_elicit_result(answer)
+        if request.kind is RequestKind.AUTHORIZATION and result["action"] == "accept":
+            return ElicitResult(action="accept")  # URL mode: consent only, no content on the wire
+        return ElicitResult.model_validate(result)
+
+    async def _report(self, origin: Origin, server: str, message: str, reason: str) -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.prompts.surface.report_unsupported(origin, server, message, reason)
+            except Exception:
+                logger.exception("could not report an unsupported elicitation")
+
+    def _origin_of(self, conn: Connection) -> Origin | None:
+        if len(conn.key) == 2:  # type: ignore[arg-type]
+            return conn.key[1]  # type: ignore[index,no-any-return]
+        return _caller.get() or self._current.get(conn.key)
+
+
+_FORM_KEY_MAX: Final = 16_384
+"""Schemas whose JSON is longer are parsed every time (a hostile server must not fill the cache)."""
+
+
+def _form_of(schema: Any) -> FormSpec:
+    """`parse_schema`, remembered per distinct schema (a `FormSpec` is immutable).
+
+    Servers ask the same forms again and again, and parsing checks each against the JSON Schema meta-schema,
+    a large share of the bot's CPU per elicitation.
+    """
+    try:
+        key = json.dumps(schema)  # key order kept: it is the order of the fields
+    except (TypeError, ValueError, RecursionError):
+        return parse_schema(schema)
+    return _parsed(key) if len(key) <= _FORM_KEY_MAX else parse_schema(schema)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(key: str) -> FormSpec:
+    return parse_schema(json.loads(key))
+
+
+def _why_withdrawn(conn: Connection) -> Outcome:
+    """Why the SDK cancelled an elicitation callback: its session ended, or the server withdrew the request."""
+    if conn.gone.is_set():
+        return Outcome.SHUTDOWN if conn.closing else Outcome.SERVER_GONE
+    return Outcome.SERVER_CANCELLED

@@ -1,0 +1,179 @@
+"""The MCP session pool: one session per (server, chat, user), or per server when shared. Async, does I/O.
+
+Sessions open on first use, back off after a failed connect, make room past `sessions.max_open` by closing
+the least recently used idle one, and close after `sessions.idle_timeout_s` unused. Each `Connection` lives
+in an owner task of the pool's task group (anyio contexts exit in the task that entered them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Final
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from bot.config import Config, ServerConfig
+from bot.core import Origin, Outcome, PromptRegistry
+from bot.servers.connections import Connection, ElicitHandler, MessageHandler
+
+BACKOFF_CAP_S: Final = 60.0
+
+
+class Unavailable(Exception):
+    """A server cannot be used right now (`reason` is shown to the person)."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        super().__init__(f"{server}: {reason}")
+        self.server = server
+        self.reason = reason
+
+
+@dataclass(slots=True)
+class _Health:
+    failures: int = 0
+    retry_at: float = 0.0
+    last_error: str | None = None
+
+
+class Pool:
+    """Every open MCP session of the process, by key; `start` it in a task group that outlives them."""
+
+    def __init__(
+        self,
+        config: Config,
+        prompts: PromptRegistry,
+        on_elicit: ElicitHandler,
+        on_message: MessageHandler,
+        *,
+        transport: Callable[[ServerConfig], Any] | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.config = config
+        self.prompts = prompts
+        self.servers: Mapping[str, ServerConfig] = {s.name: s for s in config.servers}
+        self.connections: dict[Hashable, Connection] = {}
+        self._connecting: dict[Hashable, anyio.Lock] = {}
+        self._health: dict[str, _Health] = {name: _Health() for name in self.servers}
+        self._on_elicit = on_elicit
+        self._on_message = on_message
+        self._transport = transport
+        self._now = clock or anyio.current_time
+        self._tg: TaskGroup | None = None
+
+    def start(self, tg: TaskGroup) -> None:
+        """Owner tasks and the idle sweep run in `tg` from now on."""
+        self._tg = tg
+        tg.start_soon(self._reap_idle)
+
+    def server(self, name: str) -> ServerConfig:
+        """The configured server.
+
+        Raises:
+            Unavailable: no server has that name.
+        """
+        try:
+            return self.servers[name]
+        except KeyError:
+            raise Unavailable(name, "no such server") from None
+
+    @property
+    def open_count(self) -> int:
+        """Sessions open now."""
+        return len(self._connections)
+
+    def key(self, server: ServerConfig, origin: Origin | None) -> Hashable:
+        return (server.name,) if server.shared else (server.name, origin)
+
+    def get(self, server: ServerConfig, origin: Origin) -> Connection | None:
+        """The open session for `origin` on `server`, if any (never connects)."""
+        return self.connections.get(self.key(server, origin))
+
+    @asynccontextmanager
+    async def use(self, server: ServerConfig, origin: Origin) -> AsyncIterator[Connection]:
+        """Borrow the session (connecting if needed) for one request; it is not idle meanwhile.
+
+        Raises:
+            Unavailable: the server cannot be reached (or is backing off after failing to connect).
+        """
+        conn = await self._connect(server, origin)
+        conn.active_calls += 1
+        try:
+            yield conn
+        finally:
+            conn.active_calls -= 1
+            conn.last_used = self._now()
+            if conn.active_calls == 0:
+                for prompt in self.prompts.drop_awaiting(conn.key):
+                    await self.prompts.settle_completed(prompt)
+
+    def close_all(self) -> None:
+        """Ask every session to close (each leaves in its own owner task)."""
+        for conn in list(self.connections.values()):
+            conn.close()
+
+    async def wait_closed(self) -> None:
+        for conn in list(self.connections.values()):
+            await conn.gone.wait()
+
+    async def _connect(self, server: ServerConfig, origin: Origin) -> Connection:
+        key = self.key(server, origin)
+        conn = self.connections.get(key)
+        if conn is not None and not conn.gone.is_set():
+            return conn  # the common case, without the lock (it only orders first connects and reconnects)
+        async with self._connecting.setdefault(key, anyio.Lock(fast_acquire=True)):
+            conn = self.connections.get(key)
+            if conn is not None and not conn.gone.is_set():
+                return conn
+            health = self._health[server.name]
+            now = self._now()
+            if health.failures and now < health.retry_at:
+                raise Unavailable(
+                    server.name, f"{health.last_error}; retrying in {max(1, round(health.retry_at - now))} s"
+                )
+            self._make_room()
+            conn = Connection(server, key, self._on_elicit, self._on_message, self._transport)
+            assert self._tg is not None, "Pool.start() was not called"
+            await self._tg.start(self._own, conn)
+            if conn.client is None:
+                health.failures += 1
+                health.last_error = conn.error or "connection failed"
+                health.retry_at = self._now() + min(BACKOFF_CAP_S, 2.0 ** (health.failures - 1))
+                raise Unavailable(server.name, health.last_error)
+            health.failures, health.last_error = 0, None
+            self.connections[key] = conn
+            return conn
+
+    async def _own(self, conn: Connection, *, task_status: TaskStatus[None]) -> None:
+        try:
+            await conn.own(task_status=task_status)
+        finally:
+            if self.connections.get(conn.key) is conn:
+                del self.connections[conn.key]
+            lock = self._connecting.get(conn.key)
+            if lock is not None and not lock.locked() and not lock.statistics().tasks_waiting:
+                del self._connecting[conn.key]  # else one lock per person who ever called stays for good
+            if not conn.closing:
+                self.prompts.abort_all(Outcome.SERVER_GONE, scope=conn.key)
+            conn.finished.set()
+
+    def _make_room(self) -> None:
+        limit = self.config.sessions.max_open
+        if len(self.connections) < limit:
+            return
+        idle = sorted((c for c in self.connections.values() if c.idle), key=lambda c: c.last_used)
+        if not idle:
+            raise Unavailable("sessions", f"all {limit} MCP sessions are busy; try again shortly")
+        idle[0].close()
+        del self.connections[idle[0].key]
+
+    async def _reap_idle(self) -> None:
+        idle_s = self.config.sessions.idle_timeout_s
+        while True:
+            await anyio.sleep(max(1.0, min(30.0, idle_s / 4)))
+            now = self._now()
+            for conn in list(self.connections.values()):
+                if conn.idle and now - conn.last_used >= idle_s:
+                    conn.close()
