@@ -82,7 +82,7 @@ class Pool:
     @property
     def open_count(self) -> int:
         """Sessions open now."""
-        return len(self._connections)
+        return len(self.connections)
 
     def key(self, server: ServerConfig, origin: Origin | None) -> Hashable:
         return (server.name,) if server.shared else (server.name, origin)
