@@ -29,7 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="{run,check,console}")
     sub.add_parser("run", parents=[common], help="run the Telegram bot (the default)")
-    sub.add_parser("check", parents=[common], help="validate the config and connect to every server")
+    check = sub.add_parser("check", parents=[common], help="validate the config and connect to every server")
+    _check_options(check)
     sub.add_parser(
         "console", parents=[common], help="the bridge in this terminal (demo server without --config)"
     )
@@ -53,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "check":
         from bot.servers.check import check
 
-        return anyio.run(check, config)
+        return anyio.run(check, config, args.timeout)
     if command == "console":
         from bot.console.main import run_console
 
@@ -61,6 +62,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bot.telegram.app import run_bot
 
     return anyio.run(run_bot, config)
+
+
+def _check_options(check: argparse.ArgumentParser) -> None:
+    from bot.servers.check import DEFAULT_TIMEOUT_S
+
+    check.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"how long each server may take to answer (default {DEFAULT_TIMEOUT_S:g})",
+    )
 
 
 def _load(path: str | None, command: str) -> Config:
