@@ -6,14 +6,18 @@ Config is read here and only here. Exit status: 0 fine, 1 a server check failed,
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
 from bot.config import Config, ConfigError, load_config, parse_config
+from bot.failures import failure_line
 from bot.logs import setup_logging
+
+logger = logging.getLogger("bot.cli")
 
 DEMO_CONFIG = {"servers": {"demo": {"command": "python", "args": ["-m", "bot.demo_server"], "title": "Demo"}}}
 
@@ -54,14 +58,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "check":
         from bot.servers.check import check
 
-        return anyio.run(check, config, args.timeout)
+        return _reporting(config, args.log_level, check, config, args.timeout)
     if command == "console":
         from bot.console.main import run_console
 
-        return anyio.run(run_console, config)
+        return _reporting(config, args.log_level, run_console, config)
     from bot.telegram.app import run_bot
 
-    return anyio.run(run_bot, config)
+    return _reporting(config, args.log_level, run_bot, config)
+
+
+def _reporting(config: Config, log_level: str, command: Callable[..., Awaitable[int]], *args: object) -> int:
+    """Run `command`; an expected failure (no network, DNS, a rejected token, a port in use) is one line.
+
+    With `--log-level DEBUG` the traceback follows, through the logging set-up that redacts the token.
+    """
+    try:
+        return anyio.run(command, *args)
+    except Exception as exc:  # the top level: every failure ends here as a line, not a raw traceback
+        line = failure_line(exc, config)
+        if line is None:
+            logger.exception("toolnexus-bot stopped by an unexpected error (please report it)")
+            return 1
+        print(f"error: {line}", file=sys.stderr)
+        if log_level == "DEBUG":
+            logger.debug("the failure in full", exc_info=exc)
+        return 1
 
 
 def _check_options(check: argparse.ArgumentParser) -> None:
