@@ -31,6 +31,7 @@ def _parser() -> argparse.ArgumentParser:
         description="A Telegram bot that is an MCP client. Without a sub-command it runs the bot.",
         parents=[common],
     )
+    parser.add_argument("--version", action="version", version=f"toolnexus-bot {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="{run,check,console}")
     sub.add_parser("run", parents=[common], help="run the Telegram bot (the default)")
     check = sub.add_parser("check", parents=[common], help="validate the config and connect to every server")
@@ -66,6 +67,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bot.telegram.app import run_bot
 
     return _reporting(config, args.log_level, run_bot, config)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("toolnexus-bot")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
 
 
 def _reporting(config: Config, log_level: str, command: Callable[..., Awaitable[int]], *args: object) -> int:
