@@ -208,7 +208,23 @@ class Hub:
         origin: Origin,
         on_progress: ProgressSink | None = None,
     ) -> ToolOutcome:
-        """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes."""
+        """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes.
+
+        Logs one INFO line per call: who, server, tool, outcome and duration (never arguments or answers).
+        """
+        started = anyio.current_time()
+        outcome = await self._call_tool(name, tool, arguments, origin, on_progress)
+        log_call(origin, name, tool, outcome, anyio.current_time() - started)
+        return outcome
+
+    async def _call_tool(
+        self,
+        name: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        origin: Origin,
+        on_progress: ProgressSink | None = None,
+    ) -> ToolOutcome:
         server = self.servers.get(name)
         if server is None:
             return failure(CallStatus.FAILED, f"unknown server {name!r}")
@@ -519,6 +535,19 @@ class Hub:
 
 _FORM_KEY_MAX = 16_384
 """Schemas whose JSON is longer are parsed every time (a hostile server must not fill the cache)."""
+
+
+def log_call(origin: Origin, server: str, tool: str, outcome: ToolOutcome, seconds: float) -> None:
+    """The per-call INFO line. Only names and the status: arguments, answers and results may be private."""
+    logger.info(
+        "call %s/%s by user %d in chat %d: %s in %.1f s",
+        server,
+        tool,
+        origin.user_id,
+        origin.chat_id,
+        outcome.status.value,
+        seconds,
+    )
 
 
 def _form_of(schema: Any) -> FormSpec:
