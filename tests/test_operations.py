@@ -141,3 +141,26 @@ def test_the_systemd_unit_verifies_cleanly(tmp_path: Path) -> None:
         [analyze, "verify", str(local)], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0 and done.stderr.strip() == "" and done.stdout.strip() == "", done.stderr
+
+
+def test_the_readme_pipe_example_works_as_written_from_the_readme_venv() -> None:
+    """The `printf ... | .venv/bin/toolnexus-bot console` line of the README completes a deploy, as written."""
+    readme = (REPO / "README.md").read_text()
+    examples = [line for line in readme.split("`") if line.startswith("printf ") and "console" in line]
+    assert examples, "the README has no pipe example"
+    if not (REPO / ".venv" / "bin" / "toolnexus-bot").exists():
+        pytest.skip("no .venv in the repository (the README's install makes one)")
+    done = subprocess.run(
+        ["sh", "-c", examples[0]],
+        cwd=REPO,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(REPO),
+        },  # nothing of this venv on PATH: the line must name it
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Deployed web to staging" in done.stdout
