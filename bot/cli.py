@@ -85,6 +85,8 @@ def _reporting(config: Config, log_level: str, command: Callable[..., Awaitable[
     """
     try:
         return anyio.run(command, *args)
+    except KeyboardInterrupt:  # Ctrl-C before a command's own handler was installed (or after it left)
+        return 130
     except Exception as exc:  # the top level: every failure ends here as a line, not a raw traceback
         line = failure_line(exc, config)
         if line is None:
