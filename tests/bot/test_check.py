@@ -182,3 +182,11 @@ async def test_sigterm_during_check_stops_every_server_process(tmp_path: Path) -
             status = await process.wait()
     assert status == 130
     assert not _alive(server_pid)
+
+
+def test_a_missing_working_folder_is_named_everywhere_not_as_a_missing_command() -> None:
+    """The hub's sessions report a missing `cwd` as such too (the spawn error names the folder)."""
+    server = ServerConfig("s", command=PY, cwd="/nonexistent/toolnexus")
+    error = FileNotFoundError(2, "No such file or directory", "/nonexistent/toolnexus")
+    assert describe_error(error, server) == "the working folder does not exist: /nonexistent/toolnexus"
+    assert describe_error(FileNotFoundError(2, "No such file", "nosuch")) == "command not found: nosuch"
