@@ -1,4 +1,7 @@
-"""`python -m bench`: run every scenario once, print the four tables to stdout, write bench/results/latest.json.
+"""`python -m bench`: run every scenario once, print the four tables to stdout, write the figures as JSON.
+
+The JSON goes to bench/results/local/latest.json, which git ignores; `--out bench/results/latest.json` updates
+the published figures (a tracked file) on purpose.
 
 Progress goes to stderr. `--quick` runs tiny sizes (a smoke run); `--profile-bot PATH` profiles the bot
 process of the bridge scenario with cProfile (read it with `python -m pstats PATH`).
@@ -54,7 +57,13 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="cProfile the bot's measured phases (a: PATH, c: PATH.c); its figures are then inflated",
     )
-    p.add_argument("--out", type=Path, default=RESULTS / "latest.json", help="JSON file to write")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS / "local" / "latest.json",
+        help="JSON file to write (default bench/results/local/latest.json, which git ignores; "
+        "--out bench/results/latest.json updates the published figures)",
+    )
     return p
 
 

@@ -6,14 +6,18 @@ Config is read here and only here. Exit status: 0 fine, 1 a server check failed,
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
 from bot.config import Config, ConfigError, load_config, parse_config
+from bot.failures import failure_line
 from bot.logs import setup_logging
+
+logger = logging.getLogger("bot.cli")
 
 DEMO_CONFIG = {"servers": {"demo": {"command": "python", "args": ["-m", "bot.demo_server"], "title": "Demo"}}}
 
@@ -27,9 +31,11 @@ def _parser() -> argparse.ArgumentParser:
         description="A Telegram bot that is an MCP client. Without a sub-command it runs the bot.",
         parents=[common],
     )
+    parser.add_argument("--version", action="version", version=f"toolnexus-bot {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="{run,check,console}")
     sub.add_parser("run", parents=[common], help="run the Telegram bot (the default)")
-    sub.add_parser("check", parents=[common], help="validate the config and connect to every server")
+    check = sub.add_parser("check", parents=[common], help="validate the config and connect to every server")
+    _check_options(check)
     sub.add_parser(
         "console", parents=[common], help="the bridge in this terminal (demo server without --config)"
     )
@@ -55,14 +61,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "check":
         from bot.servers.check import check
 
-        return anyio.run(check, config)
+        return _reporting(config, args.log_level, check, config, args.timeout)
     if command == "console":
         from bot.console.main import run_console
 
-        return anyio.run(run_console, config)
+        return _reporting(config, args.log_level, run_console, config)
     from bot.telegram.app import run_bot
 
-    return anyio.run(run_bot, config)
+    return _reporting(config, args.log_level, run_bot, config)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("toolnexus-bot")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
+def _reporting(config: Config, log_level: str, command: Callable[..., Awaitable[int]], *args: object) -> int:
+    """Run `command`; an expected failure (no network, DNS, a rejected token, a port in use) is one line.
+
+    With `--log-level DEBUG` the traceback follows, through the logging set-up that redacts the token.
+    """
+    try:
+        return anyio.run(command, *args)
+    except KeyboardInterrupt:  # Ctrl-C before a command's own handler was installed (or after it left)
+        return 130
+    except Exception as exc:  # the top level: every failure ends here as a line, not a raw traceback
+        line = failure_line(exc, config)
+        if line is None:
+            logger.exception("toolnexus-bot stopped by an unexpected error (please report it)")
+            return 1
+        print(f"error: {line}", file=sys.stderr)
+        if log_level == "DEBUG":
+            logger.debug("the failure in full", exc_info=exc)
+        return 1
+
+
+def _check_options(check: argparse.ArgumentParser) -> None:
+    from bot.servers.check import DEFAULT_TIMEOUT_S
+
+    check.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"how long each server may take to answer (default {DEFAULT_TIMEOUT_S:g})",
+    )
 
 
 def _load(path: str | None, command: str) -> Config:

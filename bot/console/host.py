@@ -1,19 +1,20 @@
 """The terminal host: the same bridge as the Telegram bot, with prompts as plain questions. Does I/O.
 
 Reads commands and answers line by line, so it works interactively and with a pipe:
-`printf '/call demo deploy\\n2\\ny\\ns\\n' | toolnexus-bot console`.
+`printf '/call demo deploy\\n2\\ny\\ns\\n' | toolnexus-bot console`. At a terminal a call runs while the
+prompt stays open, so `/cancel` or Ctrl-C stops it at once; through a pipe every line is read in turn.
 """
 
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Callable
-from typing import TextIO
+from typing import Final
 
 import anyio
 from anyio.abc import TaskGroup
 
+from bot.console.terminal import INTERRUPT, LineSource, progress_bar
 from bot.core import (
     OUTCOME_TEXT,
     CallStatus,
@@ -57,40 +58,17 @@ HELP = """Commands:
   /tools [server]               list tools
   /call <server> <tool> [args]  call a tool; args: a JSON object or key=value pairs
   /call <tool> [args]           when the tool name is unique
-  /cancel                       cancel the running call
-  /help, /quit
-While a question is asked: type the answer; Enter keeps the shown value; /skip, /decline, /cancel."""
-
-
-class LineReader:
-    """Lines from a text stream, read by a daemon thread so a blocked read never holds up exit."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._send, self._receive = anyio.create_memory_object_stream[str | None](1000)
-        self._stream = stream
-
-    def start(self) -> None:
-        token = anyio.lowlevel.current_token()
-
-        def pump() -> None:
-            for line in self._stream:
-                anyio.from_thread.run_sync(self._send.send_nowait, line.rstrip("\r\n"), token=token)
-            anyio.from_thread.run_sync(self._send.send_nowait, None, token=token)
-
-        threading.Thread(target=pump, name="console-stdin", daemon=True).start()
-
-    async def readline(self) -> str | None:
-        """The next line, or None at end of input."""
-        try:
-            return await self._receive.receive()
-        except anyio.EndOfStream:
-            return None
+  /cancel                       cancel the running call (at a terminal also Ctrl-C, at once)
+  /help, /quit                  /quit or Ctrl-D leaves
+While a question is asked: type the answer; Enter keeps the shown value; /skip, /decline, /cancel (or Ctrl-C)."""
+PROMPT: Final = "toolnexus> "
+RUNNING: Final = "  A call is running: /cancel or Ctrl-C stops it; other commands wait until it ends."
 
 
 class Console:
     """A `Surface` for one person at a terminal."""
 
-    def __init__(self, reader: LineReader, write: Callable[[str], None] | None = None) -> None:
+    def __init__(self, reader: LineSource, write: Callable[[str], None] | None = None) -> None:
         self.reader = reader
         self.hub: Hub | None = None
         self.prompts: PromptRegistry | None = None
@@ -99,6 +77,11 @@ class Console:
         self._scopes: dict[str, anyio.CancelScope] = {}
         self._tg: TaskGroup | None = None
         self._eof = False
+        self._questions = 0
+        """Questions being asked (or waiting for their turn): while any is, the call's `/cancel` watch rests."""
+        self._no_questions = anyio.Event()
+        self._no_questions.set()
+        self._watch: anyio.CancelScope | None = None
 
     def say(self, text: str = "") -> None:
         self._write(text)
@@ -107,6 +90,7 @@ class Console:
 
     async def show_prompt(self, prompt: Prompt) -> None:
         assert self._tg is not None
+        self._question_opened()
         self._tg.start_soon(self._interact, prompt)
 
     async def settle_prompt(self, prompt: Prompt, outcome: Outcome) -> None:
@@ -117,6 +101,7 @@ class Console:
             self.say(f"  Open this link in your browser:\n  {check_url(prompt.request.url).href}")
             if prompt.awaits_completion:
                 assert self._tg is not None
+                self._question_opened()
                 self._tg.start_soon(self._await_completion, prompt)
             return
         if outcome is not Outcome.ANSWERED:
@@ -133,18 +118,28 @@ class Console:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             self.say("toolnexus console. /help for commands.")
-            while (line := await self._next_line()) is not None:
+            while (line := await self._next_line(PROMPT)) is not None:
+                if line == INTERRUPT:  # Ctrl-C with nothing running: a fresh prompt, as in a shell
+                    continue
                 if line.strip() in ("/quit", "/exit"):
                     break
                 await self.command(line.strip())
             tg.cancel_scope.cancel()
 
-    async def _next_line(self) -> str | None:
+    async def _next_line(self, prompt: str = "") -> str | None:
         if self._eof:
             return None
-        line = await self.reader.readline()
+        line = await self.reader.readline(prompt)
         self._eof = line is None
         return line
+
+    def interrupt(self) -> bool:
+        """SIGINT (Ctrl-C outside a terminal prompt): cancel the running call or question; False if none."""
+        assert self.hub is not None
+        if self.hub.cancel(CONSOLE_USER):
+            self.say("  Cancelled.")
+            return True
+        return False
 
     async def command(self, line: str) -> None:
         assert self.hub is not None
@@ -177,6 +172,8 @@ class Console:
             await self._call(rest)
         elif word == "/cancel":
             self.say(f"  cancelled {self.hub.cancel(CONSOLE_USER)}")
+        elif word in ("/skip", "/decline"):
+            self.say(f"  {word} answers a question, and nothing is being asked now.")
         else:
             self.say("  Unknown command. /help lists them.")
 
@@ -203,8 +200,62 @@ class Console:
                 return
             args.update(extra)
         self.say(f"  Calling {tool.server}/{tool.name}...")
-        outcome = await self.hub.call_tool(tool.server, tool.name, args, CONSOLE_USER, self._progress)
+        if self.reader.interactive:
+            outcome = await self._call_watching(tool, args)
+        else:
+            outcome = await self.hub.call_tool(tool.server, tool.name, args, CONSOLE_USER, self._progress)
         self._show_outcome(outcome)
+
+    async def _call_watching(self, tool: ToolInfo, args: dict[str, object]) -> ToolOutcome:
+        """Run the call while the prompt stays open for `/cancel` (and Ctrl-C); questions take the prompt over."""
+        assert self.hub is not None
+        hub = self.hub
+        outcomes: list[ToolOutcome] = []
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                outcomes.append(
+                    await hub.call_tool(tool.server, tool.name, args, CONSOLE_USER, self._progress)
+                )
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(call)
+            await self._watch_for_cancel()
+        self.reader.set_status("")
+        return outcomes[0]
+
+    async def _watch_for_cancel(self) -> None:
+        """Read lines while no question is open; `/cancel`, Ctrl-C or Ctrl-D cancel the call (runs until cancelled)."""
+        assert self.hub is not None
+        while True:
+            if self._questions:
+                await self._no_questions.wait()
+                continue
+            with anyio.CancelScope() as scope:
+                self._watch = scope
+                line = await self._next_line(PROMPT)
+            self._watch = None
+            if scope.cancelled_caught:
+                continue  # a question took the prompt over
+            if line is None or _is_cancel(line):
+                self.hub.cancel(CONSOLE_USER)
+                self.say("  Cancelling the call...")
+                if line is None:
+                    await anyio.sleep_forever()  # end of input: leave once the call has ended
+            elif line.strip():
+                self.say(RUNNING)
+
+    def _question_opened(self) -> None:
+        self._questions += 1
+        if self._no_questions.is_set():
+            self._no_questions = anyio.Event()
+        if self._watch is not None:
+            self._watch.cancel()
+
+    def _question_closed(self) -> None:
+        self._questions -= 1
+        if self._questions == 0:
+            self._no_questions.set()
 
     async def _find_tool(self, server: str | None, name: str) -> ToolInfo | None:
         assert self.hub is not None
@@ -239,6 +290,11 @@ class Console:
         return answer if isinstance(answer, dict) else None
 
     async def _progress(self, progress: Progress) -> None:
+        if self.reader.interactive:  # one line under the prompt, updated in place
+            self.reader.set_status(
+                "  " + progress_bar(progress.fraction, progress.progress, progress.message)
+            )
+            return
         fraction = progress.fraction
         bar = f"{fraction:.0%}" if fraction is not None else f"{progress.progress:g}"
         self.say(f"  ... {bar}" + (f" {progress.message}" if progress.message else ""))
@@ -252,15 +308,18 @@ class Console:
     # -- prompts -------------------------------------------------------------------------------------
 
     async def _interact(self, prompt: Prompt) -> None:
-        async with self._turn:
-            if not prompt.pending:
-                return
-            with anyio.CancelScope() as scope:
-                self._scopes[prompt.token] = scope
-                answer = await self._ask(prompt)
-                assert self.prompts is not None
-                self.prompts.answer(prompt, answer)
-            self._scopes.pop(prompt.token, None)
+        try:
+            async with self._turn:
+                if not prompt.pending:
+                    return
+                with anyio.CancelScope() as scope:
+                    self._scopes[prompt.token] = scope
+                    answer = await self._ask(prompt)
+                    assert self.prompts is not None
+                    self.prompts.answer(prompt, answer)
+                self._scopes.pop(prompt.token, None)
+        finally:
+            self._question_closed()
 
     async def _ask(self, prompt: Prompt) -> Answer:
         request = prompt.request
@@ -275,18 +334,20 @@ class Console:
                 )
             for warning in check.warnings:
                 self.say(f"  Warning: {warning}")
+            if check.consentable:
+                self.say(f"  Open {check.host}? [y]es / /decline / /cancel")
+            else:
+                self.say("  This link cannot be opened from here: /decline / /cancel")
             while True:
-                if check.consentable:
-                    self.say(f"  Open {check.host}? [y]es / /decline / /cancel")
-                else:
-                    self.say("  This link cannot be opened from here: /decline / /cancel")
-                line = await self._next_line()
-                if line is None or line.strip() == "/cancel":
+                line = await self._next_line("open? > " if check.consentable else "/decline or /cancel > ")
+                if line is None or _is_cancel(line):
                     return Answer(request.id, ok=False, reason="cancelled")
-                if line.strip() == "/decline":
+                raw = line.strip()
+                if raw == "/decline":
                     return Answer(request.id, ok=False, reason=DECLINED)
-                if check.consentable and line.strip().lower() in ("y", "yes", "open"):
+                if check.consentable and raw.lower() in ("y", "yes", "open"):
                     return Answer(request.id, ok=True)
+                self.say("  ! " + _why_not_a_link_answer(raw, check.consentable, check.host))
         assert prompt.form is not None
         content = await self._walk_form(prompt.form)
         if isinstance(content, dict):
@@ -299,8 +360,10 @@ class Console:
         while not isinstance(state.step, Finished):
             step = state.step
             self._show_step(step)
-            line = await self._next_line()
-            if line is None or line.strip() == "/cancel":
+            line = await self._next_line(
+                "submit? > " if isinstance(step, Review) else f"{step.field.title}> "
+            )
+            if line is None or _is_cancel(line):
                 return "cancelled"
             raw = line.strip()
             if raw == "/decline":
@@ -311,7 +374,7 @@ class Console:
                 elif raw.isdigit() and 1 <= int(raw) <= len(step.rows):
                     state = apply(state, Edit(step.rows[int(raw) - 1][0].name))
                 else:
-                    self.say("  Type s to submit, a field number to change it, /decline or /cancel.")
+                    self.say("  ! " + _why_not_a_review_answer(raw, len(step.rows)))
                 continue
             if raw == "" and step.current is not None:
                 state = apply(state, Keep())
@@ -354,20 +417,51 @@ class Console:
             self.say(f"    Enter keeps: {display_value(field, step.current)}")
 
     async def _await_completion(self, prompt: Prompt) -> None:
-        async with self._turn:
-            if prompt.completed.is_set():
-                return
-            with anyio.CancelScope() as scope:
-                self._scopes[prompt.token] = scope
-                self.say("  Press Enter when you have finished there (or /cancel).")
-                line = await self._next_line()
-                assert self.prompts is not None
-                if line is None or line.strip() == "/cancel":
-                    assert self.hub is not None
-                    self.hub.cancel(CONSOLE_USER)
-                else:
-                    self.prompts.complete_by_hand(prompt)
-            self._scopes.pop(prompt.token, None)
+        try:
+            async with self._turn:
+                if prompt.completed.is_set():
+                    return
+                with anyio.CancelScope() as scope:
+                    self._scopes[prompt.token] = scope
+                    self.say("  Press Enter when you have finished there (or /cancel).")
+                    line = await self._next_line("done? > ")
+                    assert self.prompts is not None
+                    if line is None or _is_cancel(line):
+                        assert self.hub is not None
+                        self.hub.cancel(CONSOLE_USER)
+                    else:
+                        self.prompts.complete_by_hand(prompt)
+                self._scopes.pop(prompt.token, None)
+        finally:
+            self._question_closed()
+
+
+def _is_cancel(line: str) -> bool:
+    return line == INTERRUPT or line.strip() == "/cancel"
+
+
+def _why_not_a_link_answer(raw: str, consentable: bool, host: str | None) -> str:
+    if raw == "/skip":
+        why = "/skip does not apply to a link: it can only be opened, declined or cancelled"
+    elif not consentable:
+        return "this link cannot be opened from here; type /decline or /cancel"
+    else:
+        why = f"{raw!r} is not an answer here" if raw else "an empty line is not an answer here"
+    return f"{why}; type y to open {host}, /decline or /cancel" if consentable else why
+
+
+def _why_not_a_review_answer(raw: str, rows: int) -> str:
+    if raw == "/skip":
+        why = "/skip does not apply to the review: nothing is left to skip"
+    elif raw.isdigit():
+        why = f"there is no field {raw}" + (f" (1 to {rows})" if rows else "")
+    else:
+        why = f"{raw!r} is not an answer here" if raw else "an empty line is not an answer here"
+    return (
+        f"{why}; type s to submit"
+        + (", a field number to change it" if rows else "")
+        + ", /decline or /cancel"
+    )
 
 
 def _first_line(text: str) -> str:

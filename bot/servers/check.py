@@ -1,34 +1,326 @@
-"""`toolnexus-bot check`: connect to every configured server and report one line each. Does I/O."""
+"""`toolnexus-bot check`: probe every configured server at once, each within a timeout, one line each. Does I/O.
+
+A probe connects, lists the tools and leaves. What it saw on the side (the HTTP status and content type of the
+last answer, a message that was not JSON-RPC, a stdio server's exit status and last stderr lines) turns a vague
+transport error into a reason a person can act on. Children are always reaped: on the timeout, on SIGINT and
+SIGTERM (the MCP client stops a stdio server's whole process group).
+"""
 
 from __future__ import annotations
 
-from bot.config import Config
-from bot.core import Origin, Outcome, Prompt, PromptRegistry
-from bot.servers.hub import Hub
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, TextIO
 
-CHECK_ORIGIN = Origin(chat_id=0, user_id=0)
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp.client import ClientRequestContext, IncomingMessage
+from mcp.client._transport import TransportStreams
+from mcp.client.streamable_http import streamable_http_client
+
+from bot.config import Config, ServerConfig
+from bot.servers.connections import Connection
+
+__all__ = ["DEFAULT_TIMEOUT_S", "CheckResult", "check", "probe"]
+
+DEFAULT_TIMEOUT_S: Final = 10.0
+"""How long one server may take to connect and list its tools."""
+
+STDERR_LINES: Final = 3
+"""How many of a dead stdio server's last stderr lines the reason quotes."""
+
+_WATCH_EXIT: Final = str(Path(__file__).with_name("_watch_exit.py"))
+_QUIET: Final = (
+    "bot.servers.connections",
+    "mcp",
+)  # they would repeat, as log lines, what the result line says
+
+_HINTS: Final = {
+    400: "is this an MCP endpoint?",
+    401: "check the server's headers (Authorization)",
+    403: "check the server's headers (Authorization)",
+    404: "is the path /mcp?",
+    405: "is the path /mcp?",
+    406: "is this an MCP endpoint?",
+}
 
 
-class _NoOne:
-    """A surface with nobody behind it: `check` calls no tools, so nothing should ever be asked."""
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """One server's probe."""
 
-    async def show_prompt(self, prompt: Prompt) -> None: ...
+    name: str
+    """The server's table name."""
+    ok: bool
+    """Connected and listed its tools."""
+    detail: str
+    """`protocol X, N tools` when ok, else the reason."""
 
-    async def settle_prompt(self, prompt: Prompt, outcome: Outcome) -> None: ...
+    @property
+    def line(self) -> str:
+        return f"{self.name}: ok ({self.detail})" if self.ok else f"{self.name}: FAILED: {self.detail}"
 
-    async def report_unsupported(self, origin: Origin, server: str, message: str, reason: str) -> None: ...
+
+@dataclass(slots=True)
+class _Evidence:
+    """What a probe saw besides the exception that ended it."""
+
+    folder: Path
+    """A private temporary folder for the stdio server's stderr and exit status."""
+    http_status: int | None = None
+    http_reason: str = ""
+    location: str | None = None
+    content_type: str | None = None
+    not_json_rpc: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.folder / "stderr"
+
+    @property
+    def status_path(self) -> Path:
+        return self.folder / "status"
+
+    async def on_response(self, response: httpx2.Response) -> None:
+        self.http_status, self.http_reason = response.status_code, response.reason_phrase
+        self.location = response.headers.get("location")
+        self.content_type = response.headers.get("content-type", "").split(";")[0].strip() or None
+
+    async def on_message(self, _conn: Connection, message: IncomingMessage) -> None:
+        if isinstance(message, Exception):  # a line or body that did not parse as JSON-RPC
+            self.not_json_rpc.set()
+
+    def exit_status(self) -> int | None:
+        try:
+            return int(self.status_path.read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            return None
+
+    def stderr_tail(self) -> str:
+        try:
+            text = self.stderr_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return " | ".join(lines[-STDERR_LINES:])
 
 
-async def check(config: Config) -> int:
-    """Print `name: ok (protocol, N tools)` or `name: FAILED: reason` per server; 0 when all are ok."""
-    prompts = PromptRegistry(_NoOne(), config.elicitation.timeout_s)
-    failed = 0
-    async with Hub(config, prompts) as hub:
-        for name in hub.server_names():
-            status = await hub.probe(name, CHECK_ORIGIN)
-            if status.connected:
-                print(f"{name}: ok (protocol {status.protocol}, {status.tool_count} tools)", flush=True)
-            else:
-                failed += 1
-                print(f"{name}: FAILED: {status.error}", flush=True)
+async def check(
+    config: Config, timeout_s: float = DEFAULT_TIMEOUT_S, write: Callable[[str], None] | None = None
+) -> int:
+    """Probe every server at once; print each line as its probe ends, then a summary in config order.
+
+    0 when all are ok, 1 when one failed, 130 when interrupted by SIGINT or SIGTERM (children reaped first).
+    """
+    out = write or _print
+    results: dict[str, CheckResult] = {}
+    interrupted = False
+
+    async def one(server: ServerConfig) -> None:
+        result = await probe(server, timeout_s)
+        results[server.name] = result
+        out(result.line)
+
+    with _quiet_logs():
+        async with anyio.create_task_group() as tg:
+
+            async def on_signal() -> None:
+                nonlocal interrupted
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    async for _ in signals:
+                        interrupted = True
+                        tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(on_signal)
+            async with anyio.create_task_group() as probes:
+                for server in config.servers:
+                    probes.start_soon(one, server)
+            tg.cancel_scope.cancel()
+    if interrupted:
+        out("check: interrupted; every server process was stopped")
+        return 130
+    if not config.servers:
+        out("no servers configured")
+        return 0
+    failed = [r.name for r in results.values() if not r.ok]
+    order = ", ".join(f"{s.name} {'ok' if results[s.name].ok else 'FAILED'}" for s in config.servers)
+    out(f"{len(config.servers) - len(failed)} of {len(config.servers)} ok: {order}")
     return 1 if failed else 0
+
+
+async def probe(server: ServerConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> CheckResult:
+    """Connect to one server and list its tools within `timeout_s`; never raises for a failure."""
+    early = _before_start(server)
+    if early is not None:
+        return CheckResult(server.name, False, early)
+    with tempfile.TemporaryDirectory(prefix="toolnexus-check-") as folder:
+        evidence = _Evidence(Path(folder))
+        with _open_errlog(evidence.stderr_path) as errlog:
+            conn = Connection(
+                server,
+                ("check", server.name),
+                _nobody,
+                evidence.on_message,
+                transport=_transport(evidence, errlog),
+            )
+            tools, protocol, error, timed_out = await _connect_and_list(conn, evidence, timeout_s)
+        if tools is not None:
+            return CheckResult(server.name, True, f"protocol {protocol or 'unknown'}, {tools} tools")
+        return CheckResult(server.name, False, _reason(server, evidence, error, timed_out, timeout_s))
+
+
+async def _connect_and_list(
+    conn: Connection, evidence: _Evidence, timeout_s: float
+) -> tuple[int | None, str | None, str | None, bool]:
+    """(tool count or None, protocol, the error, whether the time ran out); the session is closed on return."""
+    tools: int | None = None
+    protocol: str | None = None
+    error: str | None = None
+    async with anyio.create_task_group() as tg:
+        with anyio.move_on_after(timeout_s) as deadline:
+
+            async def on_garbage(scope: anyio.CancelScope) -> None:
+                await evidence.not_json_rpc.wait()
+                scope.cancel()
+
+            async with anyio.create_task_group() as watch:
+                watch.start_soon(on_garbage, watch.cancel_scope)
+                await tg.start(conn.own)
+                if conn.client is not None:
+                    protocol = conn.protocol
+                    try:
+                        tools = await _count_tools(conn.client)
+                    except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                        error = str(exc) or type(exc).__name__
+                watch.cancel_scope.cancel()
+        conn.close()
+        if conn.client is None or deadline.cancelled_caught:
+            tg.cancel_scope.cancel()
+    return tools, protocol, error or conn.error, deadline.cancelled_caught
+
+
+async def _count_tools(client: Client) -> int:
+    count, cursor = 0, None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        count += len(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return count
+
+
+def _before_start(server: ServerConfig) -> str | None:
+    """A reason found without starting anything: the working folder or the command is missing."""
+    if server.command is None:
+        return None
+    if server.cwd is not None and not os.path.isdir(server.cwd):
+        return f"the working folder does not exist: {server.cwd}"
+    if os.sep not in server.command:
+        path = server.env.get("PATH", os.environ.get("PATH"))
+        if shutil.which(server.command, path=path) is None:
+            return f"command not found: {server.command}"
+    return None
+
+
+def _transport(evidence: _Evidence, errlog: TextIO) -> Callable[[ServerConfig], object]:
+    def make(server: ServerConfig) -> object:
+        if server.url is not None:
+            return _http(server, evidence)
+        assert server.command is not None
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=[_WATCH_EXIT, str(evidence.status_path), server.command, *server.args],
+            env=dict(server.env) or None,
+            cwd=server.cwd,
+        )
+        return stdio_client(params, errlog=errlog)
+
+    return make
+
+
+@asynccontextmanager
+async def _http(server: ServerConfig, evidence: _Evidence) -> AsyncIterator[TransportStreams]:
+    assert server.url is not None
+    async with (
+        httpx2.AsyncClient(
+            headers=server.reveal_headers(),
+            follow_redirects=False,
+            timeout=None,  # the probe's own deadline bounds every wait
+            event_hooks={"response": [evidence.on_response]},
+        ) as http,
+        streamable_http_client(server.url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+async def _nobody(
+    _conn: Connection, _ctx: ClientRequestContext, _params: types.ElicitRequestParams
+) -> types.ElicitResult | types.ErrorData:
+    return types.ErrorData(code=types.INVALID_REQUEST, message="nobody is there to answer: this is a check")
+
+
+def _reason(
+    server: ServerConfig, evidence: _Evidence, error: str | None, timed_out: bool, timeout_s: float
+) -> str:
+    if evidence.not_json_rpc.is_set() and server.command is not None:
+        return "not an MCP server (the answer was not JSON-RPC)"
+    if server.command is not None and not timed_out:
+        status = evidence.exit_status()
+        if status is not None:
+            how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+            tail = evidence.stderr_tail()
+            return f"the server process {how}" + (f"; its stderr ends: {tail}" if tail else "")
+    status_code = evidence.http_status
+    if status_code is not None and 300 <= status_code < 400:
+        where = f" to {evidence.location}" if evidence.location else ""
+        return f"HTTP {status_code} {evidence.http_reason}: the server redirects{where}; use that URL"
+    if status_code is not None and status_code >= 400:
+        hint = _HINTS.get(status_code, "the server failed; see its logs" if status_code >= 500 else "")
+        return f"HTTP {status_code} {evidence.http_reason}" + (f": {hint}" if hint else "")
+    content_type = evidence.content_type
+    if evidence.not_json_rpc.is_set() or (
+        content_type is not None and content_type not in ("application/json", "text/event-stream")
+    ):
+        sent = f"; it sent {content_type}" if content_type and server.url is not None else ""
+        return f"not an MCP server (the answer was not JSON-RPC{sent})"
+    if timed_out:
+        tail = evidence.stderr_tail()
+        return f"no answer within {timeout_s:g} s" + (f"; its stderr ends: {tail}" if tail else "")
+    return error or "the connection failed"
+
+
+@contextmanager
+def _quiet_logs() -> Iterator[None]:
+    """Failures are reported on the result line, so the loggers that would repeat them are muted (unless DEBUG)."""
+    if logging.getLogger().getEffectiveLevel() <= logging.DEBUG:
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in _QUIET]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+def _open_errlog(path: Path) -> TextIO:
+    """The file a stdio server's stderr goes to (a real file: the child writes to its descriptor)."""
+    return open(path, "w+", encoding="utf-8")
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import os
+import socket
 import ssl
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
@@ -236,7 +238,7 @@ class Connection:
                     await self._stop.wait()
                     tg.cancel_scope.cancel()
         except Exception as exc:
-            self.error = describe_error(exc)
+            self.error = describe_error(exc, self.server)
             if not self.closing:
                 logger.warning("MCP server %s: %s", self.server.name, self.error)
         finally:
@@ -264,15 +266,60 @@ async def _set_when(gone: anyio.Event, stop: anyio.Event) -> None:
     stop.set()
 
 
-def describe_error(exc: BaseException) -> str:
-    """One readable line for a connect or transport failure (ExceptionGroups unwrapped)."""
+def describe_error(exc: BaseException, server: ServerConfig | None = None) -> str:
+    """One readable line for a connect or transport failure (ExceptionGroups unwrapped).
+
+    Names what happened where the exception chain says so: the DNS name not found, the connection refused,
+    the TLS failure and its reason, the command or working folder missing (given the `server`).
+    """
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(describe_error(e) for e in exc.exceptions)
-    if isinstance(exc, httpx2.ConnectError):
-        return "cannot connect"
+        return "; ".join(describe_error(e, server) for e in exc.exceptions)
+    if isinstance(exc, httpx2.TransportError):
+        return _transport_reason(exc)
     if isinstance(exc, FileNotFoundError):
+        if server is not None and server.cwd is not None and not os.path.isdir(server.cwd):
+            return f"the working folder does not exist: {server.cwd}"
         return f"command not found: {exc.filename or exc}"
+    if isinstance(exc, PermissionError) and server is not None and server.command is not None:
+        return f"cannot run {server.command}: permission denied"
     text = str(exc) or type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _transport_reason(exc: httpx2.TransportError) -> str:
+    host = _host_of(exc)
+    for cause in _chain(exc):
+        if isinstance(cause, socket.gaierror):
+            return f"DNS name not found: {host}" if host else "DNS name not found"
+        if isinstance(cause, ConnectionRefusedError):
+            return f"connection refused by {host}" if host else "connection refused"
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return f"TLS failure: {cause.verify_message or cause.reason or cause}"
+        if isinstance(cause, ssl.SSLError):
+            reason = (cause.reason or str(cause)).replace("_", " ").lower()
+            plain = " (is it plain http?)" if cause.reason == "WRONG_VERSION_NUMBER" else ""
+            return f"TLS failure: {reason}{plain}"
+    if isinstance(exc, httpx2.TimeoutException):
+        return f"no answer from {host}" if host else "no answer"
+    if isinstance(exc, httpx2.ConnectError):
+        return f"cannot connect to {host}: {exc}" if host else f"cannot connect: {exc}"
+    return str(exc) or type(exc).__name__
+
+
+def _host_of(exc: httpx2.TransportError) -> str | None:
+    try:
+        return exc.request.url.host or None
+    except RuntimeError:  # httpx raises when the error carries no request
+        return None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and its causes, outermost first (cycles cut)."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen

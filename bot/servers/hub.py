@@ -8,6 +8,7 @@ The work is done in `bot.servers.pool` (sessions), `bot.servers.calls` (tool cal
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +26,8 @@ from bot.servers.elicitation import Elicitations
 from bot.servers.pool import Pool, Unavailable
 
 __all__ = ["Hub", "ProgressSink", "Unavailable"]
+
+logger = logging.getLogger(__name__)
 
 
 class Hub:
@@ -150,11 +153,29 @@ class Hub:
         origin: Origin,
         on_progress: ProgressSink | None = None,
     ) -> ToolOutcome:
-        """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes."""
+        """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes.
+
+        Logs one INFO line per call: who, server, tool, outcome and duration (never arguments or answers).
+        """
+        started = anyio.current_time()
         outcome = await self.calls.call_tool(name, tool, arguments, origin, on_progress)
         self.calls_ended[outcome.status] += 1
+        log_call(origin, name, tool, outcome, anyio.current_time() - started)
         return outcome
 
     def cancel(self, origin: Origin) -> int:
         """/cancel: this person's pending prompts and running calls in this chat; returns how many."""
         return self.calls.cancel(origin)
+
+
+def log_call(origin: Origin, server: str, tool: str, outcome: ToolOutcome, seconds: float) -> None:
+    """The per-call INFO line. Only names and the status: arguments, answers and results may be private."""
+    logger.info(
+        "call %s/%s by user %d in chat %d: %s in %.1f s",
+        server,
+        tool,
+        origin.user_id,
+        origin.chat_id,
+        outcome.status.value,
+        seconds,
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from telegram import Update
 from telegram.ext import ApplicationHandlerStop, BaseHandler, ContextTypes, TypeHandler
 
@@ -18,6 +20,7 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
         user = update.effective_user
         if user is not None and is_allowed(deps, user.id):
             return
+        logging.getLogger("bot.refused").info("refused Telegram user %s", user.id if user else "unknown")
         refusal = f"Sorry, this bot is private. Your Telegram user id is {user.id}." if user else None
         if update.callback_query is not None:
             await update.callback_query.answer(refusal, show_alert=True)

@@ -1,0 +1,32 @@
+# toolnexus-bot: a Telegram bot that is an MCP client.
+#   docker build -t toolnexus-bot .
+#   docker run -d --init --name toolnexus -v toolnexus-data:/data -e TELEGRAM_BOT_TOKEN toolnexus-bot
+# Put config.toml in the volume (/data/config.toml); the database is created beside it. `--init` reaps the
+# stdio MCP servers' processes. Other commands: `docker run --rm -it -v toolnexus-data:/data toolnexus-bot
+# check --config /data/config.toml` (or `console`).
+
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md LICENSE ./
+COPY bot ./bot
+COPY mapping ./mapping
+RUN python -m venv /opt/toolnexus \
+    && /opt/toolnexus/bin/pip install --no-cache-dir --disable-pip-version-check .
+
+FROM python:3.11-slim
+RUN useradd --system --uid 10001 --user-group --home-dir /data --shell /usr/sbin/nologin toolnexus \
+    && mkdir -p /data \
+    && chown toolnexus:toolnexus /data
+COPY --from=build /opt/toolnexus /opt/toolnexus
+COPY deploy/healthcheck.py /opt/toolnexus/healthcheck.py
+ENV PATH="/opt/toolnexus/bin:$PATH" \
+    PYTHONUNBUFFERED=1 \
+    TOOLNEXUS_CONFIG=/data/config.toml
+WORKDIR /data
+VOLUME ["/data"]
+USER toolnexus
+# Passes at once without a [web] table (polling mode); with one, /healthz must answer.
+HEALTHCHECK --interval=30s --timeout=10s --start-period=20s --retries=3 \
+    CMD ["python", "/opt/toolnexus/healthcheck.py"]
+ENTRYPOINT ["toolnexus-bot"]
+CMD ["--config", "/data/config.toml"]
