@@ -84,8 +84,8 @@ async def test_a_webhook_port_in_use_is_one_line(tmp_path: Path) -> None:
             port = taken.getsockname()[1]
             config = _config(
                 tmp_path,
-                f'api_base_url = "{fake.base_url}"\nmode = "webhook"\n[telegram.webhook]\nport = {port}\n'
-                'url = "https://bot.example.com/telegram"\nsecret_token = "s3cret-token"\n',
+                f'api_base_url = "{fake.base_url}"\nmode = "webhook"\nwebhook_secret = "s3cret-token"\n'
+                f'[web]\nport = {port}\npublic_url = "https://bot.example.com"\n',
             )
             env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token}
             with anyio.fail_after(60):
