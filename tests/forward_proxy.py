@@ -26,6 +26,8 @@ class ForwardProxy:
 
     url: str = ""
     forwarded: list[tuple[str, str]] = field(default_factory=list)
+    credentials: list[str | None] = field(default_factory=list)
+    """The Proxy-Authorization header of each forwarded request."""
     refused: list[str] = field(default_factory=list)
     """Requests not in absolute form (sent to the proxy as if it were the server), or not for loopback."""
 
@@ -42,6 +44,7 @@ async def forward_proxy() -> AsyncIterator[ForwardProxy]:
                 proxy.refused.append(request.raw_path)
                 return web.Response(status=400, text="not an absolute-form request for 127.0.0.1")
             proxy.forwarded.append((request.method, str(target)))
+            proxy.credentials.append(request.headers.get("Proxy-Authorization"))
             headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
             async with client.request(
                 request.method, target, headers=headers, data=await request.read(), allow_redirects=False

@@ -1,9 +1,12 @@
 """The HTTP client under PTB: a `telegram.request.BaseRequest` on aiohttp. Does I/O.
 
 One `aiohttp.ClientSession` per request object (PTB keeps two: Bot API calls, and getUpdates). Proxies come from
-the environment (`trust_env=True`): `HTTP_PROXY` for http:// Bot API servers, `HTTPS_PROXY` for https:// ones
-(tunnelled with CONNECT), `NO_PROXY` to bypass; lowercase names too. aiohttp ignores `ALL_PROXY` and proxies
-given as https:// URLs (it logs a warning for those).
+the environment, as aiohttp's `trust_env=True` finds them (the same `urllib.request` functions): `HTTP_PROXY`
+for http:// Bot API servers, `HTTPS_PROXY` for https:// ones (tunnelled with CONNECT), `NO_PROXY` to bypass;
+lowercase names too; credentials in the proxy URL are sent as Proxy-Authorization. Like aiohttp, `ALL_PROXY`
+and proxies given as https:// URLs are not used. The lookup is made once per origin, not per request:
+`trust_env=True` makes it, and reads ~/.netrc, in a worker thread for every request (bench/ counted that as
+much work as the rest of the client).
 
 PTB's four timeouts, as far as aiohttp has them:
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import ssl
+import urllib.request
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
@@ -62,7 +66,7 @@ def default_ssl_context() -> ssl.SSLContext:
 class AiohttpRequest(BaseRequest):
     """A PTB `BaseRequest` on one `aiohttp.ClientSession` with at most `connections` connections."""
 
-    __slots__ = ("_connections", "_defaults", "_max_response_bytes", "_session", "_ssl")
+    __slots__ = ("_connections", "_defaults", "_max_response_bytes", "_proxies", "_session", "_ssl")
 
     def __init__(
         self,
@@ -84,6 +88,7 @@ class AiohttpRequest(BaseRequest):
         self._max_response_bytes = max_response_bytes
         self._ssl = ssl_context
         self._session: aiohttp.ClientSession | None = None
+        self._proxies: dict[str, str | None] = {}
 
     @property
     def read_timeout(self) -> float | None:
@@ -95,9 +100,9 @@ class AiohttpRequest(BaseRequest):
             if self._ssl is None:
                 self._ssl = default_ssl_context()
             connector = aiohttp.TCPConnector(limit=self._connections, ssl=self._ssl)
+            self._proxies = {}  # the environment is read again after a restart
             self._session = aiohttp.ClientSession(
                 connector=connector,
-                trust_env=True,
                 headers={"User-Agent": self.USER_AGENT},
                 timeout=aiohttp.ClientTimeout(total=None),
             )
@@ -144,9 +149,19 @@ class AiohttpRequest(BaseRequest):
             sock_connect=connect,
             sock_read=read,
         )
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        if origin not in self._proxies:
+            self._proxies[origin] = _environment_proxy(origin)
+        proxy = self._proxies[origin]
         try:
             async with self._session.request(
-                method, url, timeout=timeout, allow_redirects=False, **_body(request_data)
+                method,
+                url,
+                timeout=timeout,
+                allow_redirects=False,
+                proxy=proxy,
+                **_body(request_data),
             ) as response:
                 return response.status, await self._read(response)
         except TelegramError:
@@ -169,6 +184,19 @@ class AiohttpRequest(BaseRequest):
                 raise NetworkError(f"The Bot API server's answer is too large (over {cap} bytes)")
             chunks.append(chunk)
         return b"".join(chunks)
+
+
+def _environment_proxy(origin: str) -> str | None:
+    """The proxy the environment names for `origin` (`scheme://host[:port]`), or None. Credentials in its URL
+    stay there: aiohttp sends them to the proxy as Proxy-Authorization."""
+    parts = urlsplit(origin)
+    named = urllib.request.getproxies().get(parts.scheme)
+    if not named or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    if urlsplit(named).scheme != "http":
+        logger.warning("only http:// proxies are supported; going to %s without one", parts.hostname)
+        return None
+    return named
 
 
 def _body(request_data: RequestData | None) -> dict[str, Any]:
