@@ -43,7 +43,7 @@ from telegram.request import BaseRequest, RequestData
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_RESPONSE_BYTES", "AiohttpRequest", "default_ssl_context"]
+__all__ = ["MAX_RESPONSE_BYTES", "POOL_TIMEOUT_S", "AiohttpRequest", "default_ssl_context"]
 
 POOL_TIMEOUT_S: Final = 20.0
 """How long a request may wait for a free connection; it has not been sent while it waits, so waiting is
