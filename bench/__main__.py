@@ -50,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--protocols", default="legacy,2026-07-28", help="a. MCP revisions to measure (comma-separated)"
     )
+    p.add_argument(
+        "--clients",
+        default="aiohttp,httpx",
+        help="a. Bot API clients under the bot to compare, the shipped one first (default aiohttp,httpx)",
+    )
     p.add_argument("--only", default="abcd", help="which scenarios to run (default abcd)")
     p.add_argument(
         "--profile-bot",
@@ -73,21 +78,34 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         args.instructions_per_person = 1
     results: dict[str, Any] = {}
     if "a" in args.only:
+        protocols, (shipped, *others) = args.protocols.split(","), args.clients.split(",")
         results["bridge"] = []
-        for i, protocol in enumerate(args.protocols.split(",")):
+        for i, protocol in enumerate(protocols):
             profile = args.profile_bot if i == 0 else None
             results["bridge"].append(
-                await scenarios.bridge_cost(args.elicitations, args.parallel, protocol, profile=profile)
+                await scenarios.bridge_cost(
+                    args.elicitations, args.parallel, protocol, profile=profile, client=shipped
+                )
             )
+        # The other clients' CPU on the first revision only: CPU ms drift, the instruction counts compare.
+        results["bridge_other_clients"] = [
+            await scenarios.bridge_cost(args.elicitations, args.parallel, protocols[0], client=c, bare=False)
+            for c in others
+        ]
         results["instructions"] = []
-        for protocol in args.protocols.split(","):
+        results["bare_instructions"] = []
+        for protocol in protocols:
             if args.instructions_per_person < 1:
                 break
-            counted = await scenarios.bridge_instructions(
-                args.instructions_per_person, args.parallel, protocol
-            )
-            if counted is not None:
-                results["instructions"].append(counted)
+            for client in (shipped, *others):
+                counted = await scenarios.bridge_instructions(
+                    args.instructions_per_person, args.parallel, protocol, client
+                )
+                if counted is not None:
+                    results["instructions"].append(counted)
+            bare = await scenarios.bare_instructions(args.instructions_per_person * args.parallel, protocol)
+            if bare is not None:
+                results["bare_instructions"].append(bare)
     if "b" in args.only:
         results["calls_per_kind"] = await scenarios.calls_per_kind(args.per_kind, "legacy")
     if "c" in args.only:

@@ -1,8 +1,9 @@
-"""The bot process the bench measures: exactly `toolnexus-bot --config PATH`, with two bench-only switches.
+"""The bot process the bench measures: exactly `toolnexus-bot --config PATH`, with bench-only switches.
 
 `--unthrottled` turns the limits of the bot's client-side flood control (`bot.telegram.flood`: 25 requests/s overall,
 per-group and per-chat buckets) off, keeping only a cap on requests in flight, so scenarios that measure the
-bridge's own cost are not paced by Telegram's rate. `--profile PATH` arms cProfile: SIGUSR1 starts it,
+bridge's own cost are not paced by Telegram's rate. `--client httpx` puts PTB's own `HTTPXRequest` under the bot
+instead of the shipped aiohttp client, to compare the two. `--profile PATH` arms cProfile: SIGUSR1 starts it,
 SIGUSR2 stops it and writes the stats to PATH, so a profile covers exactly the window the bench measures.
 """
 
@@ -46,14 +47,30 @@ def _unthrottle() -> None:
     bot.telegram.app.FloodLimiter = Unthrottled  # type: ignore[misc,assignment]
 
 
+def _use_httpx() -> None:
+    from telegram.request import HTTPXRequest
+
+    import bot.telegram.bot
+    from bot.telegram.request import POOL_TIMEOUT_S
+
+    def httpx_request(*, connections: int) -> HTTPXRequest:
+        """PTB's own client with the pool the aiohttp client gets (and its pool timeout)."""
+        return HTTPXRequest(connection_pool_size=connections, pool_timeout=POOL_TIMEOUT_S)
+
+    bot.telegram.bot.AiohttpRequest = httpx_request  # type: ignore[assignment,misc]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.botproc")
     parser.add_argument("--unthrottled", action="store_true")
+    parser.add_argument("--client", choices=("aiohttp", "httpx"), default="aiohttp")
     parser.add_argument("--profile", metavar="PATH")
     parser.add_argument("--memory", metavar="PATH")
     args, bot_args = parser.parse_known_args(argv)
     if args.unthrottled:
         _unthrottle()
+    if args.client == "httpx":
+        _use_httpx()
     if args.memory is not None:
         _arm_tracemalloc(args.memory)
     from bot.cli import main as bot_main

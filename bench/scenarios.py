@@ -8,6 +8,7 @@ people, and returns plain figures (dicts of numbers) for `bench.report`. Correct
 from __future__ import annotations
 
 import functools
+import re
 import shutil
 import statistics
 import sys
@@ -16,10 +17,12 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from subprocess import DEVNULL
 from typing import Any, Final
 
 import anyio
 import mcp_types as types
+from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client import ClientRequestContext
 
@@ -99,22 +102,32 @@ def _check_log(records: list[dict[str, Any]], expected: dict[str, dict[str, Any]
 
 
 async def bridge_cost(
-    elicitations: int, users: int, protocol: str, *, sequential: int = 50, profile: Path | None = None
+    elicitations: int,
+    users: int,
+    protocol: str,
+    *,
+    sequential: int = 50,
+    profile: Path | None = None,
+    client: str = "aiohttp",
+    bare: bool = True,
 ) -> dict[str, Any]:
-    """Bot CPU and wall time per single-choice elicitation, against a bare `mcp` Client doing the same."""
+    """Bot CPU and wall time per single-choice elicitation, against a bare `mcp` Client doing the same
+    (unless `bare` is False). `client` is the Bot API client under the bot (`bench.botproc --client`)."""
     per_user = -(-elicitations // users)
     total = per_user * users
     with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
         log = Path(tmp) / "a.jsonl"
         async with (
             BenchFake() as fake,
-            bot_process(fake, stdio_server_entry(log, protocol), profile=profile) as bot,
+            bot_process(fake, stdio_server_entry(log, protocol), profile=profile, client=client) as bot,
         ):
             people = _users(fake, users)
-            progress(f"a. bridge ({protocol}): {users} people open their sessions (stdio server each)")
+            progress(
+                f"a. bridge ({protocol}, {client}): {users} people open their sessions (stdio server each)"
+            )
             await _each(people, lambda u: _warm_up(fake, u))
             progress(
-                f"a. bridge ({protocol}): {total} single-choice elicitations, {users} people in parallel"
+                f"a. bridge ({protocol}, {client}): {total} single-choice elicitations, {users} people in parallel"
             )
             latencies: list[float] = []
             expected: dict[str, dict[str, Any] | None] = {}
@@ -138,10 +151,13 @@ async def bridge_cost(
                 bot.profile(False)
             one_at_a_time = await _sequential_latency(fake, people[0], sequential)
         received = _check_log(read_log(log), expected)
-        progress(f"a. bridge ({protocol}): the same through a bare mcp Client")
-        bare = await _bare_client(total, users, protocol, Path(tmp), sequential)
-    return {
+        figures: dict[str, Any] = {}
+        if bare:
+            progress(f"a. bridge ({protocol}): the same through a bare mcp Client")
+            figures = await _bare_client(total, users, protocol, Path(tmp), sequential)
+    out = {
         "protocol": protocol,
+        "client": client,
         "elicitations": total,
         "people_in_parallel": users,
         "answered_correctly": received,
@@ -155,13 +171,19 @@ async def bridge_cost(
         "latency_ms_p99": round(percentile(latencies, 99) * 1000, 1),
         "sequential_latency_ms_p50": round(one_at_a_time * 1000, 1),
         "bot_api_calls_per_elicitation": _per(calls, total),
-        "bare_client": bare,
-        "wall_ratio_bot_over_bare": round(wall / bare["wall_s"], 2),
-        "sequential_latency_ratio_bot_over_bare": round(one_at_a_time / bare["sequential_latency_s_p50"], 2),
     }
+    if figures:
+        out["bare_client"] = figures
+        out["wall_ratio_bot_over_bare"] = round(wall / figures["wall_s"], 2)
+        out["sequential_latency_ratio_bot_over_bare"] = round(
+            one_at_a_time / figures["sequential_latency_s_p50"], 2
+        )
+    return out
 
 
-async def bridge_instructions(per_user: int, users: int, protocol: str) -> dict[str, Any] | None:
+async def bridge_instructions(
+    per_user: int, users: int, protocol: str, client: str = "aiohttp"
+) -> dict[str, Any] | None:
     """Instructions the bot executes per single-choice elicitation, counted by valgrind's callgrind.
 
     CPU time on a shared machine drifts with its neighbours (the same code measured 2.4 to 5 ms here); an
@@ -177,9 +199,11 @@ async def bridge_instructions(per_user: int, users: int, protocol: str) -> dict[
         log = Path(tmp) / "i.jsonl"
         async with BenchFake() as fake:
             progress(
-                f"a. instructions ({protocol}): the bot under callgrind, {per_user * users} elicitations"
+                f"a. instructions ({protocol}, {client}): the bot under callgrind, {per_user * users} elicitations"
             )
-            async with bot_process(fake, stdio_server_entry(log, protocol), callgrind=True) as bot:
+            async with bot_process(
+                fake, stdio_server_entry(log, protocol), callgrind=True, client=client
+            ) as bot:
                 people = _users(fake, users)
                 await _each(people, lambda u: _warm_up(fake, u))
                 expected: dict[str, dict[str, Any] | None] = {}
@@ -205,6 +229,7 @@ async def bridge_instructions(per_user: int, users: int, protocol: str) -> dict[
         total = per_user * users
         return {
             "protocol": protocol,
+            "client": client,
             "elicitations": total,
             "people_in_parallel": users,
             "answered_correctly": _check_log(read_log(log), expected),
@@ -212,6 +237,45 @@ async def bridge_instructions(per_user: int, users: int, protocol: str) -> dict[
             "bot_instructions_per_plain_call": round(plain_calls / total),
             "bot_api_calls_per_elicitation": _per(calls, total),
         }
+
+
+async def bare_instructions(count: int, protocol: str) -> dict[str, Any] | None:
+    """Instructions a bare `mcp` Client (`bench.bare`) executes per single-choice elicitation with its call,
+    counted by callgrind as the bot's are (its stdio server, a child process, is not counted in either).
+    None when valgrind is not installed."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
+        out, log = Path(tmp) / "cg", Path(tmp) / "bare.jsonl"
+        command = [
+            *("valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"),
+            *(sys.executable, "-m", "bench.bare", "--protocol", protocol, "--count", str(count)),
+            *("--log", str(log)),
+        ]
+        progress(f"a. instructions ({protocol}): the bare mcp Client under callgrind, {count} elicitations")
+        async with await anyio.open_process(command, cwd=ROOT, stderr=DEVNULL) as process:
+            assert process.stdin is not None and process.stdout is not None
+            lines = BufferedByteReceiveStream(process.stdout)
+            with anyio.fail_after(300):
+                assert await lines.receive_until(b"\n", 100) == b"ready"
+            await anyio.run_process(["callgrind_control", "-i", "on", str(process.pid)])
+            await process.stdin.send(b"go\n")
+            with anyio.fail_after(300):
+                assert await lines.receive_until(b"\n", 100) == b"done"
+            await anyio.run_process(["callgrind_control", "-d", str(process.pid)])
+            await process.stdin.send(b"exit\n")
+            with anyio.fail_after(60):
+                await process.wait()
+        found = re.search(r"^summary: (\d+)$", out.with_name("cg.1").read_text(), re.MULTILINE)
+        if found is None:
+            raise RuntimeError("no summary line in the bare client's callgrind counts")
+        answered = sum(1 for r in read_log(log) if r["tag"].startswith("bare-") and r["tag"] != "bare-warm")
+    return {
+        "protocol": protocol,
+        "elicitations": count,
+        "answered": answered,
+        "instructions_per_elicitation": round(int(found.group(1)) / count),
+    }
 
 
 async def _warm_up(fake: BenchFake, user: FakeUser) -> None:

@@ -233,8 +233,10 @@ async def bot_process(
     memory: Path | None = None,
     callgrind: bool = False,
     web_port: int | None = None,
+    client: str = "aiohttp",
 ) -> AsyncIterator[BotProcess]:
-    """Start `python -m bench.botproc [--unthrottled] --config <tmp>` and wait until it polls the fake.
+    """Start `python -m bench.botproc [--unthrottled] [--client C] --config <tmp>` and wait until it polls the
+    fake. `client` is the Bot API client under the bot: "aiohttp" (shipped) or "httpx" (PTB's own).
 
     With `callgrind`, the bot runs under valgrind's callgrind with instrumentation off; `BotProcess.count`
     switches it on and off, and `instructions()` reads what was counted since the last reading.
@@ -246,6 +248,8 @@ async def bot_process(
         command = [sys.executable, "-m", "bench.botproc", "--config", str(config), "--log-level", "WARNING"]
         if unthrottled:
             command.insert(3, "--unthrottled")
+        if client != "aiohttp":
+            command[3:3] = ["--client", client]
         if profile is not None:
             command[3:3] = ["--profile", str(profile)]
         if memory is not None:

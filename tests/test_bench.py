@@ -87,3 +87,37 @@ def test_the_report_has_a_row_for_every_scenario_it_is_given() -> None:
     text = report.table(results)
     assert "d. flood legacy" in text
     assert "zero lost" in text
+
+
+def test_the_report_compares_the_bot_api_clients_in_one_line_and_checks_the_instruction_guard() -> None:
+    """Instruction counts of each client side by side (the shipped one first), the bare Client's beside the
+    bot's, and the guard of the protocol's era (15 M in 2025, 16 M in 2026-07-28) judged."""
+
+    def counted(protocol: str, client: str, instructions: int) -> dict[str, object]:
+        return {
+            "protocol": protocol,
+            "client": client,
+            "elicitations": 48,
+            "answered_correctly": 48,
+            "bot_instructions_per_elicitation": instructions,
+            "bot_instructions_per_plain_call": 4_000_000,
+        }
+
+    results = {
+        "instructions": [
+            counted("legacy", "aiohttp", 14_900_000),
+            counted("legacy", "httpx", 30_000_000),
+            counted("2026-07-28", "aiohttp", 16_500_000),
+            counted("2026-07-28", "httpx", 31_000_000),
+        ],
+        "bare_instructions": [{"protocol": "legacy", "instructions_per_elicitation": 2_400_000}],
+    }
+    rows = {(scenario, figure): (value, note) for scenario, figure, value, note in report.rows(results)}
+    value, note = rows["a. bridge legacy", "Bot API client: aiohttp | httpx"]
+    assert value == "14.90 M | 30.00 M"
+    assert "2026-07-28: 16.50 M | 31.00 M" in note and "ships aiohttp" in note
+    value, note = rows["a. bridge legacy", "instructions / elicitation: bot | bare"]
+    assert value == "14.90 M | 2.40 M" and "within the 15.00 M guard" in note
+    value, note = rows["a. bridge 2026-07-28", "bot instructions / elicitation"]
+    assert value == "16.50 M" and "OVER the 16.00 M guard" in note
+    assert not any("httpx" in figure for scenario, figure in rows if "instructions" in figure)

@@ -114,7 +114,7 @@ class FloodLimiter(BaseRateLimiter[int]):
         rate_limit_args: int | None,
     ) -> Any:
         buckets = self._buckets(endpoint, data.get("chat_id"))
-        retries = rate_limit_args or self._max_retries
+        retries = self._max_retries if rate_limit_args is None else rate_limit_args
         refused = 0
         while True:
             await self._turn(buckets)

@@ -80,8 +80,8 @@ def _split(text: str, size: int) -> list[str]:
 class ToolButtons:
     """`/tools` buttons: short random tokens -> (server, tool, where and for whom); bounded, oldest forgotten.
 
-    The chat is kept here, not read from the tap: a tap's update arrives without the message it was on
-    (`bot.telegram.bot`).
+    The chat and the person are kept with the token: only whoever asked for the list may use its buttons, and
+    the call runs where the list was asked for, whatever happened to the list's message since.
     """
 
     def __init__(self, capacity: int = 5000) -> None:

@@ -169,3 +169,24 @@ async def test_a_request_refused_more_often_than_max_retries_fails_with_the_429(
     assert failed.group_contains(RetryAfter)
     assert sent == []
     assert len(time.slept) == 2  # waited out the first two 429s; the third is the caller's
+
+
+async def test_a_call_that_asks_for_no_retries_gets_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rate_limit_args=0` means: fail on the first 429, not the limiter's default number of retries."""
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+    time = VirtualTime()
+    limiter = FloodLimiter(max_retries=8, clock=time.clock, sleep=time.sleep)
+    tries: list[float] = []
+
+    async def refused() -> bool:
+        tries.append(time.now)
+        raise RetryAfter(dt.timedelta(seconds=3))
+
+    async def request() -> None:
+        await limiter.process_request(refused, (), {}, "sendMessage", {"chat_id": 7}, 0)
+
+    with pytest.raises(ExceptionGroup) as failed:
+        await time.run(request)
+    assert failed.group_contains(RetryAfter)
+    assert tries == [1000.0]
+    assert time.slept == []

@@ -1,5 +1,6 @@
-"""The Bot API HTTP client (`bot.telegram.http`) against real sockets on loopback: keep-alive, stale and hung
-connections, timeouts with PTB's meanings, TLS, uploads, and the proxy fallback."""
+"""The Bot API HTTP client (`bot.telegram.request`, aiohttp under PTB) against real sockets on loopback:
+keep-alive, dropped and hung connections, timeouts with PTB's meanings, bounded answers, TLS, uploads, and
+errors that never carry the token."""
 
 from __future__ import annotations
 
@@ -9,20 +10,22 @@ import json
 import shutil
 import ssl
 import subprocess
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio
 import pytest
 from telegram import InputFile
 from telegram.error import NetworkError, TelegramError, TimedOut
-from telegram.request import HTTPXRequest, RequestData
+from telegram.request import RequestData
 from telegram.request._requestparameter import RequestParameter
 
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.flood import FloodLimiter
-from bot.telegram.http import BotApiRequest
+from bot.telegram.request import AiohttpRequest
 
 pytestmark = pytest.mark.anyio
 
@@ -65,6 +68,7 @@ async def answer(seen: Seen, writer: asyncio.StreamWriter, body: bytes = OK, ext
 
 @asynccontextmanager
 async def serve(handler: Handler = answer, tls: ssl.SSLContext | None = None) -> AsyncIterator[Server]:
+    """A server on loopback that reads whole requests (head and Content-Length body) and lets `handler` act."""
     server = Server(0)
 
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -93,9 +97,18 @@ def params(**values: object) -> RequestData:
     return RequestData([RequestParameter.from_input(k, v) for k, v in values.items()])
 
 
+def assert_no_token(error: BaseException) -> None:
+    """No exception a logged traceback would print (the error, its cause or context) names the token."""
+    chain: BaseException | None = error
+    while chain is not None:
+        printed = "".join(traceback.format_exception_only(chain)) + repr(chain)
+        assert "SECRET" not in printed, printed
+        chain = chain.__cause__ or (None if chain.__suppress_context__ else chain.__context__)
+
+
 async def test_requests_share_one_keep_alive_connection_and_send_json() -> None:
     """Three calls, one connection; nested objects go as JSON objects (not JSON-in-form strings)."""
-    async with serve() as server, BotApiRequest() as request:
+    async with serve() as server, AiohttpRequest() as request:
         keyboard = {"inline_keyboard": [[{"text": "Yes", "callback_data": "p:t:1:y"}]]}
         for n in range(3):
             status, body = await request.do_request(
@@ -107,56 +120,45 @@ async def test_requests_share_one_keep_alive_connection_and_send_json() -> None:
     assert first.head.startswith("POST /bot123:SECRET/sendMessage HTTP/1.1\r\n")
     assert first.headers["host"] == f"127.0.0.1:{server.port}"
     assert first.headers["content-type"] == "application/json"
+    assert first.headers["user-agent"].startswith("python-telegram-bot")
     assert json.loads(first.body) == {"chat_id": 5, "text": "hi 0", "reply_markup": keyboard}
-
-
-async def test_a_connection_the_server_closes_after_answering_is_not_reused() -> None:
-    async def answer_then_close(seen: Seen, writer: asyncio.StreamWriter) -> bool:
-        await answer(seen, writer)
-        return False
-
-    async with serve(answer_then_close) as server, BotApiRequest() as request:
-        for _ in range(3):
-            assert await request.do_request(server.url(), "POST", params()) == (200, OK)
-    assert [s.connection for s in server.seen] == [1, 2, 3]
 
 
 async def test_connection_close_from_the_server_is_honoured() -> None:
     async def closing(seen: Seen, writer: asyncio.StreamWriter) -> bool:
-        return await answer(seen, writer, extra=b"Connection: close\r\n")
+        await answer(seen, writer, extra=b"Connection: close\r\n")
+        return False
 
-    async with serve(closing) as server, BotApiRequest() as request:
+    async with serve(closing) as server, AiohttpRequest() as request:
         for _ in range(2):
             assert await request.do_request(server.url(), "POST", params()) == (200, OK)
     assert [s.connection for s in server.seen] == [1, 2]
 
 
-async def test_a_reused_connection_dropped_before_any_answer_is_retried_once_on_a_new_one() -> None:
-    """The keep-alive race: the server closed the idle connection just as the next request went out."""
+@pytest.mark.parametrize("earlier_calls", [0, 1], ids=["fresh connection", "kept-alive connection"])
+async def test_a_sendmessage_read_whole_then_dropped_unanswered_is_a_network_error_and_never_sent_again(
+    earlier_calls: int,
+) -> None:
+    """The server read the request and closed without a word: Telegram may have sent the message, so the
+    request is not sent again (a duplicate message), on a fresh connection or on one kept alive (where a
+    client may take the drop for a stale connection and re-send); the caller gets the NetworkError."""
 
-    async def drop_second_request(seen: Seen, writer: asyncio.StreamWriter) -> bool:
-        if len(server.seen) == 2:
-            return False  # read it, never answer, close: it was not processed
+    async def drop_last(seen: Seen, writer: asyncio.StreamWriter) -> bool:
+        if json.loads(seen.body).get("text") == "last":
+            return False  # read it whole, never answer, close
         return await answer(seen, writer)
 
-    async with serve(drop_second_request) as server, BotApiRequest() as request:
-        assert await request.do_request(server.url(), "POST", params(n=1)) == (200, OK)
-        assert await request.do_request(server.url(), "POST", params(n=2)) == (200, OK)
-    assert [(s.connection, json.loads(s.body)) for s in server.seen] == [
-        (1, {"n": 1}),
-        (1, {"n": 2}),
-        (2, {"n": 2}),
-    ]
-
-
-async def test_a_fresh_connection_dropped_without_an_answer_is_a_network_error_not_a_retry() -> None:
-    async def drop(seen: Seen, writer: asyncio.StreamWriter) -> bool:
-        return False
-
-    async with serve(drop) as server, BotApiRequest() as request:
-        with pytest.raises(NetworkError, match="closed the connection"):
-            await request.do_request(server.url(), "POST", params())
-    assert len(server.seen) == 1
+    async with serve(drop_last) as server, AiohttpRequest() as request:
+        for n in range(earlier_calls):
+            await request.do_request(server.url("sendMessage"), "POST", params(chat_id=5, text=f"{n}"))
+        with pytest.raises(NetworkError) as caught:
+            await request.do_request(server.url("sendMessage"), "POST", params(chat_id=5, text="last"))
+        with anyio.fail_after(5):  # anything re-sent would have arrived by the time the next call is answered
+            assert await request.do_request(server.url(), "POST", params()) == (200, OK)
+    bodies = [json.loads(s.body) for s in server.seen]
+    assert bodies.count({"chat_id": 5, "text": "last"}) == 1
+    assert len(bodies) == earlier_calls + 2
+    assert_no_token(caught.value)
 
 
 async def test_a_response_cut_off_midway_is_a_network_error() -> None:
@@ -165,10 +167,11 @@ async def test_a_response_cut_off_midway_is_a_network_error() -> None:
         await writer.drain()
         return False
 
-    async with serve(half) as server, BotApiRequest() as request:
-        with pytest.raises(NetworkError):
+    async with serve(half) as server, AiohttpRequest() as request:
+        with pytest.raises(NetworkError) as caught:
             await request.do_request(server.url(), "POST", params())
     assert len(server.seen) == 1
+    assert_no_token(caught.value)
 
 
 async def test_a_silent_server_times_out_and_its_connection_is_dropped() -> None:
@@ -181,12 +184,13 @@ async def test_a_silent_server_times_out_and_its_connection_is_dropped() -> None
             return False
         return await answer(seen, writer)
 
-    async with serve(silent_first) as server, BotApiRequest() as request:
-        with pytest.raises(TimedOut):
+    async with serve(silent_first) as server, AiohttpRequest() as request:
+        with pytest.raises(TimedOut) as caught:
             await request.do_request(server.url(), "POST", params(), read_timeout=0.2)
         assert await request.do_request(server.url(), "POST", params()) == (200, OK)
         hold.set()
     assert [s.connection for s in server.seen] == [1, 2]
+    assert_no_token(caught.value)
 
 
 async def test_a_slow_but_steady_answer_is_not_a_timeout() -> None:
@@ -201,7 +205,7 @@ async def test_a_slow_but_steady_answer_is_not_a_timeout() -> None:
             await writer.drain()
         return True
 
-    async with serve(trickle) as server, BotApiRequest() as request:
+    async with serve(trickle) as server, AiohttpRequest() as request:
         # gaps of 0.1 s: the whole answer takes longer than the 0.6 s timeout, no silence comes near it
         assert await request.do_request(server.url(), "POST", params(), read_timeout=0.6) == (200, body)
 
@@ -214,27 +218,60 @@ async def test_all_connections_busy_is_a_pool_timeout_and_the_request_is_not_sen
         await hold.wait()
         return await answer(seen, writer)
 
-    async with serve(slow) as server, BotApiRequest(connections=1) as request:
+    async with serve(slow) as server, AiohttpRequest(connections=1) as request:
         first = asyncio.ensure_future(request.do_request(server.url(), "POST", params(n=1)))
         await arrived.wait()
-        with pytest.raises(TimedOut, match="Pool timeout"):
-            await request.do_request(server.url(), "POST", params(n=2), pool_timeout=0.1)
+        with pytest.raises(TimedOut, match="free connection") as caught:
+            await request.do_request(server.url(), "POST", params(n=2), pool_timeout=0.1, connect_timeout=0.1)
         hold.set()
         assert await first == (200, OK)
     assert [json.loads(s.body) for s in server.seen] == [{"n": 1}]
+    assert_no_token(caught.value)  # aiohttp's own message for this names the whole URL
 
 
 async def test_an_unreachable_server_is_a_network_error_without_the_token() -> None:
     async with serve() as server:
         port = server.port
-    async with BotApiRequest() as request:
+    async with AiohttpRequest() as request:
         with pytest.raises(NetworkError) as caught:
             await request.do_request(f"http://127.0.0.1:{port}/bot123:SECRET/getMe", "POST", params())
-    assert f"127.0.0.1:{port}" in caught.value.message and "SECRET" not in caught.value.message
+    assert f"127.0.0.1:{port}" in caught.value.message
+    assert_no_token(caught.value)
+
+
+async def test_an_answer_declared_larger_than_the_cap_is_refused() -> None:
+    big = b'{"ok":true,"result":"' + b"x" * 5000 + b'"}'
+
+    async def answer_big(seen: Seen, writer: asyncio.StreamWriter) -> bool:
+        return await answer(seen, writer, big)
+
+    async with serve(answer_big) as server, AiohttpRequest(max_response_bytes=4096) as request:
+        with pytest.raises(NetworkError, match="too large") as caught:
+            await request.do_request(server.url(), "POST", params())
+    assert_no_token(caught.value)
+
+
+async def test_an_answer_growing_past_the_cap_is_refused_while_it_arrives() -> None:
+    """A chunked answer with no declared length is counted as it comes: refused once past the cap, without
+    waiting for an end that never comes."""
+    hold = asyncio.Event()
+
+    async def endless(seen: Seen, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(8):
+            writer.write(b"400\r\n" + b"x" * 1024 + b"\r\n")
+        await writer.drain()
+        await hold.wait()  # never ends the body
+        return False
+
+    async with serve(endless) as server, AiohttpRequest(max_response_bytes=4096, read_timeout=60) as request:
+        with anyio.fail_after(10), pytest.raises(NetworkError, match="too large"):
+            await request.do_request(server.url(), "POST", params())
+        hold.set()
 
 
 async def test_uploads_go_as_multipart_form_data() -> None:
-    async with serve() as server, BotApiRequest() as request:
+    async with serve() as server, AiohttpRequest() as request:
         data = params(chat_id=5, document=InputFile(b"\x00report", filename="r.bin"))
         assert await request.do_request(server.url("sendDocument"), "POST", data) == (200, OK)
     seen = server.seen[0]
@@ -268,99 +305,33 @@ async def test_https_verifies_the_server_certificate(certificate: tuple[Path, Pa
     server_side.load_cert_chain(cert, key)
     trusting = ssl.create_default_context(cafile=str(cert))
     async with serve(tls=server_side) as server:
-        async with BotApiRequest(ssl_context=trusting) as request:
+        async with AiohttpRequest(ssl_context=trusting) as request:
             for _ in range(2):
                 assert await request.do_request(server.url(scheme="https"), "POST", params()) == (200, OK)
-        async with BotApiRequest() as request:  # the default trust store does not know this certificate
-            with pytest.raises(NetworkError, match="CERTIFICATE_VERIFY_FAILED"):
+        async with AiohttpRequest() as request:  # the default trust store does not know this certificate
+            with pytest.raises(NetworkError, match="CERTIFICATE_VERIFY_FAILED") as caught:
                 await request.do_request(server.url(scheme="https"), "POST", params())
     assert [s.connection for s in server.seen] == [1, 1]
+    assert_no_token(caught.value)
 
 
-@pytest.mark.parametrize(
-    ("environment", "expected"),
-    [
-        ({}, BotApiRequest),
-        ({"HTTPS_PROXY": "http://proxy.internal:3128"}, HTTPXRequest),
-        ({"ALL_PROXY": "http://proxy.internal:3128"}, HTTPXRequest),
-        ({"HTTPS_PROXY": "http://proxy.internal:3128", "NO_PROXY": "api.telegram.org"}, BotApiRequest),
-    ],
-)
-def test_a_configured_proxy_hands_the_bot_to_ptbs_httpx_client(
-    monkeypatch: pytest.MonkeyPatch, environment: dict[str, str], expected: type
-) -> None:
-    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
-    bot = build_bot("123:SECRET", "https://api.telegram.org/bot", FloodLimiter())
-    assert type(bot.request) is expected
+def test_answers_are_decoded_as_json_objects_and_anything_else_is_an_invalid_response() -> None:
+    """PTB's `parse_json_payload` hook: a JSON object comes back as a dict; anything else is refused."""
+    assert AiohttpRequest.parse_json_payload(b'{"ok":true,"result":{"a":[1,"\xc3\xa9"]}}') == {
+        "ok": True,
+        "result": {"a": [1, "é"]},
+    }
+    for body in (b"<html>captive portal</html>", b"", b"[1]", b'{"ok":'):
+        with pytest.raises(TelegramError, match="Invalid server response"):
+            AiohttpRequest.parse_json_payload(body)
 
 
-async def test_post_json_sends_the_payload_as_json_and_returns_the_result() -> None:
-    """The card path's call: plain JSON values in, the Bot API's `result` out, on the pooled connection."""
-    result = b'{"ok":true,"result":{"message_id":7,"chat":{"id":5,"type":"private"},"date":0}}'
-
-    async def answer_message(seen: Seen, writer: asyncio.StreamWriter) -> bool:
-        return await answer(seen, writer, result)
-
-    async with serve(answer_message) as server, BotApiRequest() as request:
-        keyboard = {"inline_keyboard": [[{"text": "Yes", "callback_data": "p:t:1:y"}]]}
-        for _ in range(2):
-            got = await request.post_json(server.url("sendMessage"), {"chat_id": 5, "reply_markup": keyboard})
-            assert got == {"message_id": 7, "chat": {"id": 5, "type": "private"}, "date": 0}
-    assert [s.connection for s in server.seen] == [1, 1]
-    assert server.seen[0].headers["content-type"] == "application/json"
-    assert json.loads(server.seen[0].body) == {"chat_id": 5, "reply_markup": keyboard}
-
-
-@pytest.mark.parametrize(
-    ("status", "body"),
-    [
-        (400, b'{"ok":false,"error_code":400,"description":"Bad Request: message is not modified"}'),
-        (400, b'{"ok":false,"error_code":400,"description":"Bad Request: chat not found"}'),
-        (
-            429,
-            b'{"ok":false,"error_code":429,"description":"Too Many Requests","parameters":{"retry_after":3}}',
-        ),
-        (400, b'{"ok":false,"description":"group upgraded","parameters":{"migrate_to_chat_id":-1002}}'),
-        (403, b'{"ok":false,"error_code":403,"description":"Forbidden: bot was blocked by the user"}'),
-        (401, b'{"ok":false,"error_code":401,"description":"Unauthorized"}'),
-        (409, b'{"ok":false,"error_code":409,"description":"Conflict: terminated by other getUpdates"}'),
-        (502, b"<html>Bad Gateway</html>"),
-        (500, b'{"ok":false,"error_code":500,"description":"Internal Server Error"}'),
-        (299, b"not json"),
-    ],
-)
-async def test_post_json_fails_exactly_as_ptbs_post_does(
-    status: int, body: bytes, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Same exception type and message as PTB's own `post` for the same answer (PTB's code maps both)."""
-    # Without PTB_TIMEDELTA, PTB 22.8 constructing RetryAfter emits a PTBDeprecationWarning (an error here).
-    monkeypatch.setenv("PTB_TIMEDELTA", "true")
-
-    async def answer_status(seen: Seen, writer: asyncio.StreamWriter) -> bool:
-        writer.write(b"HTTP/1.1 %d X\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body))
-        await writer.drain()
-        return True
-
-    async with serve(answer_status) as server, BotApiRequest() as request:
-        with pytest.raises(TelegramError) as ours:
-            await request.post_json(server.url("sendMessage"), {"chat_id": 5})
-        with pytest.raises(TelegramError) as ptbs:
-            await request.post(server.url("sendMessage"), params(chat_id=5))
-    assert type(ours.value) is type(ptbs.value)
-    assert str(ours.value) == str(ptbs.value)
-    assert "SECRET" not in str(ours.value)
-
-
-SENT = b'{"ok":true,"result":{"message_id":7,"from":{"id":1,"is_bot":true,"first_name":"B"},"date":0}}'
-SPACED = b'{"ok": true, "result": {"message_id": 8, "date": 0}}'
 ME = b'{"ok":true,"result":{"id":1,"is_bot":true,"first_name":"B","username":"b_bot"}}'
+SENT = b'{"ok":true,"result":{"message_id":7,"chat":{"id":5,"type":"private"},"date":0}}'
 
 
 @asynccontextmanager
-async def bot_answered_with(body: bytes) -> AsyncIterator[CardBot]:
+async def bot_answered_with(body: bytes) -> AsyncIterator[tuple[CardBot, Server]]:
     """A started bot whose server answers getMe as Telegram would and every other call with `body`."""
 
     async def answer_body(seen: Seen, writer: asyncio.StreamWriter) -> bool:
@@ -369,44 +340,44 @@ async def bot_answered_with(body: bytes) -> AsyncIterator[CardBot]:
     async with serve(answer_body) as server:
         bot = build_bot("123:SECRET", f"http://127.0.0.1:{server.port}/bot", FloodLimiter())
         async with bot:
-            yield bot
+            yield bot, server
 
 
-@pytest.mark.parametrize(
-    ("body", "expected"),
-    [(SENT, 7), (SPACED, 8), (b'{"ok":true,"result":{"chat":{"id":5},"message_id":9,"date":0}}', 9)],
-)
-async def test_a_sent_message_id_is_read_from_the_answer_however_it_is_written(
-    body: bytes, expected: int
-) -> None:
-    """Telegram's own layout is read without decoding the echoed message; any other is decoded in full."""
-    async with bot_answered_with(body) as bot:
-        assert await bot.send_html(5, "<b>hi</b>") == expected
-
-
-async def test_a_success_is_handed_to_read_and_decoded_only_when_read_declines() -> None:
-    """`read` takes the raw body of a success; None from it means: decode as PTB would."""
-    truncated = b'{"ok":true,"result":{"message_id":7,"text":"cut of'  # proves read saw the raw bytes
-
-    async def answer_cut(seen: Seen, writer: asyncio.StreamWriter) -> bool:
-        return await answer(seen, writer, truncated if seen.body == b'{"cut":1}' else SENT)
-
-    async with serve(answer_cut) as server, BotApiRequest() as request:
-        url = server.url("sendMessage")
-        assert await request.post_json(url, {"cut": 1}, read=lambda body: body[:11]) == b'{"ok":true,'
-        declined = await request.post_json(url, {"cut": 0}, read=lambda body: None)
-        assert declined["message_id"] == 7
-        with pytest.raises(TelegramError, match="Invalid server response"):
-            await request.post_json(url, {"cut": 1}, read=lambda body: None)
+async def test_a_card_goes_out_as_html_without_a_link_preview_and_with_its_buttons() -> None:
+    """The card calls put PTB's own methods on the wire: the keyboard as built, the sent message's id back."""
+    keyboard = [[{"text": "Yes", "callback_data": "p:t:1:y"}], [{"text": "Open", "url": "https://x.org/"}]]
+    async with bot_answered_with(SENT) as (bot, server):
+        assert await bot.send_html(5, "<b>hi</b>", keyboard, reply_to=3) == 7
+    sent = json.loads(next(s for s in server.seen if "/sendMessage " in s.head).body)
+    assert sent == {
+        "chat_id": 5,
+        "text": "<b>hi</b>",
+        "parse_mode": "HTML",
+        "link_preview_options": {"is_disabled": True},
+        "reply_markup": {"inline_keyboard": keyboard},
+        "reply_parameters": {"message_id": 3, "allow_sending_without_reply": True},
+    }
 
 
 @pytest.mark.parametrize("body", [b"<html>captive portal</html>", b""])
-async def test_a_success_that_is_not_the_bot_apis_is_refused_even_when_its_result_is_never_read(
-    body: bytes,
-) -> None:
-    async with bot_answered_with(body) as bot:
+async def test_a_success_that_is_not_the_bot_apis_is_refused(body: bytes) -> None:
+    async with bot_answered_with(body) as (bot, _):
         with pytest.raises(TelegramError, match="Invalid server response"):
             await bot.edit_html(5, 7, "<b>hi</b>")
+
+
+@pytest.mark.parametrize(
+    ("base_url", "file_url"),
+    [
+        ("https://api.telegram.org/bot", "https://api.telegram.org/file/bot"),
+        ("https://bot.example.com/bot", "https://bot.example.com/file/bot"),
+        ("http://127.0.0.1:8081/botapi/bot", "http://127.0.0.1:8081/botapi/file/bot"),
+    ],
+)
+def test_the_file_url_is_the_bot_api_base_with_file_before_its_last_bot(base_url: str, file_url: str) -> None:
+    """A host or path that itself contains `/bot` is left alone."""
+    bot = build_bot("123:SECRET", base_url, FloodLimiter())
+    assert bot.base_file_url == file_url + "123:SECRET"
 
 
 TAP = {
@@ -421,10 +392,10 @@ TAP = {
 }
 
 
-async def test_a_long_poll_goes_as_json_with_its_own_read_timeout_and_arrives_as_updates() -> None:
-    """Through this client a poll keeps PTB's meaning: the read timeout is the request's own plus the poll's
-    `timeout` (else a poll the server holds open would time out), and the updates are PTB objects, without
-    the echoed message of a tap."""
+async def test_a_long_poll_goes_as_json_with_its_own_read_timeout_and_arrives_as_whole_updates() -> None:
+    """A poll keeps PTB's meaning: the read timeout is the request's own plus the poll's `timeout` (else a
+    poll the server holds open would time out), and the updates are PTB objects as Telegram sent them, a
+    tap with the message it was on."""
     polls = iter([0.6, 0.6])
 
     async def hold_then_answer(seen: Seen, writer: asyncio.StreamWriter) -> bool:
@@ -438,16 +409,17 @@ async def test_a_long_poll_goes_as_json_with_its_own_read_timeout_and_arrives_as
         bot = CardBot(
             "123:SECRET",
             base_url=base,
-            request=BotApiRequest(),
-            get_updates_request=BotApiRequest(connections=1, read_timeout=0.2),
+            request=AiohttpRequest(),
+            get_updates_request=AiohttpRequest(connections=1, read_timeout=0.2),
             rate_limiter=FloodLimiter(),
         )
         async with bot:
             (update,) = await bot.get_updates(offset=40, timeout=1, allowed_updates=["callback_query"])
             with pytest.raises(TimedOut):
                 await bot.get_updates(offset=41, timeout=0, read_timeout=0.0001)
-    assert update.callback_query is not None and update.callback_query.data == "p:tok:1:0"
-    assert update.callback_query.message is None
+    query = update.callback_query
+    assert query is not None and query.data == "p:tok:1:0"
+    assert query.message is not None and query.message.message_id == 7
     poll = next(s for s in server.seen if "/getUpdates " in s.head)
     assert poll.headers["content-type"] == "application/json"
     assert json.loads(poll.body) == {"offset": 40, "timeout": 1, "allowed_updates": ["callback_query"]}

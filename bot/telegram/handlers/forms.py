@@ -20,24 +20,22 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
         assert query is not None
         button = callback_data.unpack(query.data)
         if button is None:
-            await deps.surface.bot.answer_tap(query.id, EXPIRED, alert=True)
+            await query.answer(EXPIRED, show_alert=True)
             return
         if button.kind is Kind.TOOL:
             entry = deps.tool_buttons.get(button.token)
             if entry is None:
-                await deps.surface.bot.answer_tap(query.id, EXPIRED, alert=True)
+                await query.answer(EXPIRED, show_alert=True)
                 return
             server, tool, owner = entry
             if owner.user_id != query.from_user.id:
-                await deps.surface.bot.answer_tap(
-                    query.id, "These buttons belong to whoever asked for the list.", alert=True
-                )
+                await query.answer("These buttons belong to whoever asked for the list.", show_alert=True)
                 return
-            await deps.surface.bot.answer_tap(query.id, f"Calling {tool}…")
+            await query.answer(f"Calling {tool}…")
             await start_tool(deps, context, update, server, tool, {}, owner.chat_id)
             return
         reply = await deps.surface.on_button(query.from_user, button)
-        await deps.surface.bot.answer_tap(query.id, reply.text, reply.alert)
+        await query.answer(reply.text, show_alert=reply.alert)
 
     async def on_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A typed answer: a reply to a card, or the one text question pending in this chat."""
