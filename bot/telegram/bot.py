@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Final
 
+import anyio
 from telegram.constants import ParseMode
 from telegram.ext import BaseRateLimiter, ExtBot
 from telegram.warnings import PTBUserWarning
@@ -31,7 +32,22 @@ _CARD_CALLS: Final = ("sendMessage", "editMessageText", "deleteMessage")
 class CardBot(ExtBot[Any]):
     """`ExtBot` with the card calls: HTML text messages with inline buttons, link previews off."""
 
-    __slots__ = ()
+    __slots__ = ("_clients",)
+
+    def __init__(self, token: str, *, clients: tuple[AiohttpRequest, ...] = (), **kwargs: Any) -> None:
+        super().__init__(token, **kwargs)
+        self._clients = clients
+
+    async def initialize(self) -> None:
+        """PTB's, and the HTTP clients closed again when it fails (a rejected token, Telegram unreachable):
+        PTB shuts down only a bot whose initialisation completed."""
+        try:
+            await super().initialize()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                for client in self._clients:
+                    await client.shutdown()
+            raise
 
     async def send_html(
         self, chat_id: int, text: str, keyboard: Keyboard | None = None, reply_to: int | None = None
@@ -84,11 +100,13 @@ def build_bot(token: str, base_url: str, rate_limiter: BaseRateLimiter[Any]) -> 
     # choose the plain one on purpose (see the module docstring), and only their nudge is silenced.
     for endpoint in _CARD_CALLS:
         warnings.filterwarnings("ignore", message=f"Please use 'Bot.{endpoint}'", category=PTBUserWarning)
+    calls, updates = AiohttpRequest(connections=POOL_CONNECTIONS), AiohttpRequest(connections=1)
     return CardBot(
         token,
+        clients=(calls, updates),
         base_url=base_url,
         base_file_url=file_url(base_url),
-        request=AiohttpRequest(connections=POOL_CONNECTIONS),
-        get_updates_request=AiohttpRequest(connections=1),
+        request=calls,
+        get_updates_request=updates,
         rate_limiter=rate_limiter,
     )
