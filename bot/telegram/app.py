@@ -11,6 +11,7 @@ import gc
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ from telegram.ext import Application, ApplicationBuilder
 from bot.config import Config, ServerConfig, TelegramMode
 from bot.core import PromptRegistry
 from bot.servers.hub import Hub
+from bot.telegram.access import Access, Refusals
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.flood import FloodLimiter
 from bot.telegram.handlers import access, commands, forms
@@ -52,18 +54,22 @@ async def serve(
     ready: anyio.Event | None = None,
     *,
     transport: Callable[[ServerConfig], Any] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Run the bot until `stop` is set; then cancel every pending prompt, settle its card, and shut down.
 
-    `transport` replaces how servers are reached (tests pass in-process servers).
+    `transport` replaces how servers are reached (tests pass in-process servers); `clock` is the time refusals
+    to strangers are rationed by (tests pass a virtual one).
     """
     app = build_application(config)
     assert isinstance(app.bot, CardBot)
-    surface = TelegramSurface(app.bot)
+    allowed = Access.of(config.telegram)
+    surface = TelegramSurface(app.bot, allowed)
     prompts = PromptRegistry(surface, config.elicitation.timeout_s)
     async with Hub(config, prompts, transport=transport) as hub:
-        deps = Deps(config.telegram, hub, prompts, surface, ToolRunner(hub, prompts, surface), ToolButtons())
-        app.add_handlers(access.handlers(deps), group=-1)
+        runner = ToolRunner(hub, prompts, surface, allowed)
+        deps = Deps(config.telegram, allowed, hub, prompts, surface, runner, ToolButtons())
+        app.add_handlers(access.handlers(allowed, Refusals(clock=clock)), group=-1)
         # The handlers match disjoint updates; taps (two of every three updates) are checked first.
         app.add_handlers(forms.handlers(deps) + commands.handlers(deps))
         app.add_error_handler(on_error)
