@@ -1,11 +1,14 @@
 """Command line: `toolnexus-bot [--config PATH]`, `toolnexus-bot check`, `toolnexus-bot console`. Does I/O.
 
-Config is read here and only here. Exit status: 0 fine, 1 a server check failed, 2 a bad config.
+Config is read here and only here. Exit status: 0 fine, 1 a server check failed (or the bot stopped on an
+error), 2 a bad config (a token the Bot API rejects at start included). Nothing printed carries a secret: the
+bot's failures are logged (redacted, bot.logs), never left to Python's traceback printer.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -15,17 +18,35 @@ import anyio
 from bot.config import Config, ConfigError, load_config, parse_config
 from bot.logs import setup_logging
 
+logger = logging.getLogger("bot")
+
 DEMO_CONFIG = {"servers": {"demo": {"command": "python", "args": ["-m", "bot.demo_server"], "title": "Demo"}}}
 
 
-def _parser() -> argparse.ArgumentParser:
+def _options(*, defaults: bool) -> argparse.ArgumentParser:
+    """The options every command takes. Without `defaults` (a sub-command's copy), an option left out sets
+    nothing, so one given before the sub-command is kept."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", metavar="PATH", help="TOML config (see config.example.toml)")
-    common.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    common.add_argument(
+        "--config",
+        metavar="PATH",
+        help="TOML config (see config.example.toml)",
+        default=None if defaults else argparse.SUPPRESS,
+    )
+    common.add_argument(
+        "--log-level",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        default="INFO" if defaults else argparse.SUPPRESS,
+    )
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = _options(defaults=False)
     parser = argparse.ArgumentParser(
         prog="toolnexus-bot",
         description="A Telegram bot that is an MCP client. Without a sub-command it runs the bot.",
-        parents=[common],
+        parents=[_options(defaults=True)],
     )
     sub = parser.add_subparsers(dest="command", metavar="{run,check,console}")
     sub.add_parser("run", parents=[common], help="run the Telegram bot (the default)")
@@ -42,13 +63,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args.command or "run"
     try:
         config = _load(args.config, command)
-        token = config.require_telegram().get() if command == "run" else ""
+        if command == "run":
+            config.require_telegram()
     except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"config error: {problem}", file=sys.stderr)
+        _print_problems(exc.problems)
         return 2
     setup_logging(
-        "WARNING" if command == "console" and args.log_level == "INFO" else args.log_level, (token,)
+        "WARNING" if command == "console" and args.log_level == "INFO" else args.log_level, _secrets(config)
     )
     if command == "check":
         from bot.servers.check import check
@@ -58,9 +79,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot.console.main import run_console
 
         return anyio.run(run_console, config)
-    from bot.telegram.app import run_bot
+    from bot.telegram.app import StartFailed, run_bot
 
-    return anyio.run(run_bot, config)
+    try:
+        return anyio.run(run_bot, config)
+    except StartFailed as failed:
+        if failed.config:
+            _print_problems([failed.problem])
+            return 2
+        print(f"toolnexus-bot: {failed.problem}", file=sys.stderr)
+        return 1
+    except Exception:  # the top level: logged (without secrets), never left to a bare traceback
+        logger.exception("the bot stopped on an error")
+        return 1
+
+
+def _print_problems(problems: Sequence[str]) -> None:
+    for problem in problems:
+        print(f"config error: {problem}", file=sys.stderr)
+
+
+def _secrets(config: Config) -> tuple[str, ...]:
+    """Every secret the config holds: the bot token, the webhook secret, servers' header values (and the
+    credential of a `Bearer ...` value on its own, when it is long enough not to be a common word)."""
+    telegram = config.telegram
+    found = [s.get() for s in (telegram.token, telegram.webhook.secret_token) if s is not None]
+    for server in config.servers:
+        for value in server.reveal_headers().values():
+            credential = value.partition(" ")[2]
+            found += [value, credential if len(credential) >= 8 else ""]
+    return tuple(s for s in found if s)
 
 
 def _load(path: str | None, command: str) -> Config:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application, ApplicationBuilder
 
 from bot.config import Config, ServerConfig, TelegramMode
@@ -36,6 +37,16 @@ POLL_TIMEOUT_S = 10
 YOUNG_GC_THRESHOLD = 10_000
 """Allocations between collections of the GC's young generation once the bot runs (Python's default: 700)."""
 ALLOWED_UPDATES = ["message", "callback_query"]
+
+
+class StartFailed(Exception):
+    """The bot could not start talking to the Bot API; `problem` is one line for a person, without secrets."""
+
+    def __init__(self, problem: str, *, config: bool) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.config = config
+        """The config is at fault (a rejected token, a wrong `api_base_url`), not the network."""
 
 
 def build_application(config: Config) -> Application:  # type: ignore[type-arg]
@@ -73,6 +84,7 @@ async def serve(
         # The handlers match disjoint updates; taps (two of every three updates) are checked first.
         app.add_handlers(forms.handlers(deps) + commands.handlers(deps))
         app.add_error_handler(on_error)
+        await _initialize(app, config)
         async with app:
             await app.bot.set_my_commands(commands.COMMANDS)
             await app.start()
@@ -90,6 +102,22 @@ async def serve(
                         await app.updater.stop()
                     if app.running:
                         await app.stop()
+
+
+async def _initialize(app: Application, config: Config) -> None:  # type: ignore[type-arg]
+    """PTB's initialize, whose getMe checks the token. PTB's own error for a rejected token quotes the token,
+    and a network error may quote the URL, which holds it: a `StartFailed` without either is raised instead."""
+    where = config.telegram.api_base_url
+    try:
+        await app.initialize()
+    except InvalidToken:
+        raise StartFailed(
+            f"telegram.token: the Bot API at {where} rejects it (a wrong token, or a wrong telegram.api_base_url)",
+            config=True,
+        ) from None
+    except TelegramError as exc:
+        reason = str(exc).replace(config.require_telegram().get(), "<redacted>")
+        raise StartFailed(f"cannot use the Bot API at {where}: {reason}", config=False) from None
 
 
 async def _start_updates(app: Application, config: Config) -> None:  # type: ignore[type-arg]
@@ -113,7 +141,11 @@ async def _start_updates(app: Application, config: Config) -> None:  # type: ign
 
 
 async def run_bot(config: Config) -> int:
-    """`toolnexus-bot --config PATH`: run until SIGINT or SIGTERM, then exit 0."""
+    """`toolnexus-bot --config PATH`: run until SIGINT or SIGTERM, then exit 0.
+
+    Raises:
+        StartFailed: the Bot API rejects the token, or cannot be reached.
+    """
     stop, ready = anyio.Event(), anyio.Event()
 
     async def settle_heap() -> None:
@@ -133,9 +165,15 @@ async def run_bot(config: Config) -> int:
                 stop.set()
                 return
 
+    failed: StartFailed | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(watch_signals)
         tg.start_soon(settle_heap)
-        await serve(config, stop, ready)
+        try:
+            await serve(config, stop, ready)
+        except StartFailed as exc:
+            failed = exc  # raised below as itself, not inside the task group's ExceptionGroup
         tg.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
     return 0
