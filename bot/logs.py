@@ -19,7 +19,15 @@ from collections.abc import Callable
 from typing import Any, Final
 
 # httpx logs every request URL at INFO, and Bot API URLs contain the token.
-_CHATTY: Final = ("httpx", "httpx2", "httpcore", "apscheduler", "uvicorn.access", "mcp", "telegram.ext.Updater")
+_CHATTY: Final = (
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "apscheduler",
+    "uvicorn.access",
+    "mcp",
+    "telegram.ext.Updater",
+)
 QUIET_AT_DEBUG: Final = ("telegram.Bot", "telegram.ext.ExtBot", "telegram.ext.Application")
 """Loggers that write Bot API parameters and answers, and whole updates (texts people typed, the webhook
 secret), at DEBUG."""
