@@ -22,14 +22,30 @@ logger = logging.getLogger("bot.cli")
 DEMO_CONFIG = {"servers": {"demo": {"command": "python", "args": ["-m", "bot.demo_server"], "title": "Demo"}}}
 
 
-def _parser() -> argparse.ArgumentParser:
+def _options(*, defaults: bool) -> argparse.ArgumentParser:
+    """The options every command takes. Without `defaults` (a sub-command's copy), an option left out sets
+    nothing, so one given before the sub-command is kept."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", metavar="PATH", help="TOML config (see config.example.toml)")
-    common.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    common.add_argument(
+        "--config",
+        metavar="PATH",
+        help="TOML config (see config.example.toml)",
+        default=None if defaults else argparse.SUPPRESS,
+    )
+    common.add_argument(
+        "--log-level",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        default="INFO" if defaults else argparse.SUPPRESS,
+    )
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = _options(defaults=False)
     parser = argparse.ArgumentParser(
         prog="toolnexus-bot",
         description="A Telegram bot that is an MCP client. Without a sub-command it runs the bot.",
-        parents=[common],
+        parents=[_options(defaults=True)],
     )
     parser.add_argument("--version", action="version", version=f"toolnexus-bot {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="{run,check,console}")
@@ -48,15 +64,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args.command or "run"
     try:
         config = _load(args.config, command)
-        token = config.require_telegram().get() if command == "run" else ""
+        if command == "run":
+            config.require_telegram()
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"config error: {problem}", file=sys.stderr)
         return 2
-    hook_secret = config.telegram.webhook_secret.get() if config.telegram.webhook_secret else ""
     setup_logging(
-        "WARNING" if command == "console" and args.log_level == "INFO" else args.log_level,
-        (token, hook_secret),
+        "WARNING" if command == "console" and args.log_level == "INFO" else args.log_level, _secrets(config)
     )
     if command == "check":
         from bot.servers.check import check
@@ -110,6 +125,18 @@ def _check_options(check: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"how long each server may take to answer (default {DEFAULT_TIMEOUT_S:g})",
     )
+
+
+def _secrets(config: Config) -> tuple[str, ...]:
+    """Every secret the config holds: the bot token, the webhook secret, servers' header values (and the
+    credential of a `Bearer ...` value on its own, when it is long enough not to be a common word)."""
+    telegram = config.telegram
+    found = [s.get() for s in (telegram.token, telegram.webhook_secret) if s is not None]
+    for server in config.servers:
+        for value in server.reveal_headers().values():
+            credential = value.partition(" ")[2]
+            found += [value, credential if len(credential) >= 8 else ""]
+    return tuple(s for s in found if s)
 
 
 def _load(path: str | None, command: str) -> Config:

@@ -33,7 +33,7 @@ def _line(exc: BaseException, config: Config | None) -> str | None:
     if isinstance(exc, InvalidToken | Forbidden) and not isinstance(exc, NetworkError):
         return (
             "Telegram rejected the bot token: check telegram.token (a token from @BotFather, "
-            "e.g. 123456:ABC...) and that the bot was not deleted"
+            f"e.g. 123456:ABC...), that the bot was not deleted, and telegram.api_base_url ({host})"
         )
     if isinstance(exc, NetworkError | TimedOut):
         causes = list(_causes(exc))

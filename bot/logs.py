@@ -1,13 +1,24 @@
-"""Logging set-up: readable lines on stderr, and the bot token never in them. Does I/O (configures logging)."""
+"""Logging set-up: readable lines on stderr, and secrets never in any record. Does I/O (configures logging).
+
+Secrets are taken out where records are made (`logging.setLogRecordFactory`), not by a filter on one handler:
+every handler sees the redacted record, ours on stderr, a library's, or a file handler an operator adds. The
+message is formatted there and then, and a traceback (`exc_info`) and `stack_info` are rendered to text and
+redacted, so no handler renders the original exception (or its frames) again.
+
+At DEBUG, PTB logs every Bot API call's parameters and answer: message texts (people's typed answers among
+them) and the webhook's `secret_token`, and every update it processes (what people typed). Those loggers stay
+at INFO whatever `--log-level` says (`QUIET_AT_DEBUG`); secrets known to the config are redacted besides.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
 import time
+import traceback
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 REFUSED_LOGGER: Final = "bot.refused"
 """Where a refused stranger is logged (the first argument of the record is their user id)."""
@@ -15,34 +26,59 @@ REFUSED_EVERY_S: Final = 3600.0
 """One line per stranger per hour: someone who keeps writing cannot flood the log."""
 
 # httpx logs every request URL at INFO, and Bot API URLs contain the token.
-_CHATTY = ("httpx", "httpx2", "httpcore", "apscheduler", "uvicorn.access", "mcp", "telegram.ext.Updater")
+_CHATTY: Final = (
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "apscheduler",
+    "uvicorn.access",
+    "mcp",
+    "telegram.ext.Updater",
+)
+QUIET_AT_DEBUG: Final = ("telegram.Bot", "telegram.ext.ExtBot", "telegram.ext.Application")
+"""Loggers that write Bot API parameters and answers, and whole updates (texts people typed, the webhook
+secret), at DEBUG."""
+REDACTED: Final = "<redacted>"
+
+_base_factory: Callable[..., logging.LogRecord] = logging.getLogRecordFactory()
+"""The record factory before ours (installing ours again replaces ours, never stacks it)."""
 
 
-class RedactFilter(logging.Filter):
-    """Replaces secrets in every formatted record, whatever logger produced it."""
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
 
-    def __init__(self, *secrets: str) -> None:
-        super().__init__()
-        self.secrets = tuple(s for s in secrets if s)
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not self.secrets:
-            return True
+def redacting_factory(secrets: tuple[str, ...]) -> Callable[..., logging.LogRecord]:
+    """A `LogRecord` factory whose records carry no secret: in the message, the traceback or the stack."""
+    secrets = tuple(s for s in secrets if s)
+
+    def make(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = _base_factory(*args, **kwargs)
+        if secrets:
+            _scrub(record, secrets)
+        return record
+
+    return make
+
+
+def _scrub(record: logging.LogRecord, secrets: tuple[str, ...]) -> None:
+    try:
         message = record.getMessage()
-        text = message
-        for secret in self.secrets:
-            text = text.replace(secret, "<redacted>")
-        if record.exc_info and record.exc_info[1] is not None:
-            rendered = logging.Formatter().formatException(record.exc_info)
-            if any(s in rendered for s in self.secrets):
-                for secret in self.secrets:
-                    rendered = rendered.replace(secret, "<redacted>")
-                text = f"{text}\n{rendered}"
-                record.exc_info = None
-                record.exc_text = None
-        if text != message:
-            record.msg, record.args = text, None
-        return True
+    except Exception:  # any error of the caller's format string: keep what there is, redacted
+        message = f"{record.msg} (arguments that do not format: {record.args!r})"
+    record.msg, record.args = redact(message, secrets), None
+    if record.exc_info and record.exc_info[1] is not None:
+        rendered = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+        record.exc_text = redact(rendered, secrets)
+    elif record.exc_text:
+        record.exc_text = redact(record.exc_text, secrets)
+    # Only text leaves the record: a handler that renders the exception itself (with its frames' locals, say)
+    # would show what is redacted here.
+    record.exc_info = None
+    if record.stack_info:
+        record.stack_info = redact(record.stack_info, secrets)
 
 
 class OncePerKeyFilter(logging.Filter):
@@ -74,10 +110,10 @@ class OncePerKeyFilter(logging.Filter):
 
 
 def setup_logging(level: str = "INFO", secrets: tuple[str, ...] = ()) -> None:
-    """Log to stderr at `level`; chatty libraries at WARNING; `secrets` redacted everywhere."""
+    """Log to stderr at `level`; chatty libraries at WARNING; `secrets` redacted from every record."""
+    logging.setLogRecordFactory(redacting_factory(secrets))
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RedactFilter(*secrets))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
@@ -89,3 +125,5 @@ def setup_logging(level: str = "INFO", secrets: tuple[str, ...] = ()) -> None:
     for old_filter in list(refused.filters):
         refused.removeFilter(old_filter)
     refused.addFilter(OncePerKeyFilter(REFUSED_EVERY_S))
+    for name in QUIET_AT_DEBUG:
+        logging.getLogger(name).setLevel(logging.INFO)

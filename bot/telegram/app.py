@@ -11,6 +11,7 @@ import gc
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from telegram.ext import Application, ApplicationBuilder
 from bot.config import Config, ServerConfig, TelegramMode
 from bot.core import PromptRegistry
 from bot.servers.hub import Hub
+from bot.telegram.access import Access, Refusals
 from bot.telegram.api_watch import ApiWatch
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.flood import FloodLimiter
@@ -60,21 +62,25 @@ async def serve(
     ready: anyio.Event | None = None,
     *,
     transport: Callable[[ServerConfig], Any] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Run the bot until `stop` is set; then cancel every pending prompt, settle its card, and shut down.
 
     With `[web]`, the web endpoint runs beside PTB (webhook mode needs it): it starts once PTB can take
     updates and stops first, so no update arrives that PTB would not handle. `transport` replaces how
     servers are reached (tests pass in-process servers).
+    `clock` is the time refusals to strangers are rationed by (tests pass a virtual one).
     """
     watch = ApiWatch(FloodLimiter())
     app = build_application(config, watch)
     assert isinstance(app.bot, CardBot)
-    surface = TelegramSurface(app.bot)
+    allowed = Access.of(config.telegram)
+    surface = TelegramSurface(app.bot, allowed)
     prompts = PromptRegistry(surface, config.elicitation.timeout_s)
     async with Hub(config, prompts, transport=transport) as hub, anyio.create_task_group() as tg:
-        deps = Deps(config.telegram, hub, prompts, surface, ToolRunner(hub, prompts, surface), ToolButtons())
-        app.add_handlers(access.handlers(deps), group=-1)
+        runner = ToolRunner(hub, prompts, surface, allowed)
+        deps = Deps(config.telegram, allowed, hub, prompts, surface, runner, ToolButtons())
+        app.add_handlers(access.handlers(allowed, Refusals(clock=clock)), group=-1)
         # The handlers match disjoint updates; taps (two of every three updates) are checked first.
         app.add_handlers(forms.handlers(deps) + commands.handlers(deps))
         app.add_error_handler(on_error)
@@ -175,9 +181,9 @@ async def run_bot(config: Config) -> int:
         await ready.wait()
         gc.collect()
         gc.freeze()
-        # A call allocates its objects in bursts that are freed by reference counting moments later (a call
-        # makes no cyclic garbage: bench/, issue 5); at the default 700 the young generation was collected
-        # several times per elicitation, each time walking objects about to die.
+        # A call allocates its objects in bursts that reference counting frees moments later (a call makes no
+        # cyclic garbage); at the default threshold the young generation was collected several times per
+        # elicitation, each time walking objects about to die.
         gc.set_threshold(YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
 
     async def watch_signals() -> None:

@@ -15,6 +15,7 @@ from telegram import User
 from telegram.error import BadRequest, Forbidden, TelegramError
 
 from bot.core import Origin, Outcome, Prompt
+from bot.telegram.access import Access
 from bot.telegram.bot import CardBot
 from bot.telegram.callback_data import Action, Button
 from bot.telegram.render import Card, Screen, consented_screen, esc, prompt_screen, settled_screen
@@ -45,6 +46,7 @@ from mapping import (
 logger = logging.getLogger(__name__)
 
 EXPIRED = "This prompt has expired."
+NOT_ALLOWED = "You may not use this bot."
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +60,9 @@ class Reply:
 class TelegramSurface:
     """All cards of the bot, by prompt token."""
 
-    def __init__(self, bot: CardBot) -> None:
+    def __init__(self, bot: CardBot, access: Access) -> None:
         self.bot = bot
+        self.access = access
         self.cards: dict[str, Card] = {}
         self._by_message: dict[tuple[int, int], str] = {}
         self._busy: dict[str, anyio.Lock] = {}
@@ -149,6 +152,8 @@ class TelegramSurface:
 
     async def on_button(self, user: User, button: Button) -> Reply:
         """A tap on a card button: decide, re-render, and say what the person should see."""
+        if not self.access.allows(user.id):
+            return Reply(NOT_ALLOWED, alert=True)
         card = self.cards.get(button.token)
         if card is None:
             return Reply(EXPIRED, alert=True)
@@ -216,7 +221,11 @@ class TelegramSurface:
         ]
 
     async def on_text(self, card: Card, user: User, text: str, message_id: int) -> None:
-        """A typed answer for `card` (already matched by reply or as the only text question)."""
+        """A typed answer for `card` (already matched by reply or as the only text question); one from a
+        person not allowed is dropped unanswered."""
+        if not self.access.allows(user.id):
+            logger.warning("a typed answer from user %s, who is not allowed, was dropped", user.id)
+            return
         async with self._lock(card):
             await self._typed(card, user, text, message_id)
 

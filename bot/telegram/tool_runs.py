@@ -16,6 +16,7 @@ from telegram.error import TelegramError
 from bot.core import CallStatus, Origin, Progress, Prompt, PromptRegistry, ToolInfo, ToolOutcome
 from bot.core.call_args import missing_required, sub_schema
 from bot.servers.hub import Hub
+from bot.telegram.access import Access
 from bot.telegram.render import Screen, clip, esc, progress_text
 from bot.telegram.surface import TelegramSurface
 from mapping import Request, RequestKind, UnsupportedSchema, new_request_id, parse_schema
@@ -117,13 +118,20 @@ class _Status:
 class ToolRunner:
     """Runs calls for Telegram users; one instance per bot."""
 
-    def __init__(self, hub: Hub, prompts: PromptRegistry, surface: TelegramSurface) -> None:
+    def __init__(self, hub: Hub, prompts: PromptRegistry, surface: TelegramSurface, access: Access) -> None:
         self.hub = hub
         self.prompts = prompts
         self.surface = surface
+        self.access = access
 
     async def run(self, tool: ToolInfo, args: dict[str, Any], origin: Origin) -> None:
-        """Ask for missing required arguments, then call and report; never raises for outcomes."""
+        """Ask for missing required arguments, then call and report; never raises for outcomes. A person not
+        allowed gets nothing run and nothing sent (the gate should have stopped them; this holds if it did not)."""
+        if not self.access.allows(origin.user_id):
+            logger.warning(
+                "a call of %s for user %s, who is not allowed, was refused", tool.name, origin.user_id
+            )
+            return
         missing = missing_required(tool.input_schema, args)
         if missing:
             extra = await self._ask_arguments(tool, missing, origin)

@@ -6,6 +6,7 @@ MCP servers are real: in-process by default (the transport is not the point here
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ async def bot_scene(
     allowed: list[int] | None = None,
     world: Chat | None = None,
     web: dict[str, Any] | None = None,
+    clock: Callable[[], float] = time.monotonic,
     **telegram: Any,
 ) -> AsyncIterator[Chat]:
     """Run the bot with `demo` and `t` (the elicit test server) in-process unless told otherwise.
@@ -71,6 +73,7 @@ async def bot_scene(
     `web` is the `[web]` table (none by default: the endpoint is off); `telegram` adds to `[telegram]`.
 
     With `world` (an earlier scene), a new bot process runs against that scene's fake and people: a restart.
+    `clock` is the time the bot rations refusals to strangers by.
     """
     factories = {"demo": build_demo, "t": build_elicit} if in_process is None else in_process
     servers = servers or {name: {"command": "in-process", "protocol": protocol} for name in factories}
@@ -102,7 +105,7 @@ async def bot_scene(
 
         async def run() -> None:
             try:
-                await serve(config, scene.stop, ready, transport=transport)
+                await serve(config, scene.stop, ready, transport=transport, clock=clock)
             finally:
                 scene.stopped.set()
 

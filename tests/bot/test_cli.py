@@ -169,3 +169,98 @@ async def test_webhook_mode_logs_neither_secret_at_debug_and_stops_on_sigterm(tm
     assert "setWebhook" in stderr  # DEBUG logging was on
     assert secret not in stderr
     assert fake.token not in stderr
+
+
+def other_demo_config(tmp_path: Path) -> Path:
+    """A config whose one server is the demo under another name, so output shows which config was read."""
+    config = tmp_path / "other.toml"
+    config.write_text('[servers.other]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n')
+    return config
+
+
+@pytest.mark.parametrize("before", [True, False], ids=["before", "after"])
+def test_config_is_read_whether_given_before_or_after_the_subcommand(tmp_path: Path, before: bool) -> None:
+    """`--config x.toml console` and `console --config x.toml` both use x.toml, not the bundled demo."""
+    option = ["--config", str(other_demo_config(tmp_path))]
+    done = run(*([*option, "console"] if before else ["console", *option]), stdin="/servers\n")
+    assert done.returncode == 0, done.stderr
+    assert "other (stdio): ok" in done.stdout and "demo (stdio)" not in done.stdout
+
+
+@pytest.mark.parametrize("before", [True, False], ids=["before", "after"])
+def test_log_level_is_kept_whether_given_before_or_after_the_subcommand(tmp_path: Path, before: bool) -> None:
+    """`--log-level DEBUG check` and `check --log-level DEBUG` both log at DEBUG."""
+    option, config = ["--log-level", "DEBUG"], ["--config", str(other_demo_config(tmp_path))]
+    done = run(*([*option, "check", *config] if before else ["check", *config, *option]))
+    assert done.returncode == 0, done.stderr
+    assert " DEBUG " in done.stderr
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [401, 404])
+async def test_a_token_the_bot_api_rejects_at_start_gives_one_line_without_it(
+    tmp_path: Path, status: int
+) -> None:
+    """401 (a wrong token) or 404 (a wrong api_base_url) at start: exit 1 and one line naming the keys to
+    check; no token, no traceback."""
+    async with FakeTelegram() as fake:
+        # 401: a wrong token; 404: what Telegram answers any path under a mistyped api_base_url
+        token = fake.token if status == 404 else "999999:WRONG-token-never-printed"
+        if status == 404:
+            fake.fail_next("getMe", 404, "Not Found")
+        base_url = fake.base_url
+        config = tmp_path / "bot.toml"
+        config.write_text(
+            f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{base_url}"\nallowed_users = [1001]\n'
+            '[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+        )
+        env = {**os.environ, "TELEGRAM_BOT_TOKEN": token}
+        done = await anyio.run_process([str(EXE), "--config", str(config)], env=env, cwd=REPO, check=False)
+        rejected = [e.status for e in fake.errors if e.method == "getMe"]
+    stderr = done.stderr.decode()
+    assert token not in stderr and "Traceback" not in stderr
+    assert done.returncode == 1
+    assert stderr.count("\n") == 1 and stderr.startswith("error: Telegram rejected the bot token"), stderr
+    assert "telegram.api_base_url" in stderr
+    assert rejected == [status]
+
+
+@pytest.mark.anyio
+async def test_debug_logging_shows_neither_the_webhook_secret_nor_what_people_type(tmp_path: Path) -> None:
+    """`--log-level DEBUG` in webhook mode through a booking form: stderr has DEBUG lines, but not the
+    webhook secret, the token, or the answer Alice typed."""
+    secret, typed = "hook-SECRET-never-logged", "zq81x-seven-guests"
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+    async with FakeTelegram() as fake:
+        alice = fake.user(id=1001, first_name="Alice")
+        config = tmp_path / "bot.toml"
+        config.write_text(
+            f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{fake.base_url}"\nallowed_users = [1001]\n'
+            f'mode = "webhook"\nwebhook_secret = "{secret}"\n'
+            f'[web]\nlisten = "127.0.0.1"\nport = {port}\npublic_url = "https://bot.example.com"\n'
+            '[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+        )
+        env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token}
+        command = [str(EXE), "--log-level", "DEBUG", "--config", str(config)]
+        log = tmp_path / "stderr.log"
+        with log.open("wb") as stderr:
+            proc = await anyio.open_process(command, env=env, cwd=REPO, stdout=None, stderr=stderr)
+        try:
+            await fake.wait_for_call("setWebhook", timeout=30)
+            fake.deliver_via_webhook(f"http://127.0.0.1:{port}/telegram", secret_token=secret)
+            await alice.send("/call demo book_table restaurant=Luigi")
+            card = await fake.wait_for(lambda m: "Party size" in m.text, timeout=30)
+            await alice.send(typed, reply_to=card)
+            await fake.wait_for(lambda m: m.message_id > card.message_id and "1 and 12" in m.text)
+            proc.send_signal(signal.SIGTERM)
+            with anyio.fail_after(10):
+                assert await proc.wait() == 0
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        assert fake.webhook["secret_token"] == secret
+    stderr = log.read_text()
+    assert " DEBUG " in stderr
+    assert secret not in stderr and typed not in stderr and fake.token not in stderr

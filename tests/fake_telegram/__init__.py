@@ -61,7 +61,9 @@ timed out: "query is too old and response timeout expired or query ID is invalid
 
 Faults: `fake.fail_next(method, status=429, description=None, retry_after=None, times=1, hang=False)`
 (429 carries parameters.retry_after, default 1; status 500/502 etc. get HTTP phrases; `hang` holds the
-call until the next call of that method or shutdown, so the client times out). `FakeTelegram(rate_limit=True
+call until the next call of that method or shutdown, so the client times out; a held call the client gives up
+on (closes its connection) ends then, is listed in `fake.abandoned` as (method, params), and
+`await fake.wait_for_abandoned(method, timeout=10)` waits for one). `FakeTelegram(rate_limit=True
 or RateLimits(...), clock=...)` answers sendMessage/editMessageText with 429 + retry_after past ~30/s overall,
 5 per 5 s per chat, 20/min per group. Webhooks: `await fake.post_update_to(url, update, secret_token=...)`
 -> HTTP status; `fake.deliver_via_webhook(url, secret_token=...)` sends users' updates there instead.

@@ -54,6 +54,8 @@ class FakeTelegram(World):
         self._call_counts: Counter[str] = Counter()
         self._server: uvicorn.Server | None = None
         self.port = 0
+        self.abandoned: list[tuple[str, JSON]] = []
+        """Held (`hang`) calls whose client gave up (closed the connection) before the fake answered."""
 
     @property
     def base_url(self) -> str:
@@ -181,7 +183,7 @@ class FakeTelegram(World):
             fault = self._faults.take(method)
             if fault is not None:
                 if fault.hang:
-                    await self._hold(method)
+                    await self._hold(method, params, request)
                 return self._error(method, params, fault.reject(), injected=True)
             result = await implementation(params)
         except ApiReject as rejected:
@@ -191,10 +193,29 @@ class FakeTelegram(World):
     async def _no_file(self, request: Request) -> JSONResponse:
         return self._error("file", dict(request.path_params), ApiReject(404, "Not Found"), injected=False)
 
-    async def _hold(self, method: str) -> None:
+    async def wait_for_abandoned(self, method: str, timeout: float = 10.0) -> JSON:  # noqa: ASYNC109 - like wait_for
+        """Wait until the client gave up on a held call of `method` (see `fail_next(hang=True)`); its params."""
+
+        def check() -> JSON | None:
+            return next((p for m, p in self.abandoned if m.lower() == method.lower()), None)
+
+        return await self._until(check, timeout, f"no held {method} call was given up by the client")
+
+    async def _hold(self, method: str, params: JSON, request: Request) -> None:
+        """Hold the call until the next call of `method`, the fake stops, or the client gives up on it."""
         seen = self._call_counts[method.lower()]
-        while not self.closing and self._call_counts[method.lower()] == seen:
-            await self.next_change()
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            while not self.closing and self._call_counts[method.lower()] == seen:
+                if gone.done():
+                    self.abandoned.append((method, params))
+                    self.notify()
+                    return
+                changed = asyncio.ensure_future(self.next_change())
+                await asyncio.wait({gone, changed}, return_when=asyncio.FIRST_COMPLETED)
+                changed.cancel()
+        finally:
+            gone.cancel()
 
     def _error(self, method: str, params: JSON, rejected: ApiReject, *, injected: bool) -> JSONResponse:
         self.errors.append(ErrorReply(method, rejected.status, rejected.description, params, injected))
@@ -202,6 +223,12 @@ class FakeTelegram(World):
         if rejected.retry_after is not None:
             body["parameters"] = {"retry_after": rejected.retry_after}
         return JSONResponse(body, status_code=rejected.status)
+
+
+async def _disconnected(request: Request) -> None:
+    """Return once the client closed the connection (the body is read already, so nothing else arrives)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _read_params(request: Request) -> JSON:

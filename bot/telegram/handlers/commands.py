@@ -11,6 +11,7 @@ from bot.core import Origin, ToolInfo
 from bot.core.call_args import CallArgsError, parse_arguments, split_call
 from bot.servers.hub import Unavailable
 from bot.telegram.callback_data import Action, Button, Kind
+from bot.telegram.handlers.access import allowed_only
 from bot.telegram.handlers.deps import Deps
 from bot.telegram.render import Keyboard, Screen, button_label, callback_button, esc, fit
 
@@ -160,11 +161,11 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
         )
 
     return [
-        CommandHandler(["start", "help"], help_),
-        CommandHandler("servers", servers),
-        CommandHandler("tools", tools),
-        CommandHandler("call", call),
-        CommandHandler("cancel", cancel),
+        CommandHandler(["start", "help"], allowed_only(deps.access, help_)),
+        CommandHandler("servers", allowed_only(deps.access, servers)),
+        CommandHandler("tools", allowed_only(deps.access, tools)),
+        CommandHandler("call", allowed_only(deps.access, call)),
+        CommandHandler("cancel", allowed_only(deps.access, cancel)),
     ]
 
 

@@ -7,6 +7,7 @@ from telegram.ext import BaseHandler, CallbackQueryHandler, ContextTypes, Messag
 
 from bot.telegram import callback_data
 from bot.telegram.callback_data import Kind
+from bot.telegram.handlers.access import allowed_only
 from bot.telegram.handlers.commands import start_tool
 from bot.telegram.handlers.deps import Deps
 from bot.telegram.render import Screen
@@ -65,6 +66,6 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
     # No `block=False`: with concurrent updates (bot.telegram.app) each update already runs in its own task, and a tap or
     # a reply only edits a card; tool calls run in tasks of their own (`start_tool`).
     return [
-        CallbackQueryHandler(on_tap),
-        MessageHandler(filters.TEXT & ~filters.COMMAND, on_message),
+        CallbackQueryHandler(allowed_only(deps.access, on_tap)),
+        MessageHandler(filters.TEXT & ~filters.COMMAND, allowed_only(deps.access, on_message)),
     ]
