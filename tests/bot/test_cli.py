@@ -166,7 +166,7 @@ async def test_webhook_mode_logs_neither_secret_at_debug_and_stops_on_sigterm(tm
                 code = await proc.wait()
     stderr = logged.decode()
     assert code == 0
-    assert "setWebhook" in stderr  # DEBUG logging was on
+    assert " DEBUG " in stderr  # DEBUG logging was on
     assert secret not in stderr
     assert fake.token not in stderr
 
