@@ -208,6 +208,54 @@ def build_server(tripwire: Tripwire | None = None) -> MCPServer[_State]:
         raise AssertionError("unreachable")
 
     @server.tool()
+    async def ask_many(ctx: Context[_State], n: int = 6) -> str | types.InputRequiredResult:
+        """Asks `n` yes/no questions at once (2025-11-25: `n` concurrent requests; 2026-07-28: one round of
+        `n`); returns what each one got, in order (JSON list of actions, or "error <code>"). In 2025-11-25 each
+        reply is also reported as it comes, as progress (message: what that question got)."""
+
+        def question(i: int) -> dict[str, Any]:
+            schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+            return {"mode": "form", "message": f"Question {i + 1}", "requestedSchema": schema}
+
+        if _modern(ctx):
+            responses = ctx.input_responses or {}
+            if not responses:
+                return types.InputRequiredResult(
+                    input_requests={
+                        f"q{i}": types.ElicitRequest.model_validate(
+                            {"method": "elicitation/create", "params": question(i)}
+                        )
+                        for i in range(n)
+                    }
+                )
+            return json.dumps([getattr(responses.get(f"q{i}"), "action", None) for i in range(n)])
+        got: list[str | None] = [None] * n
+
+        async def ask(i: int) -> None:
+            try:
+                answer = await ctx.session.send_request(
+                    _RawElicitRequest(params=question(i)),  # type: ignore[arg-type]
+                    types.ElicitResult,
+                    metadata=_related(ctx),
+                )
+                got[i] = answer.action
+            except MCPError as exc:
+                got[i] = f"error {exc.code}"
+            await ctx.report_progress(sum(g is not None for g in got), n, got[i])
+
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(ask, i)
+        return json.dumps(got)
+
+    @server.tool()
+    async def runs_until_cancelled(ctx: Context[_State]) -> str:
+        """Reports progress 0 of 1 ("running"), then blocks until the call is cancelled."""
+        await ctx.report_progress(0, 1, "running")
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    @server.tool()
     async def slow_progress(ctx: Context[_State], n: int = 3, delay_s: float = 0.0) -> str:
         """Reports progress i of n (message "step i/n") n times, then returns "done n"."""
         for step in range(1, n + 1):
