@@ -13,6 +13,7 @@ import pytest
 from bot.core import CallStatus, Progress
 from bot.servers.elicitation import MAX_OPEN_PER_SESSION
 from tests.bot.support import ALICE, make_config, placeholder, running_hub
+from tests.bot.telegram_harness import bot_scene, is_result
 from tests.servers.elicit import build_server
 
 pytestmark = pytest.mark.anyio
@@ -79,3 +80,23 @@ async def test_a_2026_round_with_more_questions_than_the_cap_is_refused_whole() 
             await surface.wait_for(lambda: len(surface.shown) == MAX_OPEN_PER_SESSION)
             hub.cancel(ALICE)
     assert json.loads(results[0].text) == ["cancel"] * MAX_OPEN_PER_SESSION
+
+
+async def test_a_50_mb_result_is_shown_trimmed_with_a_note_and_others_calls_still_complete() -> None:
+    """A tool returns 50 MB of text: its result is at most four messages within Telegram's limits, the last
+    saying how much was left out, and another person's call made meanwhile completes too."""
+    size = 50_000_000
+    async with bot_scene() as s:
+        big = await s.alice.send(f"/call t long_text chars={size}")
+        small = await s.bob.send("/call t whoami")
+        with anyio.fail_after(
+            120
+        ):  # generous: the server builds and the SDK checks 50 MB; no timing asserted
+            mine = await s.fake.wait_for(lambda m: is_result(m, small), timeout=120)
+            note = await s.fake.wait_for(lambda m: "output trimmed" in m.text, timeout=120)
+        assert json.loads(mine.text.split("\n", 1)[1])["client"] == "toolnexus-bot"
+        shown = [m for m in s.fake.messages(s.alice, from_bot=True) if m.message_id > big.message_id]
+        assert 1 < len(shown) <= 4 and all(len(m.text) <= 4096 for m in shown)
+        assert is_result(shown[0], big) and shown[0].text.splitlines()[1].startswith("00001 ")
+        left_out = int(note.text.split("output trimmed: ")[1].split()[0])
+        assert size - sum(len(m.text) for m in shown) <= left_out < size
