@@ -72,6 +72,8 @@ class Elicitations:
         self._current: dict[Hashable, Caller] = {}
         self._running: dict[Hashable, list[Caller]] = {}
         self._refusal_told: dict[Hashable, float] = {}
+        self.stopping = False
+        """Set at shutdown: questions still arriving are refused without a card."""
 
     @asynccontextmanager
     async def on_session(self, conn: Connection, caller: Caller) -> AsyncIterator[None]:
@@ -146,6 +148,8 @@ class Elicitations:
         message = wire.get("message") if isinstance(wire.get("message"), str) else ""
         if origin is None:
             return ErrorData(code=types.INVALID_REQUEST, message="elicitation outside of any tool call")
+        if self.stopping:
+            return ErrorData(code=types.INVALID_REQUEST, message="the client is shutting down")
         if conn.open_prompts > self.max_open:
             await self._refuse_too_many(conn, origin, str(message))
             return ErrorData(
@@ -201,7 +205,7 @@ class Elicitations:
         await self._report(origin, conn.server.name, message, reason)
 
     async def _report(self, origin: Origin, server: str, message: str, reason: str) -> None:
-        with anyio.CancelScope(shield=True):
+        with self.prompts.shielded_io():
             try:
                 await self.prompts.surface.report_unsupported(origin, server, message, reason)
             except Exception:

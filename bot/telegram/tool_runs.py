@@ -193,7 +193,7 @@ class ToolRunner:
                 screen = Screen(progress_text(status.title, status.latest))
                 # Shielded: a status message that went out must be known, or the result lands beside it and
                 # leaves it saying "Running" for good; an edit must land before the result's.
-                with anyio.CancelScope(shield=True):
+                with self.prompts.shielded_io():
                     try:
                         if status.message_id is None:
                             status.message_id = await self.surface.send(status.chat_id, screen)

@@ -18,6 +18,8 @@ from tests.servers.elicit import build_server
 
 pytestmark = pytest.mark.anyio
 
+STOPPING = "Cancelled: the bot is stopping"
+GO_ON = json.dumps({"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]})
 REFUSED = -32600
 """INVALID_REQUEST: what a 2025-11-25 server hears for a question past the cap."""
 
@@ -100,3 +102,28 @@ async def test_a_50_mb_result_is_shown_trimmed_with_a_note_and_others_calls_stil
         assert is_result(shown[0], big) and shown[0].text.splitlines()[1].startswith("00001 ")
         left_out = int(note.text.split("output trimmed: ")[1].split()[0])
         assert size - sum(len(m.text) for m in shown) <= left_out < size
+
+
+async def test_stop_completes_while_a_server_floods_questions() -> None:
+    """SIGTERM while a server sends questions without end: serve() returns within 5 s, the open cards are
+    settled as stopping."""
+    async with bot_scene(protocol="legacy") as s:
+        await s.alice.send("/call t flood_questions")
+        await s.fake.wait_for(lambda m: "more than" in m.text and "questions at once" in m.text, timeout=20)
+        s.stop.set()
+        with anyio.fail_after(5):
+            await s.stopped.wait()
+        cards = [m for m in s.fake.messages(s.alice, from_bot=True) if "asks:" in m.text]
+        assert len(cards) == MAX_OPEN_PER_SESSION
+        assert all(STOPPING in m.text and not m.buttons for m in cards)
+
+
+async def test_stop_completes_while_a_bot_api_call_hangs() -> None:
+    """SIGTERM while the Bot API holds a sendMessage unanswered: serve() still returns within 5 s."""
+    async with bot_scene() as s:
+        s.fake.fail_next("sendMessage", status=500, hang=True)
+        await s.alice.send(f"/call t ask_form message=Go? schema_json={GO_ON}")
+        await s.fake.wait_for_call("sendMessage", lambda p: "Go?" in str(p.get("text")))
+        s.stop.set()
+        with anyio.fail_after(5):
+            await s.stopped.wait()

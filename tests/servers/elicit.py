@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 from mcp import MCPError, UrlElicitationRequiredError
 from mcp.server.mcpserver import Context, MCPServer
@@ -247,6 +248,28 @@ def build_server(tripwire: Tripwire | None = None) -> MCPServer[_State]:
             for i in range(n):
                 tg.start_soon(ask, i)
         return json.dumps(got)
+
+    @server.tool()
+    async def flood_questions(ctx: Context[_State]) -> str:
+        """2025-11-25 only: asks yes/no questions without end, each as soon as the last was sent, whatever the
+        answers (errors included); never returns."""
+        if _modern(ctx):
+            raise ToolError("Only a 2025-11-25 server can send questions as requests")
+        schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+
+        async def ask(i: int) -> None:
+            with contextlib.suppress(MCPError):
+                await ctx.session.send_request(
+                    _RawElicitRequest(params={"message": f"Flood {i}", "requestedSchema": schema}),  # type: ignore[arg-type]
+                    types.ElicitResult,
+                    metadata=_related(ctx),
+                )
+
+        async with anyio.create_task_group() as tg:
+            for i in itertools.count(1):
+                tg.start_soon(ask, i)
+                await anyio.lowlevel.checkpoint()
+        raise AssertionError("unreachable")
 
     @server.tool()
     async def runs_until_cancelled(ctx: Context[_State]) -> str:
