@@ -8,9 +8,11 @@ exactly once towards the surface, whatever ends it: an answer, the timeout, the 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
 
 import anyio
 
@@ -38,6 +40,26 @@ class PromptRegistry:
         all pending prompts."""
         self.answers: Counter[str] = Counter()
         """Answers that went back to servers, by wire action (accept, decline, cancel)."""
+        self._shields: set[anyio.CancelScope] = set()
+        self._io_deadline = math.inf
+
+    @contextmanager
+    def shielded_io(self) -> Iterator[anyio.CancelScope]:
+        """A scope for surface I/O that the caller's cancellation must not cut short (a card on its way must
+        land and be known), yet that shutdown abandons once its grace is over (`abandon_io_after`)."""
+        with anyio.CancelScope(shield=True, deadline=self._io_deadline) as scope:
+            self._shields.add(scope)
+            try:
+                yield scope
+            finally:
+                self._shields.discard(scope)
+
+    def abandon_io_after(self, seconds: float) -> None:
+        """Shutdown: shielded surface I/O still running (or starting) after `seconds` is abandoned, so a Bot API
+        call that hangs or drips cannot hold the process."""
+        self._io_deadline = anyio.current_time() + seconds
+        for scope in self._shields:
+            scope.deadline = min(scope.deadline, self._io_deadline)
 
     def get(self, token: str) -> Prompt | None:
         """The pending prompt with this token, or None when it has ended (or never existed)."""
@@ -87,7 +109,7 @@ class PromptRegistry:
         self._pending[prompt.token] = prompt
         self._count(prompt, +1)
         try:
-            with anyio.CancelScope(shield=True):
+            with self.shielded_io():
                 # A card on its way must land (and be known), or a request withdrawn meanwhile leaves it live.
                 await self.surface.show_prompt(prompt)
             with anyio.move_on_after(prompt.seconds_left):
@@ -106,12 +128,12 @@ class PromptRegistry:
                     outcome = Outcome.UNDELIVERABLE
             self.answers[answer_to_elicit_result(answer)["action"]] += 1
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
+            with self.shielded_io():
                 withdrawn = prompt.why_withdrawn() if prompt.why_withdrawn else Outcome.SERVER_CANCELLED
                 await self._settle(prompt, prompt._abort or withdrawn)
             self._forget(prompt)
             raise
-        with anyio.CancelScope(shield=True):
+        with self.shielded_io():
             if (
                 outcome is Outcome.ANSWERED
                 and prompt.request.url is not None
@@ -161,7 +183,7 @@ class PromptRegistry:
 
     async def settle_completed(self, prompt: Prompt) -> None:
         """Tell the surface a consented URL prompt is done."""
-        with anyio.CancelScope(shield=True):
+        with self.shielded_io():
             await self._settle(prompt, Outcome.COMPLETED)
 
     async def wait_settled(self, scope: Hashable) -> None:

@@ -85,6 +85,8 @@ class ToolOutcome:
     text: str
     structured: dict[str, Any] | None = None
     blocks: tuple[str, ...] = field(default=())
+    omitted: int | None = 0
+    """Characters of a long result the MCP edge did not read into `text` (None: some, not counted)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from mcp import MCPError, UrlElicitationRequiredError
 
 from bot.core import CallStatus, Origin, Outcome, Progress, Prompt, PromptRegistry, ToolOutcome
 from bot.servers.connections import describe_error
-from bot.servers.elicitation import Elicitations
+from bot.servers.elicitation import Caller, Elicitations
 from bot.servers.pool import Pool, Unavailable
 from bot.servers.results import failure, outcome_of_result
 from mapping import Answer, MappingError, elicitation_to_request
@@ -32,11 +32,15 @@ SETTLE_GRACE_S: Final = 5.0
 
 @dataclass(slots=True)
 class _Call:
-    origin: Origin
+    caller: Caller
     server: str
     tool: str
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     cancelled_by_user: bool = False
+
+    @property
+    def origin(self) -> Origin:
+        return self.caller.origin
 
 
 class Calls:
@@ -62,12 +66,12 @@ class Calls:
         server = self.pool.servers.get(name)
         if server is None:
             return failure(CallStatus.FAILED, f"unknown server {name!r}")
-        call = _Call(origin=origin, server=name, tool=tool)
+        call = _Call(caller=Caller(origin), server=name, tool=tool)
         self._calls.append(call)
         if self._no_calls.is_set():
             self._no_calls = anyio.Event()
         try:
-            with self.elicitations.calling(origin), call.scope:
+            with call.scope:
                 for _ in range(MAX_AUTH_ROUNDS):
                     outcome = await self._call_once(call, arguments, on_progress)
                     if not isinstance(outcome, list):
@@ -85,12 +89,20 @@ class Calls:
                 self._no_calls.set()
 
     def cancel(self, origin: Origin) -> int:
-        """/cancel: this person's pending prompts and running calls in this chat; returns how many."""
-        count = 0
-        for prompt in self.prompts.pending(origin=origin):
-            count += self.prompts.answer(prompt, Answer(id=prompt.request.id, ok=False, reason="cancelled"))
+        """/cancel: answer this person's pending questions in this chat with `cancel`, as the Cancel button
+        does, and cancel outright their calls with no question pending; returns how many of both.
+
+        A call whose question was answered goes on: its server hears `cancel` (on 2026-07-28 in the call's
+        next round, which cancelling the call would never send) and ends the tool in its own way.
+        """
+        answered = {
+            prompt
+            for prompt in self.prompts.pending(origin=origin)
+            if self.prompts.answer(prompt, Answer(id=prompt.request.id, ok=False, reason="cancelled"))
+        }
+        count = len(answered)
         for call in self._calls:
-            if call.origin == origin:
+            if call.origin == origin and not call.caller.asking & answered:
                 call.cancelled_by_user = True
                 call.scope.cancel()
                 count += 1
@@ -119,7 +131,7 @@ class Calls:
         server = self.pool.servers[call.server]
         async with (
             self.pool.use(server, call.origin) as conn,
-            self.elicitations.serialized(conn, call.origin),
+            self.elicitations.on_session(conn, call.caller),
         ):
             client = conn.client
             assert client is not None
@@ -129,7 +141,9 @@ class Calls:
             try:
                 with clock.scope:
                     try:
-                        result = await client.call_tool(call.tool, arguments, progress_callback=progress_callback)
+                        result = await client.call_tool(
+                            call.tool, arguments, progress_callback=progress_callback
+                        )
                     except Exception as exc:
                         error = exc
             finally:
@@ -181,7 +195,11 @@ class Calls:
                 awaits_completion=True,
                 scope=scope,
             )
-            answer = await self.prompts.ask(prompt)
+            call.caller.asking.add(prompt)
+            try:
+                answer = await self.prompts.ask(prompt)
+            finally:
+                call.caller.asking.discard(prompt)
             if not answer.ok:
                 return failure(
                     CallStatus.CANCELLED,

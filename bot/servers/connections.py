@@ -71,7 +71,8 @@ class _WatchedStream:
         return self
 
     async def __aexit__(self, *exc: Any) -> bool | None:
-        return await self._inner.__aexit__(*exc)
+        suppressed: bool | None = await self._inner.__aexit__(*exc)
+        return suppressed
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -112,7 +113,7 @@ async def _http(server: ServerConfig) -> AsyncIterator[TransportStreams]:
 @asynccontextmanager
 async def _watched(transport: Transport, on_end: Callable[[], None]) -> AsyncIterator[TransportStreams]:
     async with transport as (read, write):
-        yield _WatchedStream(read, on_end), write  # type: ignore[misc]
+        yield _WatchedStream(read, on_end), write
 
 
 class CallClock:
@@ -248,9 +249,9 @@ class Connection:
                 task_status.started()
 
     async def _elicit(
-        self, ctx: ClientRequestContext, params: ElicitRequestParams
+        self, context: ClientRequestContext, params: ElicitRequestParams
     ) -> ElicitResult | ErrorData:
-        return await self._on_elicit(self, ctx, params)
+        return await self._on_elicit(self, context, params)
 
     async def _message(self, message: IncomingMessage) -> None:
         await self._on_message(self, message)

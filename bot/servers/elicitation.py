@@ -12,11 +12,13 @@ import contextvars
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Hashable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Hashable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 from mcp.client import ClientRequestContext, IncomingMessage
 from mcp_types import ElicitRequestParams, ElicitResult, ErrorData
@@ -36,39 +38,71 @@ from mapping.urls import check_url
 
 logger = logging.getLogger(__name__)
 
-_caller: contextvars.ContextVar[Origin | None] = contextvars.ContextVar("toolnexus_caller", default=None)
+MAX_OPEN_PER_SESSION: Final = 5
+"""Questions one MCP session may have open at once (a 2026-07-28 round counts whole); more are refused."""
+REFUSAL_LINE_EVERY_S: Final = 60.0
+"""A session whose questions are refused for being too many tells its person so at most this often."""
+
+
+@dataclass(eq=False, slots=True)
+class Caller:
+    """A running tool call as the elicitation path sees it: whose it is, and which of its questions are out."""
+
+    origin: Origin
+    asking: set[Prompt] = field(default_factory=set[Prompt])
+
+
+_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("toolnexus_caller", default=None)
 
 
 class Elicitations:
     """Routes each session's questions to a person; one instance per hub."""
 
-    def __init__(self, prompts: PromptRegistry) -> None:
+    def __init__(
+        self,
+        prompts: PromptRegistry,
+        *,
+        max_open: int = MAX_OPEN_PER_SESSION,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.prompts = prompts
+        self.max_open = max_open
+        self._now = clock or anyio.current_time
         self._serial: dict[Hashable, anyio.Lock] = {}
-        self._current: dict[Hashable, Origin] = {}
-
-    @contextmanager
-    def calling(self, origin: Origin) -> Iterator[None]:
-        """Within this block, questions a 2026-07-28 server asks in this task are `origin`'s."""
-        token = _caller.set(origin)
-        try:
-            yield
-        finally:
-            _caller.reset(token)
+        self._current: dict[Hashable, Caller] = {}
+        self._running: dict[Hashable, list[Caller]] = {}
+        self._refusal_told: dict[Hashable, float] = {}
+        self.stopping = False
+        """Set at shutdown: questions still arriving are refused without a card."""
 
     @asynccontextmanager
-    async def serialized(self, conn: Connection, origin: Origin) -> AsyncIterator[None]:
-        """A shared legacy session cannot tell whose call an elicitation belongs to: one call at a time."""
-        if not conn.server.shared or conn.protocol in MODERN_PROTOCOL_VERSIONS:
-            yield
-            return
-        lock = self._serial.setdefault(conn.key, anyio.Lock(fast_acquire=True))
-        async with lock:
-            self._current[conn.key] = origin
-            try:
+    async def on_session(self, conn: Connection, caller: Caller) -> AsyncIterator[None]:
+        """While a call runs on `conn`: questions the session asks are routed to `caller` (and counted as its).
+
+        A 2026-07-28 question arrives in the caller's own task (a context variable names it); a 2025 one
+        arrives in the session's dispatcher, so the calls running on the session are kept per session, and a
+        shared legacy session runs one call at a time (it could not tell whose call a question belongs to).
+        """
+        running = self._running.setdefault(conn.key, [])
+        running.append(caller)
+        token = _caller.set(caller)
+        try:
+            if not conn.server.shared or conn.protocol in MODERN_PROTOCOL_VERSIONS:
                 yield
-            finally:
-                self._current.pop(conn.key, None)
+                return
+            lock = self._serial.setdefault(conn.key, anyio.Lock(fast_acquire=True))
+            async with lock:
+                self._current[conn.key] = caller
+                try:
+                    yield
+                finally:
+                    self._current.pop(conn.key, None)
+        finally:
+            _caller.reset(token)
+            running.remove(caller)
+            if not running:
+                del self._running[conn.key]
+                self._refusal_told.pop(conn.key, None)
 
     async def on_elicit(
         self, conn: Connection, ctx: ClientRequestContext, params: ElicitRequestParams
@@ -95,11 +129,33 @@ class Elicitations:
             logger.debug("transport message from %s: %r", conn.server.name, message)
 
     async def _elicit(self, conn: Connection, params: ElicitRequestParams) -> ElicitResult | ErrorData:
-        origin = self._origin_of(conn)
+        # Counted from the first moment: a 2026-07-28 round's questions arrive together (the SDK starts one
+        # task per question), and each must see the others before any is shown.
+        conn.prompt_opened(+1)
+        try:
+            if conn.protocol in MODERN_PROTOCOL_VERSIONS:
+                await (
+                    anyio.lowlevel.checkpoint()
+                )  # the round's other tasks, already started, count themselves
+            return await self._ask(conn, params)
+        finally:
+            conn.prompt_opened(-1)
+
+    async def _ask(self, conn: Connection, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+        askers = self._askers(conn)
+        origin = askers[0].origin if askers else self._owner(conn)
         wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
         message = wire.get("message") if isinstance(wire.get("message"), str) else ""
         if origin is None:
             return ErrorData(code=types.INVALID_REQUEST, message="elicitation outside of any tool call")
+        if self.stopping:
+            return ErrorData(code=types.INVALID_REQUEST, message="the client is shutting down")
+        if conn.open_prompts > self.max_open:
+            await self._refuse_too_many(conn, origin, str(message))
+            return ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"too many questions at once: at most {self.max_open} may be open per session",
+            )
         try:
             request = elicitation_to_request(wire)
             form = (
@@ -124,27 +180,54 @@ class Elicitations:
             scope=conn.key,
             why_withdrawn=lambda: _why_withdrawn(conn),
         )
-        conn.prompt_opened(+1)
+        for caller in askers:
+            caller.asking.add(prompt)
         try:
             answer = await self.prompts.ask(prompt)
         finally:
-            conn.prompt_opened(-1)
+            for caller in askers:
+                caller.asking.discard(prompt)
         result = answer_to_elicit_result(answer)
         if request.kind is RequestKind.AUTHORIZATION and result["action"] == "accept":
             return ElicitResult(action="accept")  # URL mode: consent only, no content on the wire
         return ElicitResult.model_validate(result)
 
+    async def _refuse_too_many(self, conn: Connection, origin: Origin, message: str) -> None:
+        """One line to the person, at most every `REFUSAL_LINE_EVERY_S` per session (a flood stays one line)."""
+        now = self._now()
+        told = self._refusal_told.get(conn.key)
+        if told is not None and now - told < REFUSAL_LINE_EVERY_S:
+            return
+        self._refusal_told[conn.key] = (
+            now  # before the await: the round's other questions are refused meanwhile
+        )
+        reason = f"it asked more than {self.max_open} questions at once; the extra ones were refused"
+        await self._report(origin, conn.server.name, message, reason)
+
     async def _report(self, origin: Origin, server: str, message: str, reason: str) -> None:
-        with anyio.CancelScope(shield=True):
+        with self.prompts.shielded_io():
             try:
                 await self.prompts.surface.report_unsupported(origin, server, message, reason)
             except Exception:
                 logger.exception("could not report an unsupported elicitation")
 
-    def _origin_of(self, conn: Connection) -> Origin | None:
-        if len(conn.key) == 2:  # type: ignore[arg-type]
-            return conn.key[1]  # type: ignore[index,no-any-return]
-        return _caller.get() or self._current.get(conn.key)
+    def _askers(self, conn: Connection) -> list[Caller]:
+        """The calls a question on `conn` belongs to: exactly one, except on a 2025 session of one person
+        with several calls running (it cannot say which asked), where it counts as each one's."""
+        if conn.protocol in MODERN_PROTOCOL_VERSIONS:
+            caller = _caller.get()
+            return [caller] if caller is not None else []
+        current = self._current.get(conn.key)
+        if current is not None:
+            return [current]
+        return list(self._running.get(conn.key, ())) if not conn.server.shared else []
+
+    @staticmethod
+    def _owner(conn: Connection) -> Origin | None:
+        """The person a session is for (None for a shared session)."""
+        if conn.server.shared:
+            return None
+        return conn.key[1]  # type: ignore[index,no-any-return]
 
 
 _FORM_KEY_MAX: Final = 16_384

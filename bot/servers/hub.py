@@ -75,7 +75,9 @@ class Hub:
 
     async def aclose(self, grace_s: float = 2.0) -> None:
         """Shutdown: every pending prompt is cancelled towards its server, then calls and sessions end."""
+        self.elicitations.stopping = True
         self.prompts.abort_all(Outcome.SHUTDOWN)
+        self.prompts.abandon_io_after(grace_s)  # cards are settled while the grace lasts, not after
         await self.calls.stop(grace_s)
         self.pool.close_all()
         with anyio.move_on_after(grace_s):

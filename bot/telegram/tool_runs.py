@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -56,26 +57,40 @@ def result_messages(title: str, outcome: ToolOutcome) -> list[str]:
     as_code = outcome.structured is not None and not any(b.strip() for b in outcome.blocks)
     if not body:
         return [header + ("\n<i>(no output)</i>" if outcome.status is CallStatus.OK else "")]
-    chunks = _split(body, CHUNK)
-    shown, rest = chunks[:MAX_MESSAGES], chunks[MAX_MESSAGES:]
+    # Only what can be shown is split (a result may be megabytes long): trimmed first, then cut in one pass.
+    chunks, shown_up_to = _split(body, CHUNK, MAX_MESSAGES)
     messages = []
-    for i, chunk in enumerate(shown):
+    for i, chunk in enumerate(chunks):
         text = f"<pre>{esc(chunk)}</pre>" if as_code else esc(chunk)
         messages.append(f"{header}\n{text}" if i == 0 else text)
-    if rest:
-        messages[-1] += f"\n\n<i>… output trimmed: {sum(len(c) for c in rest)} more characters not shown.</i>"
+    not_shown = len(body) - shown_up_to
+    if outcome.omitted is None:
+        messages[-1] += "\n\n<i>… output trimmed: the rest was not shown.</i>"
+    elif not_shown or outcome.omitted:
+        messages[-1] += (
+            f"\n\n<i>… output trimmed: {not_shown + outcome.omitted} more characters not shown.</i>"
+        )
     return messages
 
 
-def _split(text: str, size: int) -> list[str]:
+_LINE_BREAKS = re.compile(r"\n*")
+
+
+def _split(text: str, size: int, limit: int) -> tuple[list[str], int]:
+    """At most `limit` chunks of at most `size` characters, cut at a line break in the second half of a chunk
+    where there is one; and where the text not chunked begins. Linear in what is chunked, never in `text`."""
     chunks: list[str] = []
-    while len(text) > size:
-        cut = text.rfind("\n", size // 2, size)
-        cut = size if cut < 0 else cut
-        chunks.append(text[:cut])
-        text = text[cut:].lstrip("\n")
-    chunks.append(text)
-    return chunks
+    start = 0
+    while start < len(text) and len(chunks) < limit:
+        end = start + size
+        if end >= len(text):
+            chunks.append(text[start:])
+            return chunks, len(text)
+        cut = text.rfind("\n", start + size // 2, end)
+        cut = end if cut < 0 else cut
+        chunks.append(text[start:cut])
+        start = _LINE_BREAKS.match(text, cut).end()  # type: ignore[union-attr]  # `\n*` always matches
+    return chunks, start
 
 
 class ToolButtons:
@@ -186,7 +201,7 @@ class ToolRunner:
                 screen = Screen(progress_text(status.title, status.latest))
                 # Shielded: a status message that went out must be known, or the result lands beside it and
                 # leaves it saying "Running" for good; an edit must land before the result's.
-                with anyio.CancelScope(shield=True):
+                with self.prompts.shielded_io():
                     try:
                         if status.message_id is None:
                             status.message_id = await self.surface.send(status.chat_id, screen)

@@ -265,8 +265,11 @@ async def test_a_call_that_never_returns_times_out_by_its_own_clock() -> None:
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_cancel_ends_the_persons_prompts_and_calls(transport: str, protocol: str) -> None:
-    """/cancel answers pending prompts with cancel and stops the call."""
+async def test_cancel_answers_the_question_with_cancel_and_the_tool_ends_in_its_own_way(
+    transport: str, protocol: str
+) -> None:
+    """/cancel answers a pending question with `cancel` towards its server, as the Cancel button does (in the
+    2026-07-28 era that answer travels in the call's next round), and the tool's own result comes back."""
     async with connected(transport, protocol) as (hub, _prompts, surface), anyio.create_task_group() as tg:
         results = []
         tg.start_soon(
@@ -276,9 +279,45 @@ async def test_cancel_ends_the_persons_prompts_and_calls(transport: str, protoco
         )
         prompt = await surface.next_prompt()
         assert hub.cancel(BOB) == 0
-        assert hub.cancel(ALICE) >= 1
+        assert hub.cancel(ALICE) == 1
     assert surface.outcomes(prompt) == [Outcome.CANCELLED]
-    assert results[0].status in (CallStatus.CANCELLED, CallStatus.OK)
+    assert results[0].status is CallStatus.OK
+    assert server_saw(results[0].text) == {"action": "cancel", "content": None}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_cancel_stops_a_call_with_no_question_pending(protocol: str) -> None:
+    """A call that asked nothing (the tool just runs) is cancelled outright by /cancel."""
+    async with in_process(protocol) as (hub, _prompts, _surface), anyio.create_task_group() as tg:
+        results = []
+        running = anyio.Event()
+
+        async def on_progress(_progress: Progress) -> None:
+            running.set()
+
+        tg.start_soon(
+            lambda: _collect(results, hub.call_tool("t", "runs_until_cancelled", {}, ALICE, on_progress))
+        )
+        with anyio.fail_after(10):
+            await running.wait()  # the server is running the tool
+        assert hub.cancel(ALICE) == 1
+    assert results[0].status is CallStatus.CANCELLED and results[0].text == "cancelled"
+
+
+async def test_cancel_tells_apart_a_persons_call_that_asks_from_one_that_does_not() -> None:
+    """2026-07-28, two calls of one person on one session: /cancel answers the question of the one that asks
+    (its tool reports the cancel) and cancels the other outright."""
+    async with in_process("auto") as (hub, _prompts, surface), anyio.create_task_group() as tg:
+        asking: list[Any] = []
+        silent: list[Any] = []
+        tg.start_soon(lambda: _collect(silent, hub.call_tool("t", "never_answers", {}, ALICE)))
+        tg.start_soon(
+            lambda: _collect(asking, hub.call_tool("t", "ask_form", {"schema_json": json.dumps(FORM)}, ALICE))
+        )
+        await surface.next_prompt()
+        assert hub.cancel(ALICE) == 2
+    assert server_saw(asking[0].text) == {"action": "cancel", "content": None}
+    assert silent[0].status is CallStatus.CANCELLED
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -451,7 +490,9 @@ async def test_past_max_open_the_least_recently_used_idle_session_is_closed_and_
         again = json.loads((await hub.call_tool("t", "whoami", {}, ALICE)).text)
         assert len({alice["connection"], bob["connection"], again["connection"]}) == 3
         await anyio.wait_all_tasks_blocked()  # Bob's evicted session ends in its owner task
-        assert list(hub.pool._connecting) == list(hub.pool.connections)  # only the open session's lock is kept
+        assert list(hub.pool._connecting) == list(
+            hub.pool.connections
+        )  # only the open session's lock is kept
 
 
 @pytest.mark.parametrize("ending", ["answered", "expired", "withdrawn"])

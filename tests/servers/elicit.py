@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 from mcp import MCPError, UrlElicitationRequiredError
 from mcp.server.mcpserver import Context, MCPServer
@@ -205,6 +206,76 @@ def build_server(tripwire: Tripwire | None = None) -> MCPServer[_State]:
     @server.tool()
     async def never_answers() -> str:
         """Blocks until the call is cancelled."""
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    @server.tool()
+    async def ask_many(ctx: Context[_State], n: int = 6) -> str | types.InputRequiredResult:
+        """Asks `n` yes/no questions at once (2025-11-25: `n` concurrent requests; 2026-07-28: one round of
+        `n`); returns what each one got, in order (JSON list of actions, or "error <code>"). In 2025-11-25 each
+        reply is also reported as it comes, as progress (message: what that question got)."""
+
+        def question(i: int) -> dict[str, Any]:
+            schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+            return {"mode": "form", "message": f"Question {i + 1}", "requestedSchema": schema}
+
+        if _modern(ctx):
+            responses = ctx.input_responses or {}
+            if not responses:
+                return types.InputRequiredResult(
+                    input_requests={
+                        f"q{i}": types.ElicitRequest.model_validate(
+                            {"method": "elicitation/create", "params": question(i)}
+                        )
+                        for i in range(n)
+                    }
+                )
+            return json.dumps([getattr(responses.get(f"q{i}"), "action", None) for i in range(n)])
+        got: list[str | None] = [None] * n
+
+        async def ask(i: int) -> None:
+            try:
+                answer = await ctx.session.send_request(
+                    _RawElicitRequest(params=question(i)),  # type: ignore[arg-type]
+                    types.ElicitResult,
+                    metadata=_related(ctx),
+                )
+                got[i] = answer.action
+            except MCPError as exc:
+                got[i] = f"error {exc.code}"
+            await ctx.report_progress(sum(g is not None for g in got), n, got[i])
+
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(ask, i)
+        return json.dumps(got)
+
+    @server.tool()
+    async def flood_questions(ctx: Context[_State]) -> str:
+        """2025-11-25 only: asks yes/no questions without end, each as soon as the last was sent, whatever the
+        answers (errors included); never returns."""
+        if _modern(ctx):
+            raise ToolError("Only a 2025-11-25 server can send questions as requests")
+        schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+
+        async def ask(i: int) -> None:
+            with contextlib.suppress(MCPError):
+                await ctx.session.send_request(
+                    _RawElicitRequest(params={"message": f"Flood {i}", "requestedSchema": schema}),  # type: ignore[arg-type]
+                    types.ElicitResult,
+                    metadata=_related(ctx),
+                )
+
+        async with anyio.create_task_group() as tg:
+            for i in itertools.count(1):
+                tg.start_soon(ask, i)
+                await anyio.lowlevel.checkpoint()
+        raise AssertionError("unreachable")
+
+    @server.tool()
+    async def runs_until_cancelled(ctx: Context[_State]) -> str:
+        """Reports progress 0 of 1 ("running"), then blocks until the call is cancelled."""
+        await ctx.report_progress(0, 1, "running")
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
