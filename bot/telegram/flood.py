@@ -177,7 +177,9 @@ def _seconds(delay: dt.timedelta | float) -> float:
 
 
 def _int(value: object) -> int | None:
+    if not isinstance(value, int | float | str):
+        return None
     try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
+        return int(value)
+    except ValueError:
         return None

@@ -155,6 +155,7 @@ class ToolRunner:
             args = {**args, **extra}
         status = _Status(origin.chat_id, None, f"{tool.server} · {tool.name}")
         loop = asyncio.get_running_loop()
+        timer: asyncio.TimerHandle | None = None
         async with anyio.create_task_group() as tg:
 
             def show_status() -> None:
