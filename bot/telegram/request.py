@@ -16,8 +16,10 @@ PTB's four timeouts, as far as aiohttp has them:
   either is the same `TimedOut`. The request was not sent.
 - `read_timeout`: aiohttp's `sock_read`, the longest silence between bytes of the answer (httpx's meaning),
   counted from when the request was written.
-- `write_timeout`: aiohttp has none. Bot API calls here are a few KB and go out at once; an upload the server
-  stops reading is not bounded (this bot uploads nothing).
+- `write_timeout`: aiohttp has none. Bot API calls here are a few KB and go out at once.
+- On top of these, a whole exchange has a deadline (`total`): the pool wait and connect, plus twice the read
+  timeout. A server that drips its answer a byte at a time within the read timeout, or stops reading an
+  upload, cannot hold a request (and so a shutdown) for longer.
 
 A request is sent at most once: aiohttp re-sends a request that met a keep-alive connection the server had
 just closed only for idempotent methods (`aiohttp.client.IDEMPOTENT_METHODS`: GET, HEAD, ...), and every Bot
@@ -144,7 +146,7 @@ class AiohttpRequest(BaseRequest):
             )
         )
         timeout = aiohttp.ClientTimeout(
-            total=None,
+            total=None if read is None else (connect or 0.0) + (pool or 0.0) + 2 * read,
             connect=None if connect is None or pool is None else connect + pool,
             sock_connect=connect,
             sock_read=read,

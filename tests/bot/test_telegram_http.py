@@ -210,6 +210,29 @@ async def test_a_slow_but_steady_answer_is_not_a_timeout() -> None:
         assert await request.do_request(server.url(), "POST", params(), read_timeout=0.6) == (200, body)
 
 
+async def test_an_answer_dripped_past_the_whole_exchange_deadline_is_a_timeout() -> None:
+    """A server that keeps each silence inside the read timeout but never finishes cannot hold a request: the
+    exchange has a deadline (connect + pool + twice the read timeout)."""
+    stop = asyncio.Event()
+
+    async def drip(seen: Seen, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n")
+        while not stop.is_set():
+            await asyncio.sleep(0.05)  # the server's pace is what is under test: gaps well inside the timeout
+            writer.write(b"x")
+            await writer.drain()
+        return False
+
+    async with serve(drip) as server, AiohttpRequest() as request:
+        with pytest.raises(TimedOut) as caught:
+            async with asyncio.timeout(10):  # without the deadline the drip would last ~14 hours
+                await request.do_request(
+                    server.url(), "POST", params(), read_timeout=0.3, connect_timeout=0.1, pool_timeout=0.1
+                )
+        stop.set()
+    assert_no_token(caught.value)
+
+
 async def test_all_connections_busy_is_a_pool_timeout_and_the_request_is_not_sent() -> None:
     hold, arrived = asyncio.Event(), asyncio.Event()
 
