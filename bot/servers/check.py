@@ -25,11 +25,10 @@ import httpx2
 import mcp_types as types
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client import ClientRequestContext, IncomingMessage
-from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 
 from bot.config import Config, ServerConfig
-from bot.servers.connections import Connection
+from bot.servers.connections import Connection, TransportStreams
 
 __all__ = ["DEFAULT_TIMEOUT_S", "CheckResult", "check", "probe"]
 

@@ -15,19 +15,21 @@ import ssl
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeAlias
 
 import anyio
 import httpx2
 from anyio.abc import TaskStatus
 from mcp import Client, StdioServerParameters, stdio_client
-from mcp.client import ClientRequestContext, IncomingMessage
-from mcp.client._transport import Transport, TransportStreams
+from mcp.client import ClientRequestContext, IncomingMessage, Transport
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitRequestParams, ElicitResult, ErrorData, Implementation
 
 from bot.config import ServerConfig
 from bot.core import ToolInfo
+
+TransportStreams: TypeAlias = tuple[Any, Any]
+"""The (read, write) streams a `Transport` yields (the SDK names their type only in a private module)."""
 
 logger = logging.getLogger(__name__)
 
