@@ -237,8 +237,7 @@ _FORM_KEY_MAX: Final = 16_384
 def _form_of(schema: Any) -> FormSpec:
     """`parse_schema`, remembered per distinct schema (a `FormSpec` is immutable).
 
-    Servers ask the same forms again and again, and parsing checks each against the JSON Schema meta-schema,
-    a large share of the bot's CPU per elicitation.
+    Servers ask the same forms again and again, and parsing checks each against the JSON Schema meta-schema.
     """
     try:
         key = json.dumps(schema)  # key order kept: it is the order of the fields

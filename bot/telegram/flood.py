@@ -5,8 +5,8 @@ chat a short burst, then about one a second. Each limit is a bucket here; a requ
 that applies to it has room, in the order requests arrive. A 429 all the same (Telegram keeps its own count)
 pauses every request for its `retry_after`; then the refused request is sent again, up to MAX_RETRIES times.
 
-PTB's `AIORateLimiter` (with aiolimiter's buckets) did this before, at about as much CPU per call as the HTTP
-request itself (bench/, issue 5); with room in its buckets, a request here costs a few comparisons.
+Ours rather than PTB's `AIORateLimiter` because that one has no bucket for a private chat's own limit (about
+one message a second); with room in its buckets, a request here costs a few comparisons.
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ _TAG: Final = re.compile(r"<[^>]+>")
 InlineButton = dict[str, object]
 """One inline keyboard button as the Bot API takes it: `text` and `callback_data`, `url` or `web_app`."""
 Keyboard = list[list[InlineButton]]
-"""Rows of buttons, in the wire format: plain values, easy to build and compare; `bot.telegram.bot` turns them
-into PTB's `InlineKeyboardMarkup` when sending."""
+"""Rows of buttons, in the wire format: plain values, easy to build and compare; `bot.telegram.bot` sends them
+as they are."""
 
 
 @dataclass(frozen=True, slots=True)

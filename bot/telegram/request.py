@@ -5,8 +5,7 @@ the environment, as aiohttp's `trust_env=True` finds them (the same `urllib.requ
 for http:// Bot API servers, `HTTPS_PROXY` for https:// ones (tunnelled with CONNECT), `NO_PROXY` to bypass;
 lowercase names too; credentials in the proxy URL are sent as Proxy-Authorization. Like aiohttp, `ALL_PROXY`
 and proxies given as https:// URLs are not used. The lookup is made once per origin, not per request:
-`trust_env=True` makes it, and reads ~/.netrc, in a worker thread for every request (bench/ counted that as
-much work as the rest of the client).
+`trust_env=True` would make it, and read ~/.netrc, in a worker thread for every request.
 
 PTB's four timeouts, as far as aiohttp has them:
 
