@@ -727,8 +727,8 @@ async def test_forged_and_replayed_taps_never_answer_for_the_person_and_never_fa
 
 
 async def test_strangers_and_other_members_cannot_answer_someone_elses_card() -> None:
-    """In a group: Bob's and Mallory's taps get alerts, Bob's reply a note, Mallory's reply nothing; the
-    card is untouched until Alice answers it."""
+    """In a group: Bob's and Mallory's taps get alerts, Bob's reply a note, Mallory's reply and her command
+    (her refusal for the minute was the alert) nothing; the card is untouched until Alice answers it."""
     schema = {
         "type": "object",
         "properties": {"name": {"type": "string", "title": "Name"}},
@@ -746,9 +746,8 @@ async def test_strangers_and_other_members_cannot_answer_someone_elses_card() ->
         await s.mallory.send("mallory's name", reply_to=card)
         await s.bob.send("bob's name", reply_to=card)
         await s.fake.wait_for(lambda m: m.chat_id == s.group and "Only the person" in m.text)
+        # Mallory's refusal for this minute in this chat was the tap's alert: her command gets none.
         await s.mallory.send("/call t whoami", chat=s.group)
-        refusal = await s.fake.wait_for(lambda m: m.chat_id == s.group and str(s.mallory.id) in m.text)
-        assert "private" in refusal.text
         assert card.edit_count == 0 and not card.deleted
         await s.alice.send("Alice", reply_to=card)
         review = await s.fake.wait_for(
@@ -757,7 +756,7 @@ async def test_strangers_and_other_members_cannot_answer_someone_elses_card() ->
         await s.alice.press(review, "✅ Submit")
         assert server_saw(await result_of(s, call))["content"] == {"name": "Alice"}
         assert not any(
-            "mallory's name" in m.text or "bob's name" in m.text
+            "mallory's name" in m.text or "bob's name" in m.text or str(s.mallory.id) in m.text
             for m in s.fake.messages(s.group, from_bot=True)
         )
 
