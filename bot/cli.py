@@ -6,6 +6,7 @@ Config is read here and only here. Exit status: 0 fine, 1 a server check failed,
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -27,13 +28,31 @@ def _parser() -> argparse.ArgumentParser:
         description="A Telegram bot that is an MCP client. Without a sub-command it runs the bot.",
         parents=[common],
     )
-    sub = parser.add_subparsers(dest="command", metavar="{run,check,console}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,check,console,audit,db}")
     sub.add_parser("run", parents=[common], help="run the Telegram bot (the default)")
     sub.add_parser("check", parents=[common], help="validate the config and connect to every server")
     sub.add_parser(
         "console", parents=[common], help="the bridge in this terminal (demo server without --config)"
     )
+    _store_parsers(sub, common)
     return parser
+
+
+def _store_parsers(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    from bot.store.commands import parse_since
+
+    audit = sub.add_parser("audit", parents=[common], help="print the audit log, or --verify its hash chain")
+    audit.add_argument("--since", type=parse_since, metavar="DATE", help="only events from DATE (ISO, UTC)")
+    audit.add_argument("--user", type=int, metavar="ID", help="only events of this Telegram user id")
+    audit.add_argument("--server", metavar="NAME", help="only events of this server")
+    audit.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
+    audit.add_argument(
+        "--verify", action="store_true", help="check the chain; exit 1 naming the first bad row"
+    )
+    db = sub.add_parser("db", parents=[common], help="database maintenance")
+    db.add_argument("action", choices=["upgrade"], help="upgrade: apply the schema migrations")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -56,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot.servers.check import check
 
         return anyio.run(check, config)
+    if command in ("audit", "db"):
+        return _store_command(args, config)
     if command == "console":
         from bot.console.main import run_console
 
@@ -63,6 +84,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bot.telegram.app import run_bot
 
     return anyio.run(run_bot, config)
+
+
+def _store_command(args: argparse.Namespace, config: Config) -> int:
+    from bot.store.commands import audit_command, db_upgrade
+
+    if args.command == "db":
+        return anyio.run(db_upgrade, config)
+    return anyio.run(
+        functools.partial(
+            audit_command,
+            config,
+            since=args.since,
+            user_id=args.user,
+            server=args.server,
+            fmt=args.format,
+            verify=args.verify,
+        )
+    )
 
 
 def _load(path: str | None, command: str) -> Config:

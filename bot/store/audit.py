@@ -1,0 +1,228 @@
+"""The audit log: append-only rows, each carrying the SHA-256 of the previous row's canonical form. Does I/O.
+
+The canonical form of a row is the UTF-8 bytes of the JSON object of all its columns except `hash`
+(`seq`, `id`, `at`, `event`, `user_id`, `chat_id`, `server`, `tool`, `request_id`, `detail`, `prev_hash`),
+with keys sorted, no whitespace (`separators=(",", ":")`) and non-ASCII kept as is; `detail` enters as the
+JSON text stored in the row. `hash` is the SHA-256 (hex) of that form and the next row's `prev_hash`; the
+first row's `prev_hash` is 64 zeros. Editing a row changes its canonical form; deleting one leaves a gap
+in `seq` and a `prev_hash` that matches nothing. (Deleting the newest rows leaves no trace in the chain
+itself; keep copies of `audit` output elsewhere to anchor it.)
+
+Appends are serialised in `AuditLog.append`: one lock per process, and the unique `seq` turns a race
+between processes into a retry instead of a fork.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import hashlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+import anyio
+from sqlalchemy import Select, insert, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.store.tables import audit
+
+__all__ = ["GENESIS", "AuditEvent", "AuditLog", "AuditRow", "ChainBreak", "canonical_form"]
+
+GENESIS: Final = "0" * 64
+"""The first row's `prev_hash`."""
+_APPEND_ATTEMPTS: Final = 10
+
+
+class AuditEvent(enum.StrEnum):
+    """What an audit row records."""
+
+    CALL_STARTED = "call_started"
+    """Who called which tool of which server, in which chat, with which arguments."""
+    QUESTION_SHOWN = "question_shown"
+    """A server's question reached a person (before the card was sent)."""
+    ANSWERED = "answered"
+    """The person answered: accept (with content), decline or cancel."""
+    EXPIRED = "expired"
+    """Nobody answered in time."""
+    CANCELLED = "cancelled"
+    """The bot ended the question (stopping, undeliverable)."""
+    WITHDRAWN = "withdrawn"
+    """The server withdrew the question, or its session ended."""
+    CALL_ENDED = "call_ended"
+    """A call's outcome."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """One row of the log, as stored."""
+
+    seq: int
+    id: str
+    at: str
+    event: str
+    user_id: int | None
+    chat_id: int | None
+    server: str | None
+    tool: str | None
+    request_id: str | None
+    detail: str
+    """Canonical JSON text of an object."""
+    prev_hash: str
+    hash: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row with `detail` parsed, for printing."""
+        values = asdict(self)
+        values["detail"] = json.loads(self.detail)
+        return values
+
+
+@dataclass(frozen=True, slots=True)
+class ChainBreak:
+    """The first row where the chain does not hold."""
+
+    seq: int
+    """The bad row's place (for a deleted row: the place that is missing)."""
+    id: str | None
+    """The bad row's id (None for a deleted row)."""
+    reason: str
+
+    def __str__(self) -> str:
+        who = f"row {self.seq}" + (f" ({self.id})" if self.id else "")
+        return f"{who}: {self.reason}"
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, non-ASCII as is: one text for one value."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical_form(row: Mapping[str, Any]) -> bytes:
+    """The bytes a row's hash covers (see the module docstring)."""
+    return canonical_json({name: row[name] for name in _HASHED}).encode("utf-8")
+
+
+_HASHED: Final = (
+    *("seq", "id", "at", "event", "user_id", "chat_id", "server", "tool", "request_id", "detail"),
+    "prev_hash",
+)
+
+
+def _digest(row: Mapping[str, Any]) -> str:
+    return hashlib.sha256(canonical_form(row)).hexdigest()
+
+
+class AuditLog:
+    """The audit table of one database; `append` is the only writer."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._lock = anyio.Lock()
+        self.rows_written = 0
+        """Rows this process appended (read by bench)."""
+
+    async def append(
+        self,
+        event: AuditEvent,
+        *,
+        user_id: int | None = None,
+        chat_id: int | None = None,
+        server: str | None = None,
+        tool: str | None = None,
+        request_id: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> AuditRow:
+        """Append one event and commit it; returns the row as stored.
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError: the database refused the write.
+        """
+        values: dict[str, Any] = {
+            "id": str(uuid.uuid4()),
+            "at": dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"),
+            "event": event.value,
+            "user_id": user_id,
+            "chat_id": chat_id,
+            "server": server,
+            "tool": tool,
+            "request_id": request_id,
+            "detail": canonical_json(dict(detail or {})),
+        }
+        async with self._lock:
+            for attempt in range(_APPEND_ATTEMPTS):
+                try:
+                    async with self.engine.begin() as conn:
+                        head = (
+                            await conn.execute(
+                                select(audit.c.seq, audit.c.hash).order_by(audit.c.seq.desc()).limit(1)
+                            )
+                        ).first()
+                        values["seq"] = 1 if head is None else head.seq + 1
+                        values["prev_hash"] = GENESIS if head is None else head.hash
+                        values["hash"] = _digest(values)
+                        await conn.execute(insert(audit).values(values))
+                except IntegrityError:
+                    # Another process took this place in the chain: read the new head and try again.
+                    if attempt == _APPEND_ATTEMPTS - 1:
+                        raise
+                    continue
+                self.rows_written += 1
+                return AuditRow(**values)
+        raise AssertionError("unreachable")
+
+    async def rows(
+        self,
+        *,
+        since: dt.datetime | None = None,
+        user_id: int | None = None,
+        server: str | None = None,
+        last: int | None = None,
+    ) -> list[AuditRow]:
+        """Rows in chain order, optionally filtered; `last` keeps only the newest that many."""
+        query: Select[Any] = select(audit)
+        if since is not None:
+            query = query.where(audit.c.at >= since.astimezone(dt.UTC).isoformat(timespec="microseconds"))
+        if user_id is not None:
+            query = query.where(audit.c.user_id == user_id)
+        if server is not None:
+            query = query.where(audit.c.server == server)
+        if last is not None:
+            query = query.order_by(audit.c.seq.desc()).limit(last)
+        else:
+            query = query.order_by(audit.c.seq)
+        async with self.engine.connect() as conn:
+            found = [AuditRow(**row._asdict()) for row in await conn.execute(query)]
+        return sorted(found, key=lambda row: row.seq) if last is not None else found
+
+    async def _walk(self) -> AsyncIterator[AuditRow]:
+        async with self.engine.connect() as conn:
+            result = await conn.stream(select(audit).order_by(audit.c.seq))
+            async for row in result:
+                yield AuditRow(**row._asdict())
+
+    async def verify(self) -> tuple[int, ChainBreak | None]:
+        """Walk the chain: how many rows were checked, and the first bad row (None when it holds)."""
+        expected_seq, prev_hash, count = 1, GENESIS, 0
+        previous: AuditRow | None = None
+        async for row in self._walk():
+            count += 1
+            if row.seq != expected_seq:
+                return count, ChainBreak(
+                    expected_seq, None, f"missing (deleted); the chain resumes at row {row.seq}"
+                )
+            if row.prev_hash != prev_hash:
+                if previous is not None:
+                    return count, ChainBreak(
+                        previous.seq, previous.id, "altered (the next row holds another hash for it)"
+                    )
+                return count, ChainBreak(
+                    row.seq, row.id, "altered (the first row must follow the genesis hash)"
+                )
+            if _digest(asdict(row)) != row.hash:
+                return count, ChainBreak(row.seq, row.id, "altered (its content does not match its hash)")
+            expected_seq, prev_hash, previous = row.seq + 1, row.hash, row
+        return count, None

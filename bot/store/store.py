@@ -1,0 +1,44 @@
+"""`Store`: one database opened (and migrated) for the process, with its audit log. Does I/O."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.config import AuditContent, StorageConfig
+from bot.store.audit import AuditLog
+from bot.store.engine import open_engine
+from bot.store.observer import AuditObserver
+
+__all__ = ["Store", "open_store"]
+
+
+@dataclass(slots=True)
+class Store:
+    """The open database."""
+
+    engine: AsyncEngine
+    audit: AuditLog
+    observer: AuditObserver
+
+
+@asynccontextmanager
+async def open_store(
+    storage: StorageConfig, content: AuditContent = AuditContent.FULL
+) -> AsyncIterator[Store]:
+    """Open the database (creating a SQLite file on first run), upgrade its schema, close it on exit.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: the database cannot be reached or migrated.
+    """
+    engine = await open_engine(storage.url.get())
+    try:
+        log = AuditLog(engine)
+        yield Store(engine, log, AuditObserver(log, content))
+    finally:
+        with anyio.CancelScope(shield=True):
+            await engine.dispose()
