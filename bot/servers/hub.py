@@ -18,7 +18,16 @@ from anyio.abc import TaskGroup
 from mcp import MCPError
 
 from bot.config import Config, ServerConfig
-from bot.core import CallStatus, Origin, Outcome, PromptRegistry, ServerStatus, ToolInfo, ToolOutcome
+from bot.core import (
+    CallStatus,
+    Observer,
+    Origin,
+    Outcome,
+    PromptRegistry,
+    ServerStatus,
+    ToolInfo,
+    ToolOutcome,
+)
 from bot.servers.calls import Calls, ProgressSink
 from bot.servers.connections import describe_error
 from bot.servers.elicitation import Elicitations
@@ -37,8 +46,11 @@ class Hub:
         *,
         transport: Callable[[ServerConfig], Any] | None = None,
         clock: Callable[[], float] | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.config = config
+        self.observer = observer
+        """Told of each call's start and outcome before the server or the person is (the audit log)."""
         self.prompts = prompts
         self.elicitations = Elicitations(prompts)
         self.pool = Pool(
@@ -151,8 +163,13 @@ class Hub:
         on_progress: ProgressSink | None = None,
     ) -> ToolOutcome:
         """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes."""
+        if self.observer is not None:
+            await self.observer.call_started(origin, name, tool, arguments)
         outcome = await self.calls.call_tool(name, tool, arguments, origin, on_progress)
         self.calls_ended[outcome.status] += 1
+        if self.observer is not None:
+            with anyio.CancelScope(shield=True):
+                await self.observer.call_ended(origin, name, tool, outcome)
         return outcome
 
     def cancel(self, origin: Origin) -> int:

@@ -8,8 +8,9 @@ first row's `prev_hash` is 64 zeros. Editing a row changes its canonical form; d
 in `seq` and a `prev_hash` that matches nothing. (Deleting the newest rows leaves no trace in the chain
 itself; keep copies of `audit` output elsewhere to anchor it.)
 
-Appends are serialised in `AuditLog.append`: one lock per process, and the unique `seq` turns a race
-between processes into a retry instead of a fork.
+Appends are serialised in `AuditLog.append`: one lock per process, the database's lock across processes
+(PostgreSQL: `LOCK TABLE audit`; SQLite: its write lock, taken before the head is read), and the unique
+`seq` turns any race left into a retry instead of a fork.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ import enum
 import hashlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 import anyio
-from sqlalchemy import Select, insert, select
+from sqlalchemy import Select, false, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.store.tables import audit
 
@@ -112,6 +113,17 @@ _HASHED: Final = (
 )
 
 
+async def _lock_head(conn: AsyncConnection) -> None:
+    """Hold the database's lock on the chain's head until this transaction ends: other processes wait."""
+    if conn.dialect.name == "postgresql":
+        # Conflicts with itself, not with readers.
+        await conn.execute(text("LOCK TABLE audit IN SHARE ROW EXCLUSIVE MODE"))
+    else:
+        # SQLite: a write statement (even one that changes nothing) takes the database's write lock, which
+        # a plain SELECT would not.
+        await conn.execute(update(audit).where(false()).values(seq=audit.c.seq))
+
+
 def _digest(row: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_form(row)).hexdigest()
 
@@ -156,6 +168,7 @@ class AuditLog:
             for attempt in range(_APPEND_ATTEMPTS):
                 try:
                     async with self.engine.begin() as conn:
+                        await _lock_head(conn)
                         head = (
                             await conn.execute(
                                 select(audit.c.seq, audit.c.hash).order_by(audit.c.seq.desc()).limit(1)
@@ -198,31 +211,33 @@ class AuditLog:
             found = [AuditRow(**row._asdict()) for row in await conn.execute(query)]
         return sorted(found, key=lambda row: row.seq) if last is not None else found
 
-    async def _walk(self) -> AsyncIterator[AuditRow]:
-        async with self.engine.connect() as conn:
-            result = await conn.stream(select(audit).order_by(audit.c.seq))
-            async for row in result:
-                yield AuditRow(**row._asdict())
-
     async def verify(self) -> tuple[int, ChainBreak | None]:
         """Walk the chain: how many rows were checked, and the first bad row (None when it holds)."""
         expected_seq, prev_hash, count = 1, GENESIS, 0
         previous: AuditRow | None = None
-        async for row in self._walk():
-            count += 1
-            if row.seq != expected_seq:
-                return count, ChainBreak(
-                    expected_seq, None, f"missing (deleted); the chain resumes at row {row.seq}"
-                )
-            if row.prev_hash != prev_hash:
-                if previous is not None:
-                    return count, ChainBreak(
-                        previous.seq, previous.id, "altered (the next row holds another hash for it)"
-                    )
-                return count, ChainBreak(
-                    row.seq, row.id, "altered (the first row must follow the genesis hash)"
-                )
-            if _digest(asdict(row)) != row.hash:
-                return count, ChainBreak(row.seq, row.id, "altered (its content does not match its hash)")
-            expected_seq, prev_hash, previous = row.seq + 1, row.hash, row
+        async with self.engine.connect() as conn:
+            result = await conn.stream(select(audit).order_by(audit.c.seq))
+            try:
+                async for found in result:
+                    row = AuditRow(**found._asdict())
+                    count += 1
+                    broken = _check(row, expected_seq, prev_hash, previous)
+                    if broken is not None:
+                        return count, broken
+                    expected_seq, prev_hash, previous = row.seq + 1, row.hash, row
+            finally:
+                await result.close()
         return count, None
+
+
+def _check(row: AuditRow, expected_seq: int, prev_hash: str, previous: AuditRow | None) -> ChainBreak | None:
+    """The break at `row`, given what the rows before it promise (None when it holds)."""
+    if row.seq != expected_seq:
+        return ChainBreak(expected_seq, None, f"missing (deleted); the chain resumes at row {row.seq}")
+    if row.prev_hash != prev_hash:
+        if previous is not None:
+            return ChainBreak(previous.seq, previous.id, "altered (the next row holds another hash for it)")
+        return ChainBreak(row.seq, row.id, "altered (the first row must follow the genesis hash)")
+    if _digest(asdict(row)) != row.hash:
+        return ChainBreak(row.seq, row.id, "altered (its content does not match its hash)")
+    return None

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.config import AuditContent, StorageConfig
+from bot.config import AuditContent, Config, StorageConfig
 from bot.store.audit import AuditLog
 from bot.store.engine import open_engine
 from bot.store.observer import AuditObserver
 
-__all__ = ["Store", "open_store"]
+__all__ = ["Store", "open_configured_store", "open_store"]
 
 
 @dataclass(slots=True)
@@ -42,3 +42,13 @@ async def open_store(
     finally:
         with anyio.CancelScope(shield=True):
             await engine.dispose()
+
+
+@asynccontextmanager
+async def open_configured_store(config: Config) -> AsyncIterator[Store | None]:
+    """The configured database (`open_store`), or None when the config has none."""
+    if config.storage is None:
+        yield None
+        return
+    async with open_store(config.storage, config.audit.content) as store:
+        yield store

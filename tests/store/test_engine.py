@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,16 @@ async def test_the_database_appears_beside_the_config_on_first_run(tmp_path: Pat
 def test_storage_urls_get_the_async_driver(url: str, driver: str) -> None:
     """sqlite runs on aiosqlite and postgresql on asyncpg, whatever the URL names."""
     assert database_url(url).drivername == driver
+
+
+def test_db_upgrade_creates_the_database_beside_the_config_and_names_its_revision(tmp_path: Path) -> None:
+    """`toolnexus-bot db upgrade --config PATH` as an operator runs it by hand."""
+    config = tmp_path / "bot.toml"
+    config.write_text('[servers.demo]\ncommand = "python"\n')
+    exe = Path(sys.executable).with_name("toolnexus-bot")
+    done = subprocess.run(
+        [str(exe), "db", "upgrade", "--config", str(config)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"at revision {NEWEST}" in done.stdout
+    assert (tmp_path / "toolnexus.db").is_file()

@@ -1,0 +1,90 @@
+"""Tests for bot/store/audit.py: the hash chain holds, names the first edited or deleted row, never forks."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+
+import anyio
+import pytest
+from sqlalchemy import delete, update
+
+from bot.store import AuditEvent, AuditLog, Store, canonical_form
+from bot.store.audit import GENESIS
+from bot.store.tables import audit
+
+pytestmark = pytest.mark.anyio
+
+
+async def fill(log: AuditLog, count: int) -> None:
+    for i in range(count):
+        await log.append(AuditEvent.CALL_STARTED, user_id=i + 1, server="demo", tool="echo", detail={"i": i})
+
+
+async def test_each_row_carries_the_hash_of_the_previous_rows_canonical_form(store: Store) -> None:
+    """prev_hash of row n is SHA-256 of row n-1's canonical form (sorted keys, no spaces, all but `hash`)."""
+    await fill(store.audit, 3)
+    rows = await store.audit.rows()
+    assert [row.seq for row in rows] == [1, 2, 3]
+    assert rows[0].prev_hash == GENESIS
+    for before, after in itertools.pairwise(rows):
+        form = canonical_form(before.as_dict() | {"detail": before.detail})
+        assert json.loads(form)["seq"] == before.seq and b" " not in form
+        assert after.prev_hash == hashlib.sha256(form).hexdigest() == before.hash
+    assert await store.audit.verify() == (3, None)
+
+
+async def test_an_edited_row_is_named_by_verify(store: Store) -> None:
+    """An UPDATE by hand (here: who answered) breaks the chain at exactly that row."""
+    await fill(store.audit, 5)
+    async with store.engine.begin() as conn:
+        await conn.execute(update(audit).where(audit.c.seq == 3).values(user_id=666))
+    _, broken = await store.audit.verify()
+    assert broken is not None and broken.seq == 3 and "altered" in broken.reason
+
+
+async def test_an_edited_row_whose_hash_was_recomputed_is_still_named(store: Store) -> None:
+    """Rewriting a row's own hash too does not help: the next row holds the old one."""
+    await fill(store.audit, 4)
+    row = (await store.audit.rows())[1]
+    forged = row.as_dict() | {"detail": json.dumps({"i": 99}), "user_id": 666}
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            update(audit)
+            .where(audit.c.seq == 2)
+            .values(
+                detail=forged["detail"], user_id=666, hash=hashlib.sha256(canonical_form(forged)).hexdigest()
+            )
+        )
+    _, broken = await store.audit.verify()
+    assert broken is not None and broken.seq == 2 and broken.id == row.id
+
+
+async def test_a_deleted_row_is_named_by_verify(store: Store) -> None:
+    """A DELETE leaves a gap: verify names the missing place."""
+    await fill(store.audit, 5)
+    async with store.engine.begin() as conn:
+        await conn.execute(delete(audit).where(audit.c.seq == 2))
+    _, broken = await store.audit.verify()
+    assert broken is not None and broken.seq == 2 and "missing" in broken.reason
+
+
+async def test_concurrent_appends_from_two_writers_never_fork_the_chain(store: Store) -> None:
+    """Two logs on one database (as two processes would be) appending at once: one chain, no gaps."""
+    other = AuditLog(store.engine)
+    async with anyio.create_task_group() as tg:
+        for log in (store.audit, other) * 10:
+            tg.start_soon(fill, log, 2)
+    count, broken = await store.audit.verify()
+    assert (count, broken) == (40, None)
+    assert [row.seq for row in await store.audit.rows()] == list(range(1, 41))
+
+
+async def test_rows_filter_by_user_and_server_and_keep_the_last(store: Store) -> None:
+    """`--user`, `--server` and /audit's last-N read the same rows in chain order."""
+    await fill(store.audit, 4)
+    await store.audit.append(AuditEvent.CALL_STARTED, user_id=2, server="other")
+    assert [row.seq for row in await store.audit.rows(user_id=2)] == [2, 5]
+    assert [row.seq for row in await store.audit.rows(server="other")] == [5]
+    assert [row.seq for row in await store.audit.rows(last=2)] == [4, 5]
