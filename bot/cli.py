@@ -81,9 +81,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot.console.main import run_console
 
         return anyio.run(run_console, config)
+    from bot.store import StoreUnavailable
     from bot.telegram.app import run_bot
 
-    return anyio.run(run_bot, config)
+    unavailable: list[StoreUnavailable] = []
+    try:
+        return anyio.run(run_bot, config)
+    except* StoreUnavailable as group:  # raised inside run_bot's task group
+        unavailable.extend(e for e in group.exceptions if isinstance(e, StoreUnavailable))
+    for exc in unavailable:
+        print(exc, file=sys.stderr)
+    return 1
 
 
 def _store_command(args: argparse.Namespace, config: Config) -> int:

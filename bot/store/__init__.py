@@ -7,7 +7,7 @@ hub and the prompt registry report to.
 from bot.store.audit import AuditEvent, AuditLog, AuditRow, ChainBreak, canonical_form
 from bot.store.engine import current_revision, database_url, display_url, open_engine, upgrade
 from bot.store.observer import AuditObserver
-from bot.store.store import Store, open_configured_store, open_store
+from bot.store.store import Store, StoreUnavailable, open_configured_store, open_store
 
 __all__ = [
     "AuditEvent",
@@ -16,6 +16,7 @@ __all__ = [
     "AuditRow",
     "ChainBreak",
     "Store",
+    "StoreUnavailable",
     "canonical_form",
     "current_revision",
     "database_url",

@@ -7,14 +7,19 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.config import AuditContent, Config, StorageConfig
 from bot.store.audit import AuditLog
-from bot.store.engine import open_engine
+from bot.store.engine import display_url, open_engine
 from bot.store.observer import AuditObserver
 
-__all__ = ["Store", "open_configured_store", "open_store"]
+__all__ = ["Store", "StoreUnavailable", "open_configured_store", "open_store"]
+
+
+class StoreUnavailable(Exception):
+    """The database cannot be opened or migrated; the message names it (password masked) and why."""
 
 
 @dataclass(slots=True)
@@ -33,9 +38,13 @@ async def open_store(
     """Open the database (creating a SQLite file on first run), upgrade its schema, close it on exit.
 
     Raises:
-        sqlalchemy.exc.SQLAlchemyError: the database cannot be reached or migrated.
+        StoreUnavailable: the database cannot be reached or migrated.
     """
-    engine = await open_engine(storage.url.get())
+    url = storage.url.get()
+    try:
+        engine = await open_engine(url)
+    except (SQLAlchemyError, OSError) as exc:
+        raise StoreUnavailable(f"database {display_url(url)}: {exc}") from exc
     try:
         log = AuditLog(engine)
         yield Store(engine, log, AuditObserver(log, content))

@@ -92,3 +92,18 @@ def test_db_upgrade_creates_the_database_beside_the_config_and_names_its_revisio
     assert done.returncode == 0, done.stderr
     assert f"at revision {NEWEST}" in done.stdout
     assert (tmp_path / "toolnexus.db").is_file()
+
+
+def test_the_bot_exits_1_naming_a_database_it_cannot_reach_without_its_password(tmp_path: Path) -> None:
+    """An unreachable PostgreSQL: one line naming the database (password masked), exit status 1."""
+    config = tmp_path / "bot.toml"
+    config.write_text(
+        '[telegram]\ntoken = "1:x"\napi_base_url = "http://127.0.0.1:9/bot"\n'
+        '[storage]\nurl = "postgresql://bot:hunter2@127.0.0.1:9/toolnexus"\n'
+        '[servers.demo]\ncommand = "python"\n'
+    )
+    exe = Path(sys.executable).with_name("toolnexus-bot")
+    done = subprocess.run([str(exe), "--config", str(config)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "database postgresql://bot:***@127.0.0.1:9/toolnexus" in done.stderr
+    assert "hunter2" not in done.stderr and "Traceback" not in done.stderr
