@@ -89,8 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return anyio.run(run_bot, config)
     except* StoreUnavailable as group:  # raised inside run_bot's task group
         unavailable.extend(e for e in group.exceptions if isinstance(e, StoreUnavailable))
-    for exc in unavailable:
-        print(exc, file=sys.stderr)
+    for failure in unavailable:
+        print(failure, file=sys.stderr)
     return 1
 
 

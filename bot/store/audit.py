@@ -8,7 +8,8 @@ first row's `prev_hash` is 64 zeros. Editing a row changes its canonical form; d
 in `seq` and a `prev_hash` that matches nothing. (Deleting the newest rows leaves no trace in the chain
 itself; keep copies of `audit` output elsewhere to anchor it.)
 
-Appends are serialised in `AuditLog.append`: one lock per process, the database's lock across processes
+Appends are serialised in `AuditLog.append`: one lock per process (whoever holds it writes every event
+queued meanwhile in one transaction: a group commit), the database's lock across processes
 (PostgreSQL: `LOCK TABLE audit`; SQLite: its write lock, taken before the head is read), and the unique
 `seq` turns any race left into a retry instead of a fork.
 """
@@ -26,7 +27,7 @@ from typing import Any, Final
 
 import anyio
 from sqlalchemy import Select, false, insert, select, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.store.tables import audit
@@ -128,12 +129,20 @@ def _digest(row: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_form(row)).hexdigest()
 
 
+@dataclass(slots=True)
+class _Pending:
+    values: dict[str, Any]
+    row: AuditRow | None = None
+    error: SQLAlchemyError | None = None
+
+
 class AuditLog:
     """The audit table of one database; `append` is the only writer."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self._lock = anyio.Lock()
+        self._queue: list[_Pending] = []
         self.rows_written = 0
         """Rows this process appended (read by bench)."""
 
@@ -164,27 +173,50 @@ class AuditLog:
             "request_id": request_id,
             "detail": canonical_json(dict(detail or {})),
         }
+        entry = _Pending(values)
+        self._queue.append(entry)
         async with self._lock:
-            for attempt in range(_APPEND_ATTEMPTS):
+            if entry.row is None and entry.error is None:
+                # Group commit: whoever holds the lock writes every event queued meanwhile in one
+                # transaction; the others find their row written when the lock comes to them.
+                batch, self._queue = self._queue, []
                 try:
-                    async with self.engine.begin() as conn:
-                        await _lock_head(conn)
-                        head = (
-                            await conn.execute(
-                                select(audit.c.seq, audit.c.hash).order_by(audit.c.seq.desc()).limit(1)
-                            )
-                        ).first()
-                        values["seq"] = 1 if head is None else head.seq + 1
-                        values["prev_hash"] = GENESIS if head is None else head.hash
-                        values["hash"] = _digest(values)
-                        await conn.execute(insert(audit).values(values))
-                except IntegrityError:
-                    # Another process took this place in the chain: read the new head and try again.
-                    if attempt == _APPEND_ATTEMPTS - 1:
-                        raise
-                    continue
-                self.rows_written += 1
-                return AuditRow(**values)
+                    rows = await self._write([pending.values for pending in batch])
+                except SQLAlchemyError as exc:
+                    for pending in batch:
+                        pending.error = exc
+                else:
+                    for pending, row in zip(batch, rows, strict=True):
+                        pending.row = row
+        if entry.error is not None:
+            raise entry.error
+        assert entry.row is not None
+        return entry.row
+
+    async def _write(self, batch: list[dict[str, Any]]) -> list[AuditRow]:
+        """Chain and insert `batch` after the current head, in one transaction."""
+        for attempt in range(_APPEND_ATTEMPTS):
+            try:
+                async with self.engine.begin() as conn:
+                    await _lock_head(conn)
+                    head = (
+                        await conn.execute(
+                            select(audit.c.seq, audit.c.hash).order_by(audit.c.seq.desc()).limit(1)
+                        )
+                    ).first()
+                    seq, prev_hash = (0, GENESIS) if head is None else (head.seq, head.hash)
+                    for values in batch:
+                        seq += 1
+                        values["seq"], values["prev_hash"] = seq, prev_hash
+                        values["hash"] = prev_hash = _digest(values)
+                    await conn.execute(insert(audit), batch)
+            except IntegrityError:
+                # Another process took these places in the chain: read the new head and try again.
+                if attempt == _APPEND_ATTEMPTS - 1:
+                    raise
+                continue
+            self.rows_written += len(batch)
+            return [AuditRow(**values) for values in batch]
         raise AssertionError("unreachable")
 
     async def rows(

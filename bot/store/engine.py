@@ -8,12 +8,12 @@ database is upgraded in place, never dropped.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection
+from sqlalchemy import Connection, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -53,9 +53,18 @@ async def open_engine(url: str, *, migrate: bool = True) -> AsyncEngine:
     if target.drivername.startswith("sqlite") and target.database not in (None, "", ":memory:"):
         Path(target.database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_async_engine(target)
+    if target.drivername.startswith("sqlite"):
+        event.listen(engine.sync_engine, "connect", _write_ahead_log)
     if migrate:
         await upgrade(engine)
     return engine
+
+
+def _write_ahead_log(dbapi_connection: Any, record: Any) -> None:
+    # Readers (`audit`, /audit) then never hold up the bot's writes, nor make them fail as "locked".
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.close()
 
 
 def _alembic(connection: Connection) -> AlembicConfig:

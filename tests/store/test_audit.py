@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
+import sqlite3
+from pathlib import Path
 
 import anyio
 import pytest
 from sqlalchemy import delete, update
 
-from bot.store import AuditEvent, AuditLog, Store, canonical_form
+from bot.config import Secret, StorageConfig
+from bot.store import AuditEvent, AuditLog, Store, canonical_form, open_store
 from bot.store.audit import GENESIS
 from bot.store.tables import audit
 
@@ -88,3 +92,17 @@ async def test_rows_filter_by_user_and_server_and_keep_the_last(store: Store) ->
     assert [row.seq for row in await store.audit.rows(user_id=2)] == [2, 5]
     assert [row.seq for row in await store.audit.rows(server="other")] == [5]
     assert [row.seq for row in await store.audit.rows(last=2)] == [4, 5]
+
+
+async def test_a_reader_holding_the_sqlite_file_does_not_block_appends(tmp_path: Path) -> None:
+    """`audit` reading while the bot runs: its open read transaction never makes the bot's write fail as
+    "database is locked" (the store runs SQLite in write-ahead-log mode)."""
+    url = f"sqlite:///{tmp_path / 'toolnexus.db'}"
+    async with open_store(StorageConfig(Secret(url))) as store:
+        await fill(store.audit, 1)
+        with contextlib.closing(sqlite3.connect(tmp_path / "toolnexus.db", isolation_level=None)) as reader:
+            reader.execute("begin")
+            assert reader.execute("select count(*) from audit").fetchone() == (1,)
+            await fill(store.audit, 1)
+            reader.execute("commit")
+        assert await store.audit.verify() == (2, None)
