@@ -143,6 +143,8 @@ class AuditLog:
         self.engine = engine
         self._lock = anyio.Lock()
         self._queue: list[_Pending] = []
+        self._head: tuple[int, str] | None = None
+        """(seq, hash) of the last row this log wrote; None until known."""
         self.rows_written = 0
         """Rows this process appended (read by bench)."""
 
@@ -194,27 +196,41 @@ class AuditLog:
         return entry.row
 
     async def _write(self, batch: list[dict[str, Any]]) -> list[AuditRow]:
-        """Chain and insert `batch` after the current head, in one transaction."""
+        """Chain and insert `batch` after the head, in one transaction.
+
+        The fast path trusts the head this process wrote last: `seq` is dense and unique, so the insert only
+        succeeds when nobody appended since, and then the cached hash is the head's. When another process
+        did (or on the first write), the slow path takes the database's lock and reads the head.
+        """
         for attempt in range(_APPEND_ATTEMPTS):
+            locked = self._head is None or attempt > 0
             try:
                 async with self.engine.begin() as conn:
-                    await _lock_head(conn)
-                    head = (
-                        await conn.execute(
-                            select(audit.c.seq, audit.c.hash).order_by(audit.c.seq.desc()).limit(1)
-                        )
-                    ).first()
-                    seq, prev_hash = (0, GENESIS) if head is None else (head.seq, head.hash)
+                    if locked:
+                        await _lock_head(conn)
+                        head = (
+                            await conn.execute(
+                                select(audit.c.seq, audit.c.hash).order_by(audit.c.seq.desc()).limit(1)
+                            )
+                        ).first()
+                        self._head = (0, GENESIS) if head is None else (head.seq, head.hash)
+                    assert self._head is not None
+                    seq, prev_hash = self._head
                     for values in batch:
                         seq += 1
                         values["seq"], values["prev_hash"] = seq, prev_hash
                         values["hash"] = prev_hash = _digest(values)
                     await conn.execute(insert(audit), batch)
             except IntegrityError:
-                # Another process took these places in the chain: read the new head and try again.
+                # Another process took these places in the chain: take the lock, read the head, again.
+                self._head = None
                 if attempt == _APPEND_ATTEMPTS - 1:
                     raise
                 continue
+            except SQLAlchemyError:
+                self._head = None
+                raise
+            self._head = (seq, prev_hash)
             self.rows_written += len(batch)
             return [AuditRow(**values) for values in batch]
         raise AssertionError("unreachable")
