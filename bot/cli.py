@@ -1,6 +1,7 @@
-"""Command line: `toolnexus-bot [--config PATH]`, `toolnexus-bot check`, `toolnexus-bot console`. Does I/O.
+"""Command line: `toolnexus-bot [--config PATH]`, `check`, `console`, `audit`, `db upgrade`. Does I/O.
 
-Config is read here and only here. Exit status: 0 fine, 1 a server check failed, 2 a bad config.
+Config is read here and only here. Exit status: 0 fine, 1 a server check failed (or the audit chain is
+broken, or the database cannot be used), 2 a bad config.
 """
 
 from __future__ import annotations
