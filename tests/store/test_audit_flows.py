@@ -123,3 +123,36 @@ async def test_audit_content_decides_what_of_answers_and_arguments_is_kept(
     assert json.loads(rows[0].detail) == {"arguments": arguments_kept}
     assert json.loads(rows[1].detail) == {"action": "accept", "outcome": "answered", **answer_kept}
     assert rows[1].tool == "t"
+
+
+@pytest.mark.parametrize(
+    ("outcome", "event"),
+    [
+        (Outcome.EXPIRED, "expired"),
+        (Outcome.SHUTDOWN, "cancelled"),
+        (Outcome.UNDELIVERABLE, "cancelled"),
+        (Outcome.SERVER_CANCELLED, "withdrawn"),
+        (Outcome.SERVER_GONE, "withdrawn"),
+        (Outcome.DECLINED, "answered"),
+    ],
+)
+async def test_each_way_a_question_ends_has_its_event(store_url: str, outcome: Outcome, event: str) -> None:
+    """Expired, cancelled by the bot, withdrawn by the server, or answered by the person: one row each."""
+    async with open_store(StorageConfig(Secret(store_url))) as store:
+        prompt = Prompt(Request(id="elc-1-2", kind=RequestKind.INPUT, prompt="Sure?"), Origin(5, 5), "demo")
+        answer = None if event == "withdrawn" else Answer(id="elc-1-2", ok=False, reason=outcome.value)
+        await store.observer.prompt_ended(prompt, outcome, answer)
+        (row,) = await store.audit.rows()
+    assert (row.event, row.request_id, json.loads(row.detail)["outcome"]) == (event, "elc-1-2", outcome.value)
+
+
+async def test_a_question_nobody_answers_is_audited_as_expired(store_url: str) -> None:
+    """The prompt's timeout ends it: `expired`, and the chain still verifies."""
+    async with bot_scene(storage=store_url, timeout_s=0.5) as s:
+        await s.alice.send("/call demo deploy")
+        await s.fake.wait_for(lambda m: "Expired" in m.text)
+        await s.fake.wait_for(lambda m: "Deployment cancelled" in m.text)
+    async with open_store(StorageConfig(Secret(store_url))) as store:
+        rows = await store.audit.rows()
+        assert await store.audit.verify() == (4, None)
+    assert [r.event for r in rows] == ["call_started", "question_shown", "expired", "call_ended"]
