@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
+import io
 import itertools
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -106,3 +110,25 @@ async def test_a_reader_holding_the_sqlite_file_does_not_block_appends(tmp_path:
             await fill(store.audit, 1)
             reader.execute("commit")
         assert await store.audit.verify() == (2, None)
+
+
+async def test_the_audit_command_prints_csv_and_filters_by_date(
+    store: Store, store_url: str, tmp_path: Path
+) -> None:
+    """`audit --format csv` has a header and one line per row; `--since` a later date prints none."""
+    await fill(store.audit, 2)
+    config = tmp_path / "bot.toml"
+    config.write_text(f'[storage]\nurl = "{store_url}"\n[servers.demo]\ncommand = "python"\n')
+    exe = Path(sys.executable).with_name("toolnexus-bot")
+
+    def audit(*args: str) -> str:
+        done = subprocess.run(
+            [str(exe), "audit", "--config", str(config), *args], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    lines = list(csv.reader(io.StringIO(audit("--format", "csv"))))
+    assert lines[0][:4] == ["seq", "id", "at", "event"] and [line[0] for line in lines[1:]] == ["1", "2"]
+    assert audit("--since", "2999-01-01") == ""
+    assert len(audit("--since", "2000-01-01T00:00").splitlines()) == 2
