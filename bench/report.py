@@ -157,6 +157,13 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             c["rss_kb_per_pending_prompt"],
             f"{verdict} the < {target:g} KB target (beyond the session)",
         )
+        if "store_cpu_ms_per_row" in c:  # results from before the store have none
+            add(
+                s,
+                "store: audit rows | CPU ms per prompt",
+                f"{c['store_rows_written_per_prompt']} | {c['store_cpu_ms_per_prompt']}",
+                f"at most: {c['store_cpu_ms_per_row']} ms CPU per row committed alone (SQLite, measured apart)",
+            )
         add(
             s,
             "server request -> card ms p50 | p99",

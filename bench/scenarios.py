@@ -7,9 +7,11 @@ people, and returns plain figures (dicts of numbers) for `bench.report`. Correct
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -458,6 +460,7 @@ async def pending_users(
                 bot.profile(True)
             t1, cpu1 = time.perf_counter(), _cpus(bot.pid, server.process.pid)
             calls_before = fake.call_counts()
+            rows_before = audit_rows(bot.database)
 
             async def ask(user: FakeUser) -> None:
                 started, card = await flows.start_pick(fake, user, f"c{user.id}")
@@ -482,6 +485,7 @@ async def pending_users(
                 t2, cpu2 = time.perf_counter(), bot.cpu()
                 answer_now.set()
             answered_s, answered_cpu = time.perf_counter() - t2, bot.cpu() - cpu2
+            rows_written = audit_rows(bot.database) - rows_before
             if profile is not None:
                 bot.profile(False)
             peak = bot.memory()["VmHWM"]
@@ -492,6 +496,7 @@ async def pending_users(
     for record in mine:
         _, card = cards[int(record["tag"][1:])]
         delays.append(fake.arrived[(card.chat_id, card.message_id)] - record["asked_at"])
+    per_row = await store_cost_per_row()
     return {
         "protocol": protocol,
         "transport": "streamable HTTP, one MCP session per person",
@@ -515,6 +520,9 @@ async def pending_users(
         "bot_cpu_ms_per_prompt_shown": round(shown_cpu[0] * 1000 / users, 2),
         "bot_api_calls_per_prompt_shown": _per(shown_calls, users),
         "bot_cpu_ms_per_prompt_answered": round(answered_cpu * 1000 / users, 2),
+        "store_rows_written_per_prompt": round(rows_written / users, 2),
+        "store_cpu_ms_per_row": per_row,
+        "store_cpu_ms_per_prompt": round(per_row * rows_written / users, 2),
         "cpu_s_while_showing": {
             "bot": round(shown_cpu[0], 2),
             "mcp_server": round(shown_cpu[1], 2),
@@ -522,6 +530,37 @@ async def pending_users(
             "wall": round(shown_s, 2),
         },
     }
+
+
+def audit_rows(database: Path | None) -> int:
+    """Rows in the bot's audit log now (read beside the running bot; SQLite readers never block it)."""
+    if database is None or not database.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        return int(db.execute("select count(*) from audit").fetchone()[0])
+
+
+async def store_cost_per_row(rows: int = 300) -> float:
+    """CPU ms (all threads: aiosqlite writes in its own) of appending one audit row to a SQLite store, as the
+    bot does for each event of a prompt, measured in this process on a fresh database."""
+    from bot.config import Secret, StorageConfig
+    from bot.store import AuditEvent, open_store
+
+    with tempfile.TemporaryDirectory(prefix="toolnexus-bench-store-") as tmp:
+        async with open_store(StorageConfig(Secret(f"sqlite:///{tmp}/bench.db"))) as store:
+            await store.audit.append(AuditEvent.CALL_STARTED)  # warm: connection, statement cache
+            cpu = time.process_time()
+            for i in range(rows):
+                await store.audit.append(
+                    AuditEvent.QUESTION_SHOWN,
+                    user_id=FIRST_USER_ID + i,
+                    chat_id=FIRST_USER_ID + i,
+                    server="bench",
+                    tool="pick",
+                    request_id=f"elc-bench-{i}",
+                    detail={"kind": "input", "message": "Pick a colour", "schema_sha256": "0" * 64},
+                )
+            return round((time.process_time() - cpu) * 1000 / rows, 3)
 
 
 # --- d. flood ---------------------------------------------------------------------------------------------

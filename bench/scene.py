@@ -186,6 +186,8 @@ class BotProcess:
     """The bot's stderr (warnings and errors), read when it has stopped."""
     callgrind_out: Path | None = None
     """Where callgrind writes its counts (a bot started with `callgrind=True`)."""
+    database: Path | None = None
+    """The bot's SQLite database (beside its config: the config has no `[storage]`)."""
     _dumps: int = 0
 
     @property
@@ -264,7 +266,13 @@ async def bot_process(
         polls = fake.call_counts()["getUpdates"]
         with _sink(stderr) as err:
             process = await anyio.open_process(command, cwd=ROOT, stdin=DEVNULL, stdout=DEVNULL, stderr=err)
-        bot = BotProcess(process, fake, stderr, callgrind_out=Path(tmp) / "cg" if callgrind else None)
+        bot = BotProcess(
+            process,
+            fake,
+            stderr,
+            callgrind_out=Path(tmp) / "cg" if callgrind else None,
+            database=Path(tmp) / "toolnexus.db",
+        )
         try:
             with anyio.fail_after(300 if callgrind else 30):
                 while fake.call_counts()["getUpdates"] <= polls:  # it polls once it is fully started

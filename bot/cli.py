@@ -1,11 +1,13 @@
-"""Command line: `toolnexus-bot [--config PATH]`, `toolnexus-bot check`, `toolnexus-bot console`. Does I/O.
+"""Command line: `toolnexus-bot [--config PATH]`, `check`, `console`, `audit`, `db upgrade`. Does I/O.
 
-Config is read here and only here. Exit status: 0 fine, 1 a server check failed, 2 a bad config.
+Config is read here and only here. Exit status: 0 fine, 1 a server check failed (or the audit chain is
+broken, or the database cannot be used), 2 a bad config.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import sys
@@ -48,14 +50,32 @@ def _parser() -> argparse.ArgumentParser:
         parents=[_options(defaults=True)],
     )
     parser.add_argument("--version", action="version", version=f"toolnexus-bot {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="{run,check,console}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,check,console,audit,db}")
     sub.add_parser("run", parents=[common], help="run the Telegram bot (the default)")
     check = sub.add_parser("check", parents=[common], help="validate the config and connect to every server")
     _check_options(check)
     sub.add_parser(
         "console", parents=[common], help="the bridge in this terminal (demo server without --config)"
     )
+    _store_parsers(sub, common)
     return parser
+
+
+def _store_parsers(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    from bot.store.commands import parse_since
+
+    audit = sub.add_parser("audit", parents=[common], help="print the audit log, or --verify its hash chain")
+    audit.add_argument("--since", type=parse_since, metavar="DATE", help="only events from DATE (ISO, UTC)")
+    audit.add_argument("--user", type=int, metavar="ID", help="only events of this Telegram user id")
+    audit.add_argument("--server", metavar="NAME", help="only events of this server")
+    audit.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
+    audit.add_argument(
+        "--verify", action="store_true", help="check the chain; exit 1 naming the first bad row"
+    )
+    db = sub.add_parser("db", parents=[common], help="database maintenance")
+    db.add_argument("action", choices=["upgrade"], help="upgrade: apply the schema migrations")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot.servers.check import check
 
         return _reporting(config, args.log_level, check, config, args.timeout)
+    if command in ("audit", "db"):
+        return _store_command(args, config)
     if command == "console":
         from bot.console.main import run_console
 
@@ -137,6 +159,24 @@ def _secrets(config: Config) -> tuple[str, ...]:
             credential = value.partition(" ")[2]
             found += [value, credential if len(credential) >= 8 else ""]
     return tuple(s for s in found if s)
+
+
+def _store_command(args: argparse.Namespace, config: Config) -> int:
+    from bot.store.commands import audit_command, db_upgrade
+
+    if args.command == "db":
+        return anyio.run(db_upgrade, config)
+    return anyio.run(
+        functools.partial(
+            audit_command,
+            config,
+            since=args.since,
+            user_id=args.user,
+            server=args.server,
+            fmt=args.format,
+            verify=args.verify,
+        )
+    )
 
 
 def _load(path: str | None, command: str) -> Config:

@@ -26,6 +26,8 @@ __all__ = [
     "WEBHOOK_PATH",
     "WEBHOOK_PORTS",
     "WEBHOOK_SECRET",
+    "AuditConfig",
+    "AuditContent",
     "Config",
     "ConfigError",
     "ElicitationConfig",
@@ -34,6 +36,7 @@ __all__ = [
     "ServerConfig",
     "ServerProtocol",
     "SessionsConfig",
+    "StorageConfig",
     "TelegramConfig",
     "TelegramMode",
     "Transport",
@@ -102,6 +105,17 @@ class ServerProtocol(enum.StrEnum):
     """Skip the probe."""
 
 
+class AuditContent(enum.StrEnum):
+    """How much of a person's answer (and a call's arguments) the audit log keeps."""
+
+    FULL = "full"
+    """The values."""
+    KEYS = "keys"
+    """Only the field names."""
+    NONE = "none"
+    """Neither."""
+
+
 class Transport(enum.StrEnum):
     """How a server is reached."""
 
@@ -159,6 +173,8 @@ class TelegramConfig:
     """Long-polling or webhook (which needs `[web] public_url` and `webhook_secret`)."""
     webhook_secret: Secret | None = None
     """Sent back by Telegram in `X-Telegram-Bot-Api-Secret-Token`; required in webhook mode."""
+    admins: frozenset[int] = frozenset()
+    """Telegram user ids that may read the audit log in chat (`/audit`)."""
     token_problem: str | None = None
     """Why a given token is unusable, as the problem line `Config.require_telegram` raises."""
 
@@ -169,6 +185,28 @@ class ElicitationConfig:
 
     timeout_s: float = 600.0
     """An unanswered prompt is cancelled after this long."""
+
+
+STORAGE_FILE: Final = "toolnexus.db"
+"""The SQLite database's name beside the config file when there is no `[storage]` table."""
+_STORAGE_SCHEMES: Final = ("sqlite", "postgresql", "postgres")
+
+
+@dataclass(frozen=True, slots=True)
+class StorageConfig:
+    """`[storage]`: the database (audit log, open questions)."""
+
+    url: Secret
+    """`sqlite:///<absolute path>` (a relative path in the file is resolved against the config's folder)
+    or `postgresql://user:password@host/db`; a `Secret` because a PostgreSQL URL may carry a password."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditConfig:
+    """`[audit]`."""
+
+    content: AuditContent = AuditContent.FULL
+    """How much of answers and arguments the log keeps."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +290,10 @@ class Config:
     """`[web]`; None when absent (then the endpoint is off: polling needs none)."""
     miniapp: MiniAppConfig = field(default_factory=MiniAppConfig)
     """`[miniapp]`; in effect only with `[web] public_url` (see `miniapp_on`)."""
+    storage: StorageConfig | None = None
+    """The database; `load_config` always sets one (SQLite beside the config file by default). None (a
+    config built by hand, or parsed with no folder and no `[storage]`) runs without a database."""
+    audit: AuditConfig = field(default_factory=AuditConfig)
 
     @property
     def miniapp_on(self) -> bool:
@@ -301,13 +343,19 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] = os.en
         line = f"{name}:{where[2]}:{where[3]}: {where[1]}" if where else f"{name}: {exc}"
         raise ConfigError([line.replace(": ", ": invalid TOML: ", 1)], name) from None
     try:
-        return parse_config(data, environ)
+        return parse_config(data, environ, base_dir=os.path.dirname(os.path.abspath(name)))
     except ConfigError as exc:
         raise ConfigError(exc.problems, name) from None
 
 
-def parse_config(data: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
+def parse_config(
+    data: Mapping[str, Any], environ: Mapping[str, str], *, base_dir: str | None = None
+) -> Config:
     """Validate a parsed TOML document, expanding `${VAR}` from `environ`.
+
+    `base_dir` is the config file's folder: a relative SQLite path is resolved against it, and with no
+    `[storage]` table the database is `toolnexus.db` there. Without it (and without `[storage]`), the
+    config has no database.
 
     `command = "python"` becomes `sys.executable`, so `args = ["-m", "bot.demo_server"]` runs in the bot's
     own venv. A missing `[telegram]` token is not a problem here; `Config.require_telegram` reports it.
@@ -317,7 +365,7 @@ def parse_config(data: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
     """
     problems: list[str] = []
     root = read.Section(data, "", environ, problems)
-    root.only(("telegram", "elicitation", "sessions", "servers", "web", "miniapp"))
+    root.only(("telegram", "elicitation", "sessions", "servers", "web", "miniapp", "storage", "audit"))
     telegram = _telegram(root.section("telegram"))
     web = _web(root, telegram.mode)
     e = root.section("elicitation")
@@ -331,6 +379,10 @@ def parse_config(data: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
     )
     servers = _servers(root)
     miniapp = _miniapp(root.section("miniapp"))
+    storage = _storage(root, base_dir)
+    a = root.section("audit")
+    a.only(("content",))
+    audit = AuditConfig(content=a.get("content", read.one_of(AuditContent), AuditContent.FULL))
     if problems:
         raise ConfigError(problems)
     return Config(
@@ -340,11 +392,49 @@ def parse_config(data: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
         sessions=sessions,
         web=web,
         miniapp=miniapp,
+        storage=storage,
+        audit=audit,
     )
 
 
+def _storage(root: read.Section, base_dir: str | None) -> StorageConfig | None:
+    st = root.section("storage")
+    st.only(("url",))
+    if not st.has("url"):
+        if base_dir is None:
+            return None
+        return StorageConfig(Secret("sqlite:///" + os.path.join(base_dir, STORAGE_FILE)))
+    url = st.get("url", _storage_url, None)
+    if url is None:
+        return None
+    if url.startswith("sqlite:///") and not os.path.isabs(url[len("sqlite:///") :]):
+        url = "sqlite:///" + os.path.join(base_dir or os.getcwd(), url[len("sqlite:///") :])
+    return StorageConfig(Secret(url))
+
+
+def _storage_url(value: object, environ: Mapping[str, str]) -> str:
+    url = read.string(value, environ)
+    scheme = url.partition(":")[0].partition("+")[0]
+    if scheme not in _STORAGE_SCHEMES:
+        raise read.Invalid("must be a sqlite:///path or postgresql://user:password@host/db URL")
+    if scheme == "sqlite" and (not url.startswith("sqlite:///") or len(url) == len("sqlite:///")):
+        raise read.Invalid("a SQLite URL is sqlite:///relative/path or sqlite:////absolute/path")
+    return url
+
+
 def _telegram(t: read.Section) -> TelegramConfig:
-    t.only(("token", "api_base_url", "allowed_users", "allow_everyone", "mode", "webhook_secret", "webhook"))
+    t.only(
+        (
+            "token",
+            "api_base_url",
+            "allowed_users",
+            "allow_everyone",
+            "mode",
+            "webhook_secret",
+            "webhook",
+            "admins",
+        )
+    )
     # The token's problems wait for `require_telegram`: `console` and `check` must run without it.
     token, token_problem = None, None
     if t.has("token"):
@@ -355,9 +445,12 @@ def _telegram(t: read.Section) -> TelegramConfig:
     api_base_url = t.get("api_base_url", read.http_url, "https://api.telegram.org/bot")
     allowed_users = t.get("allowed_users", read.user_ids, frozenset[int]())
     allow_everyone = t.get("allow_everyone", read.boolean, False)
+    admins = t.get("admins", read.user_ids, frozenset[int]())
     mode = t.get("mode", read.one_of(TelegramMode), TelegramMode.POLLING)
     if "webhook" in t.values:
-        t.problem(f"replaced by [web] (listen, port, public_url) and telegram.webhook_secret; {_MOVED}", "webhook")
+        t.problem(
+            f"replaced by [web] (listen, port, public_url) and telegram.webhook_secret; {_MOVED}", "webhook"
+        )
     secret = t.get("webhook_secret", _webhook_secret, None)
     if mode is TelegramMode.WEBHOOK and not t.has("webhook_secret"):
         t.problem("required when telegram.mode is webhook", "webhook_secret")
@@ -368,6 +461,7 @@ def _telegram(t: read.Section) -> TelegramConfig:
         allow_everyone=allow_everyone,
         mode=mode,
         webhook_secret=None if secret is None else Secret(secret),
+        admins=admins,
         token_problem=token_problem,
     )
 

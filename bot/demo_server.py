@@ -1,6 +1,11 @@
 """The bundled demo MCP server: one tool for each kind of elicitation, working in both protocol eras.
 
 I/O: a server process. `python -m bot.demo_server` serves stdio; `--http PORT [--host H]` serves HTTP at /mcp.
+
+A 2026-07-28 question's `requestState` is sealed with a key that outlives the process: `DEMO_STATE_KEY`
+from the environment, else a key file made on first start under the state folder (`--state-dir`,
+`DEMO_STATE_DIR`, or `$XDG_STATE_HOME/toolnexus-demo`), so a restarted server accepts the rounds its
+predecessor issued (a client resuming a question after its own restart needs that).
 """
 
 from __future__ import annotations
@@ -8,6 +13,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import logging
+import os
+import secrets
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -28,10 +35,15 @@ from mcp.server.mcpserver import (
     Resolve,
 )
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.request_state import RequestStateSecurity
 from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, Field
 
-__all__ = ["build_server", "main"]
+__all__ = ["STATE_KEY_ENV", "build_server", "main", "state_key"]
+
+STATE_KEY_ENV: Final = "DEMO_STATE_KEY"
+"""The environment variable holding the key that seals `requestState` (any text; 32+ random characters)."""
+STATE_KEY_FILE: Final = "request-state.key"
 
 # How a server asks the user something depends on the protocol revision the client negotiated:
 #
@@ -274,14 +286,43 @@ def echo(text: str) -> str:
     return text
 
 
-def build_server() -> MCPServer[DemoState]:
-    """A fresh server with fresh state: call once per process (or per test)."""
+def state_key(environ: Mapping[str, str], state_dir: str | None = None) -> str:
+    """The key sealing `requestState`: `DEMO_STATE_KEY`, else the key file under the state folder (made,
+    readable by its owner only, on first use)."""
+    key = environ.get(STATE_KEY_ENV, "")
+    if key:
+        return key
+    folder = (
+        state_dir
+        or environ.get("DEMO_STATE_DIR")
+        or os.path.join(
+            environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state"),
+            "toolnexus-demo",
+        )
+    )
+    path = os.path.join(folder, STATE_KEY_FILE)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        with open(path, encoding="ascii") as file:
+            return file.read().strip()
+    with os.fdopen(fd, "w", encoding="ascii") as file:
+        file.write(secrets.token_hex(32))
+    with open(path, encoding="ascii") as file:
+        return file.read().strip()
+
+
+def build_server(key: str | None = None) -> MCPServer[DemoState]:
+    """A fresh server with fresh state: call once per process (or per test). With `key`, `requestState` is
+    sealed with it (a restarted server accepts its predecessor's rounds); else with a key of this process."""
     server = MCPServer(
         "toolnexus-demo",
         version="0.1.0",
         instructions="Demo tools that ask you questions: forms, choices, confirmations and links.",
         lifespan=_lifespan,
         log_level="WARNING",
+        request_state_security=None if key is None else RequestStateSecurity(keys=[key]),
     )
     for tool in (deploy, book_table, connect_calendar, sync_calendar, long_task, echo):
         server.tool()(tool)
@@ -294,10 +335,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on PORT (path /mcp)")
     parser.add_argument("--host", default="127.0.0.1", help="HTTP host to bind (default: %(default)s)")
+    parser.add_argument("--state-dir", help="where the requestState key file lives (without DEMO_STATE_KEY)")
     args = parser.parse_args(argv)
     # Configure logging before MCPServer would (at INFO), so stderr only carries real problems.
     logging.basicConfig(level=logging.WARNING)
-    server = build_server()
+    server = build_server(state_key(os.environ, args.state_dir))
     if args.http is None:
         server.run("stdio")
     else:

@@ -1,7 +1,7 @@
 """The expected ways a command fails at start, each as one line naming what to do. Pure (no I/O).
 
 `run`, `check` and `console` print `error: <line>` and exit 1 for these; anything else is a bug and keeps its
-traceback. (A database that cannot be opened belongs here too once the bot has a database.)
+traceback.
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ def failure_line(exc: BaseException, config: Config | None = None) -> str | None
 
 
 def _line(exc: BaseException, config: Config | None) -> str | None:
+    from bot.store import StoreUnavailable  # the store pulls in SQLAlchemy: only once a command failed
+
+    if isinstance(exc, StoreUnavailable):
+        return f"{exc}: check [storage] url and that the database is running"
     host = _telegram_host(config)
     if isinstance(exc, InvalidToken | Forbidden) and not isinstance(exc, NetworkError):
         return (

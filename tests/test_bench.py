@@ -54,6 +54,8 @@ async def test_the_pending_scenario_has_every_person_answered_in_their_own_sessi
     """c: five people with a prompt pending at once over HTTP; each answer reaches that person's session."""
     result = await scenarios.pending_users(5)
     assert result["pending_at_once"] == 5
+    # The bot keeps its audit log beside its config: each prompt writes its call, question, answer, outcome.
+    assert result["store_rows_written_per_prompt"] == 4
     assert result["answered_correctly"] == 5
     assert result["distinct_server_sessions"] == 5
 

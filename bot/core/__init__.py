@@ -4,6 +4,7 @@ Prompts, the registry that owns their lifecycle, the `Surface` protocol a host i
 that cross (`Origin`, `Outcome`, `ToolOutcome`, ...). Imports nothing else of `bot`; no I/O.
 """
 
+from bot.core.events import Observer
 from bot.core.prompt import Prompt
 from bot.core.registry import PromptRegistry
 from bot.core.surface import Surface
@@ -21,6 +22,7 @@ from bot.core.values import (
 __all__ = [
     "OUTCOME_TEXT",
     "CallStatus",
+    "Observer",
     "Origin",
     "Outcome",
     "Progress",

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 import anyio
 
+from bot.core.events import Observer
 from bot.core.prompt import Prompt
 from bot.core.surface import Surface
 from bot.core.values import Origin, Outcome
@@ -29,9 +30,11 @@ _OUTCOME_OF_REASON = {DECLINED: Outcome.DECLINED}
 class PromptRegistry:
     """All prompts of the process, by token; the only way answers reach a waiting server request."""
 
-    def __init__(self, surface: Surface, timeout_s: float) -> None:
+    def __init__(self, surface: Surface, timeout_s: float, observer: Observer | None = None) -> None:
         self.surface = surface
         self.timeout_s = timeout_s
+        self.observer = observer
+        """Told of each question shown and ended, before the person or the server is (the audit log)."""
         self._pending: dict[str, Prompt] = {}
         self._awaiting: dict[tuple[Hashable, str], Prompt] = {}
         self._out: Counter[tuple[Origin, str]] = Counter()
@@ -110,6 +113,8 @@ class PromptRegistry:
         self._count(prompt, +1)
         try:
             with self.shielded_io():
+                if self.observer is not None:
+                    await self.observer.prompt_shown(prompt)
                 # A card on its way must land (and be known), or a request withdrawn meanwhile leaves it live.
                 await self.surface.show_prompt(prompt)
             with anyio.move_on_after(prompt.seconds_left):
@@ -130,10 +135,14 @@ class PromptRegistry:
         except anyio.get_cancelled_exc_class():
             with self.shielded_io():
                 withdrawn = prompt.why_withdrawn() if prompt.why_withdrawn else Outcome.SERVER_CANCELLED
+                if self.observer is not None:
+                    await self.observer.prompt_ended(prompt, prompt._abort or withdrawn, None)
                 await self._settle(prompt, prompt._abort or withdrawn)
             self._forget(prompt)
             raise
         with self.shielded_io():
+            if self.observer is not None:
+                await self.observer.prompt_ended(prompt, outcome, answer)
             if (
                 outcome is Outcome.ANSWERED
                 and prompt.request.url is not None

@@ -19,7 +19,16 @@ from anyio.abc import TaskGroup
 from mcp import MCPError
 
 from bot.config import Config, ServerConfig
-from bot.core import CallStatus, Origin, Outcome, PromptRegistry, ServerStatus, ToolInfo, ToolOutcome
+from bot.core import (
+    CallStatus,
+    Observer,
+    Origin,
+    Outcome,
+    PromptRegistry,
+    ServerStatus,
+    ToolInfo,
+    ToolOutcome,
+)
 from bot.servers.calls import Calls, ProgressSink
 from bot.servers.connections import describe_error
 from bot.servers.elicitation import Elicitations
@@ -40,8 +49,11 @@ class Hub:
         *,
         transport: Callable[[ServerConfig], Any] | None = None,
         clock: Callable[[], float] | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.config = config
+        self.observer = observer
+        """Told of each call's start and outcome before the server or the person is (the audit log)."""
         self.prompts = prompts
         self.elicitations = Elicitations(prompts)
         self.pool = Pool(
@@ -160,9 +172,14 @@ class Hub:
         Logs one INFO line per call: who, server, tool, outcome and duration (never arguments or answers).
         """
         started = anyio.current_time()
+        if self.observer is not None:
+            await self.observer.call_started(origin, name, tool, arguments)
         outcome = await self.calls.call_tool(name, tool, arguments, origin, on_progress)
         self.calls_ended[outcome.status] += 1
         log_call(origin, name, tool, outcome, anyio.current_time() - started)
+        if self.observer is not None:
+            with anyio.CancelScope(shield=True):
+                await self.observer.call_ended(origin, name, tool, outcome)
         return outcome
 
     def cancel(self, origin: Origin) -> int:

@@ -22,11 +22,12 @@ from telegram.ext import Application, ApplicationBuilder
 from bot.config import Config, ServerConfig, TelegramMode
 from bot.core import PromptRegistry
 from bot.servers.hub import Hub
+from bot.store import Store, open_configured_store
 from bot.telegram.access import Access, Refusals
 from bot.telegram.api_watch import ApiWatch
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.flood import FloodLimiter
-from bot.telegram.handlers import access, commands, forms
+from bot.telegram.handlers import access, audit, commands, forms
 from bot.telegram.handlers.deps import Deps
 from bot.telegram.handlers.errors import on_error
 from bot.telegram.surface import TelegramSurface
@@ -76,13 +77,33 @@ async def serve(
     assert isinstance(app.bot, CardBot)
     allowed = Access.of(config.telegram)
     surface = TelegramSurface(app.bot, allowed)
-    prompts = PromptRegistry(surface, config.elicitation.timeout_s)
-    async with Hub(config, prompts, transport=transport) as hub, anyio.create_task_group() as tg:
+    async with open_configured_store(config) as store:
+        observer = None if store is None else store.observer  # the audit log: told of every event first
+        prompts = PromptRegistry(surface, config.elicitation.timeout_s, observer)
+        async with Hub(config, prompts, transport=transport, observer=observer) as hub:
+            await _serve(config, app, watch, surface, prompts, hub, stop, ready, store, allowed, clock)
+
+
+async def _serve(
+    config: Config,
+    app: Application,  # type: ignore[type-arg]
+    watch: ApiWatch,
+    surface: TelegramSurface,
+    prompts: PromptRegistry,
+    hub: Hub,
+    stop: anyio.Event,
+    ready: anyio.Event | None,
+    store: Store | None,
+    allowed: Access,
+    clock: Callable[[], float],
+) -> None:
+    async with anyio.create_task_group() as tg:
         runner = ToolRunner(hub, prompts, surface, allowed)
         deps = Deps(config.telegram, allowed, hub, prompts, surface, runner, ToolButtons())
         app.add_handlers(access.handlers(allowed, Refusals(clock=clock)), group=-1)
         # The handlers match disjoint updates; taps (two of every three updates) are checked first.
-        app.add_handlers(forms.handlers(deps) + commands.handlers(deps))
+        admin = [] if store is None else audit.handlers(config.telegram.admins, store.audit, surface)
+        app.add_handlers(forms.handlers(deps) + admin + commands.handlers(deps))
         app.add_error_handler(on_error)
         web = _web_server(config, app, watch, prompts, hub, stop, surface)
         async with app:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bot.config import (
+    AuditConfig,
     Config,
     ConfigError,
     ElicitationConfig,
@@ -21,6 +22,7 @@ from bot.config import (
     ServerConfig,
     ServerProtocol,
     SessionsConfig,
+    StorageConfig,
     TelegramConfig,
     TelegramMode,
     Transport,
@@ -512,10 +514,12 @@ def test_the_example_config_shows_every_option_and_its_commented_ones_are_valid(
     def keys(cls: type) -> set[str]:
         return {f.name for f in dataclasses.fields(cls)}
 
-    assert set(data) == {"telegram", "elicitation", "sessions", "servers", "web", "miniapp"}
+    assert set(data) == {"telegram", "elicitation", "sessions", "servers", "web", "miniapp", "storage", "audit"}
     assert set(data["telegram"]) == keys(TelegramConfig) - {"token_problem"}
     assert set(data["web"]) == keys(WebConfig)
     assert set(data["miniapp"]) == keys(MiniAppConfig)
     assert set(data["elicitation"]) == keys(ElicitationConfig)
     assert set(data["sessions"]) == keys(SessionsConfig)
+    assert set(data["storage"]) == keys(StorageConfig)
+    assert set(data["audit"]) == keys(AuditConfig)
     assert set(data["servers"]["demo"]) | set(data["servers"]["remote"]) == keys(ServerConfig) - {"name"}

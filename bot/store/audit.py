@@ -1,0 +1,291 @@
+"""The audit log: append-only rows, each carrying the SHA-256 of the previous row's canonical form. Does I/O.
+
+The canonical form of a row is the UTF-8 bytes of the JSON object of all its columns except `hash`
+(`seq`, `id`, `at`, `event`, `user_id`, `chat_id`, `server`, `tool`, `request_id`, `detail`, `prev_hash`),
+with keys sorted, no whitespace (`separators=(",", ":")`) and non-ASCII kept as is; `detail` enters as the
+JSON text stored in the row. `hash` is the SHA-256 (hex) of that form and the next row's `prev_hash`; the
+first row's `prev_hash` is 64 zeros. Editing a row changes its canonical form; deleting one leaves a gap
+in `seq` and a `prev_hash` that matches nothing. (Deleting the newest rows leaves no trace in the chain
+itself; keep copies of `audit` output elsewhere to anchor it.)
+
+Appends are serialised in `AuditLog.append`: one lock per process (whoever holds it writes every event
+queued meanwhile in one transaction: a group commit), the database's lock across processes
+(PostgreSQL: `LOCK TABLE audit`; SQLite: its write lock, taken before the head is read), and the unique
+`seq` turns any race left into a retry instead of a fork.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+import anyio
+from sqlalchemy import Select, false, insert, select, text, update
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from bot.store.tables import audit
+
+__all__ = ["GENESIS", "AuditEvent", "AuditLog", "AuditRow", "ChainBreak", "canonical_form"]
+
+GENESIS: Final = "0" * 64
+"""The first row's `prev_hash`."""
+_APPEND_ATTEMPTS: Final = 10
+
+
+class AuditEvent(enum.StrEnum):
+    """What an audit row records."""
+
+    CALL_STARTED = "call_started"
+    """Who called which tool of which server, in which chat, with which arguments."""
+    QUESTION_SHOWN = "question_shown"
+    """A server's question reached a person (before the card was sent)."""
+    ANSWERED = "answered"
+    """The person answered: accept (with content), decline or cancel."""
+    EXPIRED = "expired"
+    """Nobody answered in time."""
+    CANCELLED = "cancelled"
+    """The bot ended the question (stopping, undeliverable)."""
+    WITHDRAWN = "withdrawn"
+    """The server withdrew the question, or its session ended."""
+    CALL_ENDED = "call_ended"
+    """A call's outcome."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """One row of the log, as stored."""
+
+    seq: int
+    id: str
+    at: str
+    event: str
+    user_id: int | None
+    chat_id: int | None
+    server: str | None
+    tool: str | None
+    request_id: str | None
+    detail: str
+    """Canonical JSON text of an object."""
+    prev_hash: str
+    hash: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row with `detail` parsed, for printing."""
+        values = asdict(self)
+        values["detail"] = json.loads(self.detail)
+        return values
+
+
+@dataclass(frozen=True, slots=True)
+class ChainBreak:
+    """The first row where the chain does not hold."""
+
+    seq: int
+    """The bad row's place (for a deleted row: the place that is missing)."""
+    id: str | None
+    """The bad row's id (None for a deleted row)."""
+    reason: str
+
+    def __str__(self) -> str:
+        who = f"row {self.seq}" + (f" ({self.id})" if self.id else "")
+        return f"{who}: {self.reason}"
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, non-ASCII as is: one text for one value."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical_form(row: Mapping[str, Any]) -> bytes:
+    """The bytes a row's hash covers (see the module docstring)."""
+    return canonical_json({name: row[name] for name in _HASHED}).encode("utf-8")
+
+
+_HASHED: Final = (
+    *("seq", "id", "at", "event", "user_id", "chat_id", "server", "tool", "request_id", "detail"),
+    "prev_hash",
+)
+
+
+async def _lock_head(conn: AsyncConnection) -> None:
+    """Hold the database's lock on the chain's head until this transaction ends: other processes wait."""
+    if conn.dialect.name == "postgresql":
+        # Conflicts with itself, not with readers.
+        await conn.execute(text("LOCK TABLE audit IN SHARE ROW EXCLUSIVE MODE"))
+    else:
+        # SQLite: a write statement (even one that changes nothing) takes the database's write lock, which
+        # a plain SELECT would not.
+        await conn.execute(update(audit).where(false()).values(seq=audit.c.seq))
+
+
+def _digest(row: Mapping[str, Any]) -> str:
+    return hashlib.sha256(canonical_form(row)).hexdigest()
+
+
+@dataclass(slots=True)
+class _Pending:
+    values: dict[str, Any]
+    row: AuditRow | None = None
+    error: SQLAlchemyError | None = None
+
+
+class AuditLog:
+    """The audit table of one database; `append` is the only writer."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._lock = anyio.Lock()
+        self._queue: list[_Pending] = []
+        self._head: tuple[int, str] | None = None
+        """(seq, hash) of the last row this log wrote; None until known."""
+        self.rows_written = 0
+        """Rows this process appended (read by bench)."""
+
+    async def append(
+        self,
+        event: AuditEvent,
+        *,
+        user_id: int | None = None,
+        chat_id: int | None = None,
+        server: str | None = None,
+        tool: str | None = None,
+        request_id: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> AuditRow:
+        """Append one event and commit it; returns the row as stored.
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError: the database refused the write.
+        """
+        values: dict[str, Any] = {
+            "id": str(uuid.uuid4()),
+            "at": dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"),
+            "event": event.value,
+            "user_id": user_id,
+            "chat_id": chat_id,
+            "server": server,
+            "tool": tool,
+            "request_id": request_id,
+            "detail": canonical_json(dict(detail or {})),
+        }
+        entry = _Pending(values)
+        self._queue.append(entry)
+        async with self._lock:
+            if entry.row is None and entry.error is None:
+                # Group commit: whoever holds the lock writes every event queued meanwhile in one
+                # transaction; the others find their row written when the lock comes to them.
+                batch, self._queue = self._queue, []
+                try:
+                    rows = await self._write([pending.values for pending in batch])
+                except SQLAlchemyError as exc:
+                    for pending in batch:
+                        pending.error = exc
+                else:
+                    for pending, row in zip(batch, rows, strict=True):
+                        pending.row = row
+        if entry.error is not None:
+            raise entry.error
+        assert entry.row is not None
+        return entry.row
+
+    async def _write(self, batch: list[dict[str, Any]]) -> list[AuditRow]:
+        """Chain and insert `batch` after the head, in one transaction.
+
+        The fast path trusts the head this process wrote last: `seq` is dense and unique, so the insert only
+        succeeds when nobody appended since, and then the cached hash is the head's. When another process
+        did (or on the first write), the slow path takes the database's lock and reads the head.
+        """
+        for attempt in range(_APPEND_ATTEMPTS):
+            locked = self._head is None or attempt > 0
+            try:
+                async with self.engine.begin() as conn:
+                    if locked:
+                        await _lock_head(conn)
+                        head = (
+                            await conn.execute(
+                                select(audit.c.seq, audit.c.hash).order_by(audit.c.seq.desc()).limit(1)
+                            )
+                        ).first()
+                        self._head = (0, GENESIS) if head is None else (head.seq, head.hash)
+                    assert self._head is not None
+                    seq, prev_hash = self._head
+                    for values in batch:
+                        seq += 1
+                        values["seq"], values["prev_hash"] = seq, prev_hash
+                        values["hash"] = prev_hash = _digest(values)
+                    await conn.execute(insert(audit), batch)
+            except IntegrityError:
+                # Another process took these places in the chain: take the lock, read the head, again.
+                self._head = None
+                if attempt == _APPEND_ATTEMPTS - 1:
+                    raise
+                continue
+            except SQLAlchemyError:
+                self._head = None
+                raise
+            self._head = (seq, prev_hash)
+            self.rows_written += len(batch)
+            return [AuditRow(**values) for values in batch]
+        raise AssertionError("unreachable")
+
+    async def rows(
+        self,
+        *,
+        since: dt.datetime | None = None,
+        user_id: int | None = None,
+        server: str | None = None,
+        last: int | None = None,
+    ) -> list[AuditRow]:
+        """Rows in chain order, optionally filtered; `last` keeps only the newest that many."""
+        query: Select[Any] = select(audit)
+        if since is not None:
+            query = query.where(audit.c.at >= since.astimezone(dt.UTC).isoformat(timespec="microseconds"))
+        if user_id is not None:
+            query = query.where(audit.c.user_id == user_id)
+        if server is not None:
+            query = query.where(audit.c.server == server)
+        if last is not None:
+            query = query.order_by(audit.c.seq.desc()).limit(last)
+        else:
+            query = query.order_by(audit.c.seq)
+        async with self.engine.connect() as conn:
+            found = [AuditRow(**row._asdict()) for row in await conn.execute(query)]
+        return sorted(found, key=lambda row: row.seq) if last is not None else found
+
+    async def verify(self) -> tuple[int, ChainBreak | None]:
+        """Walk the chain: how many rows were checked, and the first bad row (None when it holds)."""
+        expected_seq, prev_hash, count = 1, GENESIS, 0
+        previous: AuditRow | None = None
+        async with self.engine.connect() as conn:
+            result = await conn.stream(select(audit).order_by(audit.c.seq))
+            try:
+                async for found in result:
+                    row = AuditRow(**found._asdict())
+                    count += 1
+                    broken = _check(row, expected_seq, prev_hash, previous)
+                    if broken is not None:
+                        return count, broken
+                    expected_seq, prev_hash, previous = row.seq + 1, row.hash, row
+            finally:
+                await result.close()
+        return count, None
+
+
+def _check(row: AuditRow, expected_seq: int, prev_hash: str, previous: AuditRow | None) -> ChainBreak | None:
+    """The break at `row`, given what the rows before it promise (None when it holds)."""
+    if row.seq != expected_seq:
+        return ChainBreak(expected_seq, None, f"missing (deleted); the chain resumes at row {row.seq}")
+    if row.prev_hash != prev_hash:
+        if previous is not None:
+            return ChainBreak(previous.seq, previous.id, "altered (the next row holds another hash for it)")
+        return ChainBreak(row.seq, row.id, "altered (the first row must follow the genesis hash)")
+    if _digest(asdict(row)) != row.hash:
+        return ChainBreak(row.seq, row.id, "altered (its content does not match its hash)")
+    return None

@@ -1,0 +1,94 @@
+"""The store's commands: `toolnexus-bot db upgrade` and `toolnexus-bot audit`. Does I/O (database, stdout).
+
+Exit status: 0 fine; 1 the audit chain is broken (`--verify`) or the database cannot be used.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import sys
+from typing import Final, TextIO
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from bot.config import Config
+from bot.store.audit import AuditLog, AuditRow
+from bot.store.engine import current_revision, display_url, open_engine
+
+__all__ = ["audit_command", "db_upgrade", "parse_since"]
+
+_COLUMNS: Final = ("seq", "id", "at", "event", "user_id", "chat_id", "server", "tool", "request_id", "detail")
+
+
+def parse_since(text: str) -> dt.datetime:
+    """`--since`: an ISO date or date-time; naive values are UTC.
+
+    Raises:
+        ValueError: not an ISO date.
+    """
+    value = dt.datetime.fromisoformat(text)
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+async def db_upgrade(config: Config, out: TextIO = sys.stdout) -> int:
+    """Migrate the configured database to the newest revision and say which it is."""
+    assert config.storage is not None  # load_config always sets one
+    url = config.storage.url.get()
+    try:
+        engine = await open_engine(url)
+        try:
+            revision = await current_revision(engine)
+        finally:
+            await engine.dispose()
+    except (SQLAlchemyError, OSError) as exc:
+        print(f"database {display_url(url)}: {exc}", file=sys.stderr)
+        return 1
+    print(f"database {display_url(url)}: at revision {revision}", file=out)
+    return 0
+
+
+async def audit_command(
+    config: Config,
+    *,
+    since: dt.datetime | None = None,
+    user_id: int | None = None,
+    server: str | None = None,
+    fmt: str = "jsonl",
+    verify: bool = False,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Print the audit log (filtered), or with `verify` check its whole chain."""
+    assert config.storage is not None  # load_config always sets one
+    url = config.storage.url.get()
+    try:
+        engine = await open_engine(url)
+        try:
+            log = AuditLog(engine)
+            if verify:
+                count, broken = await log.verify()
+                if broken is not None:
+                    print(f"audit chain broken at {broken}", file=out)
+                    return 1
+                print(f"audit chain ok: {count} rows", file=out)
+                return 0
+            _print(await log.rows(since=since, user_id=user_id, server=server), fmt, out)
+        finally:
+            await engine.dispose()
+    except (SQLAlchemyError, OSError) as exc:
+        print(f"database {display_url(url)}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print(rows: list[AuditRow], fmt: str, out: TextIO) -> None:
+    if fmt == "csv":
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(_COLUMNS)
+        for row in rows:
+            writer.writerow([getattr(row, name) for name in _COLUMNS])
+        return
+    for row in rows:
+        values = row.as_dict()
+        print(json.dumps({name: values[name] for name in _COLUMNS}, ensure_ascii=False), file=out)

@@ -1,0 +1,1 @@
+"""Alembic migrations of the bot's database (run by `bot.store.engine.upgrade`)."""

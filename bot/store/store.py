@@ -1,0 +1,63 @@
+"""`Store`: one database opened (and migrated) for the process, with its audit log. Does I/O."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.config import AuditContent, Config, StorageConfig
+from bot.store.audit import AuditLog
+from bot.store.engine import display_url, open_engine
+from bot.store.observer import AuditObserver
+
+__all__ = ["Store", "StoreUnavailable", "open_configured_store", "open_store"]
+
+
+class StoreUnavailable(Exception):
+    """The database cannot be opened or migrated; the message names it (password masked) and why."""
+
+
+@dataclass(slots=True)
+class Store:
+    """The open database."""
+
+    engine: AsyncEngine
+    audit: AuditLog
+    observer: AuditObserver
+
+
+@asynccontextmanager
+async def open_store(
+    storage: StorageConfig, content: AuditContent = AuditContent.FULL
+) -> AsyncIterator[Store]:
+    """Open the database (creating a SQLite file on first run), upgrade its schema, close it on exit.
+
+    Raises:
+        StoreUnavailable: the database cannot be reached or migrated.
+    """
+    url = storage.url.get()
+    try:
+        engine = await open_engine(url)
+    except (SQLAlchemyError, OSError) as exc:
+        raise StoreUnavailable(f"database {display_url(url)}: {exc}") from exc
+    try:
+        log = AuditLog(engine)
+        yield Store(engine, log, AuditObserver(log, content))
+    finally:
+        with anyio.CancelScope(shield=True):
+            await engine.dispose()
+
+
+@asynccontextmanager
+async def open_configured_store(config: Config) -> AsyncIterator[Store | None]:
+    """The configured database (`open_store`), or None when the config has none."""
+    if config.storage is None:
+        yield None
+        return
+    async with open_store(config.storage, config.audit.content) as store:
+        yield store

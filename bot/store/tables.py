@@ -1,0 +1,57 @@
+"""The database schema as SQLAlchemy Core tables (what the migrations build; read by the store). No I/O.
+
+Keys are text ids made where the row is written (uuids, `elc-...` ids), never counters of one process, so
+several bot processes may later share one database. The audit log's `seq` orders the chain; its uniqueness
+makes two appenders racing for the same place fail instead of forking the chain.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Column, Float, Index, MetaData, String, Table, Text
+
+__all__ = ["audit", "metadata", "rounds"]
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+audit = Table(
+    "audit",
+    metadata,
+    Column("id", String(36), primary_key=True, comment="a uuid4"),
+    Column("seq", BigInteger, nullable=False, unique=True, comment="place in the hash chain, from 1"),
+    Column("at", String(32), nullable=False, comment="UTC, ISO 8601 with microseconds"),
+    Column("event", String(32), nullable=False),
+    Column("user_id", BigInteger),
+    Column("chat_id", BigInteger),
+    Column("server", String(64)),
+    Column("tool", String(256)),
+    Column("request_id", String(64), comment="the question's elc-... id"),
+    Column("detail", Text, nullable=False, comment="canonical JSON object"),
+    Column("prev_hash", String(64), nullable=False, comment="SHA-256 of the previous row's canonical form"),
+    Column("hash", String(64), nullable=False, comment="SHA-256 of this row's canonical form"),
+)
+Index("ix_audit_user_id", audit.c.user_id)
+Index("ix_audit_server", audit.c.server)
+
+rounds = Table(
+    "rounds",
+    metadata,
+    Column("id", String(64), primary_key=True, comment="the question's elc-... id"),
+    Column("server", String(64), nullable=False),
+    Column("tool", String(256), nullable=False),
+    Column("arguments", Text, nullable=False, comment="JSON"),
+    Column("user_id", BigInteger, nullable=False, comment="who may answer"),
+    Column("chat_id", BigInteger, nullable=False),
+    Column("card_chat_id", BigInteger),
+    Column("card_message_id", BigInteger),
+    Column("era", String(16), nullable=False, comment="'2026-07-28' (resumable) or 'legacy'"),
+    Column("progress", Text, nullable=False, comment="JSON: the form's answers so far"),
+    Column("input_requests", Text, comment="JSON: the round's inputRequests"),
+    Column("request_state", Text, comment="the server's opaque requestState"),
+    Column("deadline", Float, nullable=False, comment="Unix time after which the question expires"),
+)

@@ -1,0 +1,134 @@
+"""Tests for bot/store/audit.py: the hash chain holds, names the first edited or deleted row, never forks."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import io
+import itertools
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from sqlalchemy import delete, update
+
+from bot.config import Secret, StorageConfig
+from bot.store import AuditEvent, AuditLog, Store, canonical_form, open_store
+from bot.store.audit import GENESIS
+from bot.store.tables import audit
+
+pytestmark = pytest.mark.anyio
+
+
+async def fill(log: AuditLog, count: int) -> None:
+    for i in range(count):
+        await log.append(AuditEvent.CALL_STARTED, user_id=i + 1, server="demo", tool="echo", detail={"i": i})
+
+
+async def test_each_row_carries_the_hash_of_the_previous_rows_canonical_form(store: Store) -> None:
+    """prev_hash of row n is SHA-256 of row n-1's canonical form (sorted keys, no spaces, all but `hash`)."""
+    await fill(store.audit, 3)
+    rows = await store.audit.rows()
+    assert [row.seq for row in rows] == [1, 2, 3]
+    assert rows[0].prev_hash == GENESIS
+    for before, after in itertools.pairwise(rows):
+        form = canonical_form(before.as_dict() | {"detail": before.detail})
+        assert json.loads(form)["seq"] == before.seq and b" " not in form
+        assert after.prev_hash == hashlib.sha256(form).hexdigest() == before.hash
+    assert await store.audit.verify() == (3, None)
+
+
+async def test_an_edited_row_is_named_by_verify(store: Store) -> None:
+    """An UPDATE by hand (here: who answered) breaks the chain at exactly that row."""
+    await fill(store.audit, 5)
+    async with store.engine.begin() as conn:
+        await conn.execute(update(audit).where(audit.c.seq == 3).values(user_id=666))
+    _, broken = await store.audit.verify()
+    assert broken is not None and broken.seq == 3 and "altered" in broken.reason
+
+
+async def test_an_edited_row_whose_hash_was_recomputed_is_still_named(store: Store) -> None:
+    """Rewriting a row's own hash too does not help: the next row holds the old one."""
+    await fill(store.audit, 4)
+    row = (await store.audit.rows())[1]
+    forged = row.as_dict() | {"detail": json.dumps({"i": 99}), "user_id": 666}
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            update(audit)
+            .where(audit.c.seq == 2)
+            .values(
+                detail=forged["detail"], user_id=666, hash=hashlib.sha256(canonical_form(forged)).hexdigest()
+            )
+        )
+    _, broken = await store.audit.verify()
+    assert broken is not None and broken.seq == 2 and broken.id == row.id
+
+
+async def test_a_deleted_row_is_named_by_verify(store: Store) -> None:
+    """A DELETE leaves a gap: verify names the missing place."""
+    await fill(store.audit, 5)
+    async with store.engine.begin() as conn:
+        await conn.execute(delete(audit).where(audit.c.seq == 2))
+    _, broken = await store.audit.verify()
+    assert broken is not None and broken.seq == 2 and "missing" in broken.reason
+
+
+async def test_concurrent_appends_from_two_writers_never_fork_the_chain(store: Store) -> None:
+    """Two logs on one database (as two processes would be) appending at once: one chain, no gaps."""
+    other = AuditLog(store.engine)
+    async with anyio.create_task_group() as tg:
+        for log in (store.audit, other) * 10:
+            tg.start_soon(fill, log, 2)
+    count, broken = await store.audit.verify()
+    assert (count, broken) == (40, None)
+    assert [row.seq for row in await store.audit.rows()] == list(range(1, 41))
+
+
+async def test_rows_filter_by_user_and_server_and_keep_the_last(store: Store) -> None:
+    """`--user`, `--server` and /audit's last-N read the same rows in chain order."""
+    await fill(store.audit, 4)
+    await store.audit.append(AuditEvent.CALL_STARTED, user_id=2, server="other")
+    assert [row.seq for row in await store.audit.rows(user_id=2)] == [2, 5]
+    assert [row.seq for row in await store.audit.rows(server="other")] == [5]
+    assert [row.seq for row in await store.audit.rows(last=2)] == [4, 5]
+
+
+async def test_a_reader_holding_the_sqlite_file_does_not_block_appends(tmp_path: Path) -> None:
+    """`audit` reading while the bot runs: its open read transaction never makes the bot's write fail as
+    "database is locked" (the store runs SQLite in write-ahead-log mode)."""
+    url = f"sqlite:///{tmp_path / 'toolnexus.db'}"
+    async with open_store(StorageConfig(Secret(url))) as store:
+        await fill(store.audit, 1)
+        with contextlib.closing(sqlite3.connect(tmp_path / "toolnexus.db", isolation_level=None)) as reader:
+            reader.execute("begin")
+            assert reader.execute("select count(*) from audit").fetchone() == (1,)
+            await fill(store.audit, 1)
+            reader.execute("commit")
+        assert await store.audit.verify() == (2, None)
+
+
+async def test_the_audit_command_prints_csv_and_filters_by_date(
+    store: Store, store_url: str, tmp_path: Path
+) -> None:
+    """`audit --format csv` has a header and one line per row; `--since` a later date prints none."""
+    await fill(store.audit, 2)
+    config = tmp_path / "bot.toml"
+    config.write_text(f'[storage]\nurl = "{store_url}"\n[servers.demo]\ncommand = "python"\n')
+    exe = Path(sys.executable).with_name("toolnexus-bot")
+
+    def audit(*args: str) -> str:
+        done = subprocess.run(
+            [str(exe), "audit", "--config", str(config), *args], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    lines = list(csv.reader(io.StringIO(audit("--format", "csv"))))
+    assert lines[0][:4] == ["seq", "id", "at", "event"] and [line[0] for line in lines[1:]] == ["1", "2"]
+    assert audit("--since", "2999-01-01") == ""
+    assert len(audit("--since", "2000-01-01T00:00").splitlines()) == 2
