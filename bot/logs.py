@@ -34,6 +34,7 @@ _CHATTY: Final = (
     "uvicorn.access",
     "mcp",
     "telegram.ext.Updater",
+    "alembic",  # a line per migration step at every first start; `toolnexus-bot db upgrade` reports them
 )
 QUIET_AT_DEBUG: Final = ("telegram.Bot", "telegram.ext.ExtBot", "telegram.ext.Application")
 """Loggers that write Bot API parameters and answers, and whole updates (texts people typed, the webhook
