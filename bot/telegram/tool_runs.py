@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import secrets
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -112,6 +112,8 @@ class _Status:
     """The message lags behind `latest` (or is not sent yet)."""
     keeper: bool = False
     """A task is bringing the message up to date (it ends when nothing is left to show)."""
+    asker: tuple[Origin, str] | None = None
+    """Whose cards (person, server) stand for this call: the last answered one may take its result."""
 
 
 class ToolRunner:
@@ -121,8 +123,22 @@ class ToolRunner:
         self.hub = hub
         self.prompts = prompts
         self.surface = surface
+        self._running: Counter[tuple[Origin, str]] = Counter()
+        """Calls running per person and server: a result is folded into an answered card only when just one
+        call could have asked it."""
 
     async def run(self, tool: ToolInfo, args: dict[str, Any], origin: Origin) -> None:
+        """Ask for missing required arguments, then call and report; never raises for outcomes."""
+        key = (origin, tool.server)
+        self._running[key] += 1
+        try:
+            await self._run(tool, args, origin)
+        finally:
+            self._running[key] -= 1
+            if not self._running[key]:
+                del self._running[key]
+
+    async def _run(self, tool: ToolInfo, args: dict[str, Any], origin: Origin) -> None:
         """Ask for missing required arguments, then call and report; never raises for outcomes."""
         missing = missing_required(tool.input_schema, args)
         if missing:
@@ -130,7 +146,7 @@ class ToolRunner:
             if extra is None:
                 return
             args = {**args, **extra}
-        status = _Status(origin.chat_id, None, f"{tool.server} · {tool.name}")
+        status = _Status(origin.chat_id, None, f"{tool.server} · {tool.name}", asker=(origin, tool.server))
         loop = asyncio.get_running_loop()
         async with anyio.create_task_group() as tg:
 
@@ -181,6 +197,8 @@ class ToolRunner:
                 with anyio.CancelScope(shield=True):
                     try:
                         if status.message_id is None:
+                            if status.asker is not None:  # the answered card says so before "Running" below
+                                await self.surface.fold_result(*status.asker, None)
                             status.message_id = await self.surface.send(status.chat_id, screen)
                         else:
                             resent = await self.surface.edit(status.chat_id, status.message_id, screen)
@@ -192,6 +210,12 @@ class ToolRunner:
 
     async def _show(self, status: _Status, outcome: ToolOutcome) -> None:
         messages = result_messages(status.title, outcome)
+        if status.asker is not None:
+            # The result goes on the card just answered, when this call is the only one that could have asked
+            # it and no status message stands for the call; else that card is settled first, above the result.
+            alone = status.message_id is None and self._running[status.asker] == 1
+            if await self.surface.fold_result(*status.asker, messages[0] if alone else None):
+                messages.pop(0)
         if status.message_id is not None:
             await self.surface.edit(status.chat_id, status.message_id, Screen(messages.pop(0)))
         for text in messages:

@@ -131,7 +131,9 @@ async def test_a_group_gets_its_own_slower_bucket_and_a_channel_name_counts_as_o
 async def test_a_chat_waiting_for_its_own_bucket_holds_up_no_other_chat() -> None:
     """The overall place is booked only when a chat's own wait is over (else one busy chat stalls all)."""
     time = VirtualTime()
-    limiter = FloodLimiter(chat_burst=1, chat_period_s=60, overall_burst=10, clock=time.clock, sleep=time.sleep)
+    limiter = FloodLimiter(
+        chat_burst=1, chat_period_s=60, overall_burst=10, clock=time.clock, sleep=time.sleep
+    )
     sent, request = recorder(time)
     await time.run(*(functools.partial(request, limiter, "sendMessage", chat) for chat in (1001, 1001, 1002)))
     assert sent == [
