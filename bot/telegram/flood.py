@@ -34,9 +34,9 @@ pauses all sending for its retry_after."""
 OVERALL_BURST: Final = 1
 """No burst overall: a sliding window of one second holds a bucket's burst plus a second's worth of requests,
 so any burst would have to come out of the rate, and the rate is what a flood of prompts waits on."""
-MAX_OVERTAKEN: Final = 60
-"""How many new cards may go before a waiting request overall (about two seconds of sending): cards first,
-but a result or a redraw is never starved by a flood of them."""
+MAX_OVERTAKEN: Final = 280
+"""How many new cards may go before a waiting request overall (about ten seconds of sending): a flood of
+prompts reaches everyone first, and a result or a redraw still goes within a bounded wait."""
 GROUP_BURST: Final = 20
 GROUP_PERIOD_S: Final = 60.0
 CHAT_BURST: Final = 10
@@ -51,6 +51,11 @@ _FORGET_AFTER: Final = 1024
 """Group and chat buckets kept before the refilled ones are forgotten (a refilled bucket is a new one)."""
 
 _CARD: ContextVar[bool] = ContextVar("flood_card", default=False)
+_UNLESS: ContextVar[Callable[[], bool] | None] = ContextVar("flood_unless", default=None)
+
+
+class Withdrawn(Exception):
+    """A request made inside `unless(withdraw)` whose `withdraw()` held when its turn came: it was not sent."""
 
 
 @contextmanager
@@ -61,6 +66,18 @@ def card_first() -> Iterator[None]:
         yield
     finally:
         _CARD.reset(token)
+
+
+@contextmanager
+def unless(withdraw: Callable[[], bool]) -> Iterator[None]:
+    """Requests made inside this block are not sent when `withdraw()` holds once their turn comes (they raise
+    `Withdrawn`), and a card to their chat may go before them: what a card makes moot (a status message a
+    card arrived to stand for) gives way to it."""
+    token = _UNLESS.set(withdraw)
+    try:
+        yield
+    finally:
+        _UNLESS.reset(token)
 
 
 class _Bucket:
@@ -159,9 +176,11 @@ class FloodLimiter(BaseRateLimiter[int]):
         buckets = self._buckets(endpoint, chat_id)
         retries = rate_limit_args or self._max_retries
         refused = 0
-        card = _CARD.get()
+        card, withdraw = _CARD.get(), _UNLESS.get()
         while True:
-            await self._turn(buckets, chat_id, card)
+            await self._turn(buckets, chat_id, card, ordered=withdraw is None)
+            if withdraw is not None and withdraw():
+                raise Withdrawn(endpoint)
             try:
                 return await callback(*args, **kwargs)
             except RetryAfter as exc:
@@ -173,7 +192,7 @@ class FloodLimiter(BaseRateLimiter[int]):
                 logger.info("Telegram asks to wait %.1f s (429 on %s): every request waits", pause, endpoint)
                 self._resume_at = max(self._resume_at, self._clock() + pause)
 
-    async def _turn(self, buckets: list[_Bucket], chat_id: object, card: bool) -> None:
+    async def _turn(self, buckets: list[_Bucket], chat_id: object, card: bool, *, ordered: bool = True) -> None:
         """Wait until this request may go, booking its place in each bucket in turn (the overall one last: a
         chat's own wait can be long, and a place booked overall would hold up every other chat meanwhile)."""
         for bucket in buckets:
@@ -183,7 +202,7 @@ class FloodLimiter(BaseRateLimiter[int]):
                 self._cards_booked += 1
                 await self._book(bucket)
             else:
-                await self._book_queued(bucket, chat_id)
+                await self._book_queued(bucket, chat_id if ordered else None)
         while (pause := self._resume_at - self._clock()) > 0:  # a 429 came: wait it out, then space again
             await self._sleep(pause)
             if buckets:

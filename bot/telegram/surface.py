@@ -189,6 +189,12 @@ class TelegramSurface:
             self._unpark(key, parked)
         return True
 
+    def awaits_result(self, origin: Origin, server: str) -> bool:
+        """Whether a card `origin` answered for `server` waits for its call's result (it still stands for the
+        call: no status message is due meanwhile)."""
+        parked = self._parked.get((origin, server))
+        return parked is not None and not parked.taken
+
     def _park(self, card: Card) -> None:
         """Settle an answered card after `FOLD_GRACE_S`, unless its call's result comes first."""
         self._forget(card)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import secrets
@@ -16,6 +17,7 @@ from telegram.error import TelegramError
 from bot.core import CallStatus, Origin, Progress, Prompt, PromptRegistry, ToolInfo, ToolOutcome
 from bot.core.call_args import missing_required, sub_schema
 from bot.servers.hub import Hub
+from bot.telegram.flood import Withdrawn, unless
 from bot.telegram.render import Screen, clip, esc, progress_text
 from bot.telegram.surface import TelegramSurface
 from mapping import Request, RequestKind, UnsupportedSchema, new_request_id, parse_schema
@@ -158,17 +160,19 @@ class ToolRunner:
 
             def status_due() -> None:
                 nonlocal timer
-                if self.prompts.asking(origin, tool.server):
-                    # The card waiting for this person stands for the call, and a status below it would push
-                    # it up: look again in a second (the call may still run once the card is answered).
-                    timer = loop.call_later(STATUS_AFTER_S, status_due)
-                else:
+                if status.message_id is not None:
+                    return
+                # Until the status message is out, look again every second: the card waiting for this person
+                # (or, answered, for the result) stands for the call, and a status below it would push it up;
+                # and a status on its way gives way to a card that comes first (`unless` in `_keep_status`).
+                timer = loop.call_later(STATUS_AFTER_S, status_due)
+                if not status.keeper and not self._card_stands_for(origin, tool.server):
                     show_status()
 
             async def on_progress(progress: Progress) -> None:
                 status.latest = progress
                 shown = status.message_id is not None or status.keeper
-                if shown or not self.prompts.asking(origin, tool.server):
+                if shown or not self._card_stands_for(origin, tool.server):
                     show_status()  # else the timer shows it once the card is answered
 
             # A loop timer, not a sleeping task: most calls end before it fires, and a task per call would
@@ -197,16 +201,25 @@ class ToolRunner:
                 with anyio.CancelScope(shield=True):
                     try:
                         if status.message_id is None:
-                            if status.asker is not None:  # the answered card says so before "Running" below
-                                await self.surface.fold_result(*status.asker, None)
-                            status.message_id = await self.surface.send(status.chat_id, screen)
+                            with unless(functools.partial(self._status_moot, status)):
+                                status.message_id = await self.surface.send(status.chat_id, screen)
                         else:
                             resent = await self.surface.edit(status.chat_id, status.message_id, screen)
                             status.message_id = resent or status.message_id
+                    except Withdrawn:
+                        status.dirty = False  # a card came first; the timer looks again
                     except TelegramError:
                         logger.info("status message failed", exc_info=True)
         finally:
             status.keeper = False
+
+    def _status_moot(self, status: _Status) -> bool:
+        return status.asker is not None and self._card_stands_for(*status.asker)
+
+    def _card_stands_for(self, origin: Origin, server: str) -> bool:
+        """Whether a card of `server`'s for `origin` stands for their call: waiting for them, or answered and
+        waiting for the call's result."""
+        return self.prompts.asking(origin, server) or self.surface.awaits_result(origin, server)
 
     async def _show(self, status: _Status, outcome: ToolOutcome) -> None:
         messages = result_messages(status.title, outcome)
