@@ -12,7 +12,7 @@ import anyio
 import pytest
 from telegram.error import RetryAfter
 
-from bot.telegram.flood import RETRY_MARGIN_S, FloodLimiter, card_first
+from bot.telegram.flood import RETRY_MARGIN_S, FloodLimiter, Withdrawn, card_first, unless
 
 pytestmark = pytest.mark.anyio
 
@@ -232,3 +232,33 @@ async def test_a_card_never_overtakes_a_waiting_request_to_its_own_chat() -> Non
         ("editMessageText", 2),
         ("sendMessage", 2),
     ]
+
+
+async def test_a_request_made_moot_by_a_card_gives_way_and_is_not_sent() -> None:
+    """A request made `unless(moot)` (a status message) is passed by a card to its own chat, and is not sent
+    at all when `moot()` holds once its turn comes: `Withdrawn` instead."""
+    time = VirtualTime()
+    limiter = FloodLimiter(overall_per_s=4, clock=time.clock, sleep=time.sleep)
+    sent, request = recorder(time)
+    card_out = False
+    withdrawn: list[str] = []
+
+    async def status() -> None:
+        with unless(lambda: card_out):
+            try:
+                await request(limiter, "sendMessage", 1)
+            except Withdrawn:
+                withdrawn.append("status")
+
+    async def the_card() -> None:
+        nonlocal card_out
+        card_out = True
+        await card(request)(limiter, "sendMessage", 1)
+
+    await time.run(
+        functools.partial(request, limiter, "editMessageText", 2),  # fills the bucket: the status waits
+        status,
+        the_card,
+    )
+    assert sent == [("editMessageText", 2, 1000.0), ("sendMessage", 1, 1000.25)]  # the card, in the next place
+    assert withdrawn == ["status"]
