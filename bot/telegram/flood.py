@@ -116,9 +116,9 @@ class FloodLimiter(BaseRateLimiter[int]):
 
     Overall, a card (`card_first`) books its place when it arrives; any other request waits in one queue, in
     arrival order, and books its place only when the bucket has room at once (no card is waiting for it), or
-    once `max_overtaken` cards have booked since it arrived. A card joins that queue instead when its chat has
-    requests in it (within one chat, order is kept) or when the queue's first request may not be overtaken
-    any more.
+    once `max_overtaken` cards have booked since it arrived; from then on, a card arriving books the next
+    place for the queue's first request before its own. A card joins that queue instead when its chat has
+    requests in it (within one chat, order is kept).
     """
 
     def __init__(
@@ -155,6 +155,8 @@ class FloodLimiter(BaseRateLimiter[int]):
         self._queued_chats: Counter[object] = Counter()
         self._abandoned: set[int] = set()
         self._queued_since: dict[int, int] = {}
+        self._granted: dict[int, float] = {}
+        """Places booked by a card for the queue's first request, once it may be overtaken no more."""
         """Each waiting ticket: `_cards_booked` when it arrived."""
 
     async def initialize(self) -> None:
@@ -192,13 +194,17 @@ class FloodLimiter(BaseRateLimiter[int]):
                 logger.info("Telegram asks to wait %.1f s (429 on %s): every request waits", pause, endpoint)
                 self._resume_at = max(self._resume_at, self._clock() + pause)
 
-    async def _turn(self, buckets: list[_Bucket], chat_id: object, card: bool, *, ordered: bool = True) -> None:
+    async def _turn(
+        self, buckets: list[_Bucket], chat_id: object, card: bool, *, ordered: bool = True
+    ) -> None:
         """Wait until this request may go, booking its place in each bucket in turn (the overall one last: a
         chat's own wait can be long, and a place booked overall would hold up every other chat meanwhile)."""
         for bucket in buckets:
             if bucket is not self._overall:
                 await self._book(bucket)
-            elif card and not self._queued_chats[chat_id] and not self._starving():
+            elif card and not self._queued_chats[chat_id]:
+                if self._starving():  # the queue's first request goes next, then this card
+                    self._grant_head(bucket)
                 self._cards_booked += 1
                 await self._book(bucket)
             else:
@@ -225,11 +231,17 @@ class FloodLimiter(BaseRateLimiter[int]):
                 await self._queue_moved.wait()
             while True:
                 now = self._clock()
+                granted = self._granted.pop(ticket, None)
+                if granted is not None:  # a card booked this place for it
+                    at = granted
+                    break
                 at = max(now, self._resume_at, bucket.earliest(now))
                 if at <= now or self._cards_booked - cards_before >= self._max_overtaken:
+                    bucket.book(at)
                     break
                 await self._sleep(at - now)  # cards booked meanwhile push it back; look again then
         finally:
+            self._granted.pop(ticket, None)
             del self._queued_since[ticket]
             self._queued_chats[chat_id] -= 1
             if not self._queued_chats[chat_id]:
@@ -238,14 +250,22 @@ class FloodLimiter(BaseRateLimiter[int]):
                 self._next_in_queue()
             else:
                 self._abandoned.add(ticket)  # cancelled while waiting: its turn is skipped
-        bucket.book(at)
         if at > now:
             await self._sleep(at - now)
 
     def _starving(self) -> bool:
-        """Whether the request first in the queue has had as many cards go before it as it may."""
+        """Whether the request first in the queue has had as many cards go before it as it may (and has no
+        place booked for it yet)."""
         since = self._queued_since.get(self._queue_head)
-        return since is not None and self._cards_booked - since >= self._max_overtaken
+        starving = since is not None and self._cards_booked - since >= self._max_overtaken
+        return starving and self._queue_head not in self._granted
+
+    def _grant_head(self, bucket: _Bucket) -> None:
+        """Book the next place for the queue's first request (it takes it when it next looks)."""
+        now = self._clock()
+        at = max(now, self._resume_at, bucket.earliest(now))
+        bucket.book(at)
+        self._granted[self._queue_head] = at
 
     def _next_in_queue(self) -> None:
         self._queue_head += 1

@@ -60,7 +60,7 @@ logger = logging.getLogger(__name__)
 
 EXPIRED = "This prompt has expired."
 ANSWER_SENT = "✅ Answer sent."
-FOLD_GRACE_S: Final = 0.5
+FOLD_GRACE_S: Final = 1.0
 """How long an answered card waits for its call's result before it is settled on its own. A call that answers
 at once lands well within it (bench b, d), so the answer and the result take one edit; a slower call's card
 says "Answer sent" by then, and its person was told so on the tap itself, so nobody waits without a sign."""
