@@ -40,6 +40,13 @@ def is_result(m: Msg, after: Msg) -> bool:
     )
 
 
+def result_body(m: Msg) -> str:
+    """What a result message shows below its head line (the call's output), wherever the result stands."""
+    head = _RESULT_HEAD.search(m.text)
+    assert head is not None, m.text
+    return m.text[head.end() :].split("\n", 1)[1]
+
+
 @dataclass
 class Chat:
     """The scene: the fake API, the people, and the group; `stop` is serve()'s stop event (SIGTERM)."""
