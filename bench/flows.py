@@ -50,6 +50,8 @@ class Answered:
     """When the tool's result was in the chat."""
     taps: int
     typed: int
+    submitted: float | None = None
+    """When the last tap (Submit) was answered: the answer is on its way to the server."""
 
 
 def _card_for(tag: str) -> Any:
@@ -70,8 +72,11 @@ async def _tap(user: FakeUser, card: Msg, label: str) -> None:
 
 
 def _content(result: Msg) -> dict[str, Any]:
-    _, _, body = result.text.partition("\n")
-    return json.loads(body)
+    """What the tool returned: the lines after the result's head ("✅ server · tool"), which is the first line
+    of its own message, or below the answered card it was folded into."""
+    lines = result.text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("✅ ") and " · " in line)
+    return json.loads("\n".join(lines[head + 1 :]))
 
 
 async def hello(fake: BenchFake, user: FakeUser, tag: str) -> None:
@@ -93,11 +98,12 @@ async def finish_pick(
     """Choose (a tap), Submit on the review card (a second tap), wait for the result and check it."""
     await _tap(user, card, choice)
     await _tap(user, card, SUBMIT)
+    submitted = time.monotonic()
     result = await fake.until(user.id, _result_for(tag), TIMEOUT_S)
     if _content(result) != {"tag": tag, "action": "accept", "content": {"colour": choice}}:
         raise WrongAnswer(f"{tag}: {result.text!r}")
     card_at = fake.arrived[(card.chat_id, card.message_id)]
-    return Answered(tag, started, card_at, time.monotonic(), taps=2, typed=0)
+    return Answered(tag, started, card_at, time.monotonic(), taps=2, typed=0, submitted=submitted)
 
 
 async def pick(fake: BenchFake, user: FakeUser, tag: str, choice: str = "green") -> Answered:

@@ -132,6 +132,16 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                     "; answered with one submit on the Mini App page" if kind == "six_field_form_page" else ""
                 ),
             )
+            sent = k.get("messages")
+            if sent:
+                waited = k.get("submit_to_result_ms")
+                add(
+                    f"b. messages {b['protocol']}",
+                    kind.replace("_", " "),
+                    sent["total"],
+                    f"sends={sent['sends']:g} edits={sent['edits']:g}, the result included"
+                    + (f"; Submit -> result ms p50 {waited['p50']} p99 {waited['p99']}" if waited else ""),
+                )
     c = results.get("pending")
     if c:
         s = f"c. pending {c['protocol']}"
@@ -201,13 +211,16 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             s,
             "all cards delivered after s",
             d["all_cards_delivered_s"],
-            f"theory {d['theoretical_min_cards_s']} s for the cards alone",
+            f"theory {d['theoretical_min_cards_s']} s for the cards alone (cards / 30 s⁻¹): "
+            f"{d.get('cards_over_theory', '?')}x",
         )
         add(
             s,
             "everything answered after s",
             d["everything_answered_s"],
-            f"{d['messages_accepted']} messages accepted: theory {d['theoretical_min_all_messages_s']} s",
+            f"{d['messages_accepted']} messages accepted ({d.get('messages_per_prompt', '?')} a prompt): "
+            f"theory {d['theoretical_min_all_messages_s']} s (messages / 30 s⁻¹): "
+            f"{d.get('everything_over_theory', '?')}x",
         )
         add(s, "429s from the fake", d["fake_429s"], f"other errors {d['other_errors']}")
     return out

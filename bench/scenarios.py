@@ -409,10 +409,42 @@ async def calls_per_kind(per_kind: int, protocol: str, people: int = 4) -> dict[
                     "rate_limited_calls": round(
                         (calls["sendMessage"] + calls["editMessageText"] + calls["deleteMessage"]) / n, 2
                     ),
+                    "messages": {
+                        "sends": round(calls["sendMessage"] / n, 2),
+                        "edits": round(calls["editMessageText"] / n, 2),
+                        "total": round((calls["sendMessage"] + calls["editMessageText"]) / n, 2),
+                    },
+                    "submit_to_result_ms": _submit_to_result_ms(answered),
                     "taps": answered[0].taps if answered and kind != "plain_call_no_question" else 0,
                     "typed_replies": answered[0].typed if answered else 0,
                     "bot_cpu_ms": round((bot.cpu() - cpu0) * 1000 / n, 2),
                 }
+    return out
+
+
+def _submit_to_result_ms(answered: Sequence[flows.Answered]) -> dict[str, float] | None:
+    """From the Submit tap's answer to the result in the chat (p50, p99, max), where the flow records it."""
+    delays = [a.finished - a.submitted for a in answered if a.submitted is not None]
+    if not delays:
+        return None
+    return {
+        "p50": round(percentile(delays, 50) * 1000, 1),
+        "p99": round(percentile(delays, 99) * 1000, 1),
+        "max": round(max(delays) * 1000, 1),
+    }
+
+
+def _status_messages(fake: BenchFake, people: Sequence[FakeUser]) -> dict[str, int]:
+    """The calls that showed a status message ("⏳ Running"), before their card or after it was answered."""
+    out = {"before_card": 0, "after_card": 0}
+    for user in people:
+        kinds = [
+            "status" if m.history[0].text.startswith("⏳") else "card" if "asks" in m.text else "other"
+            for m in fake.messages(user.id, from_bot=True)
+        ]
+        if "status" in kinds:
+            before = "card" not in kinds or kinds.index("status") < kinds.index("card")
+            out["before_card" if before else "after_card"] += 1
     return out
 
 
@@ -589,12 +621,16 @@ async def flood(prompts: int, protocol: str = "legacy", within_s: float = 1.0) -
             await _each(people, one)
             total_s = time.monotonic() - t0
             calls = fake.call_counts() - before
+            statuses = _status_messages(fake, people)
         records = server.read_log()
     expected = {f"f{u.id}": {"colour": _choice(u)} for u in people}
     last_card = max(a.card_at for a in answered) - t0
+    asked = {r["tag"]: r["asked_at"] for r in records if r["tag"] in expected}
+    to_card = [a.card_at - asked[a.tag] for a in answered if a.tag in asked]
     too_many = [e for e in fake.errors if e.status == 429]
     refused = Counter(e.method for e in too_many)
     messages = sum(calls[m] - refused[m] for m in ("sendMessage", "editMessageText"))
+    cards_theory, messages_theory = prompts / 30, messages / 30
     return {
         "protocol": protocol,
         "prompts": prompts,
@@ -602,10 +638,18 @@ async def flood(prompts: int, protocol: str = "legacy", within_s: float = 1.0) -
         "cards_delivered": len(answered),
         "answers_reached_server": _check_log(records, expected),
         "all_cards_delivered_s": round(last_card, 2),
-        "theoretical_min_cards_s": round(prompts / 30, 2),
+        "theoretical_min_cards_s": round(cards_theory, 2),
+        "cards_over_theory": round(last_card / cards_theory, 2),
         "messages_accepted": messages,
-        "theoretical_min_all_messages_s": round(messages / 30, 2),
+        "messages_per_prompt": round(messages / prompts, 2),
+        "theoretical_min_all_messages_s": round(messages_theory, 2),
         "everything_answered_s": round(total_s, 2),
+        "everything_over_theory": round(total_s / messages_theory, 2),
+        "submit_to_result_ms": _submit_to_result_ms(answered),
+        "status_messages": statuses,
+        "last_question_asked_s": round(max(asked.values(), default=t0) - t0, 2),
+        "question_to_card_ms_p50": round(percentile(to_card, 50) * 1000, 1),
+        "question_to_card_ms_max": round(max(to_card, default=float("nan")) * 1000, 1),
         "fake_429s": len(too_many),
         "other_errors": len([e for e in fake.errors if e.status != 429]),
     }

@@ -121,6 +121,7 @@ async def _serve(
                 if web is not None:
                     web.stop()
                 await hub.aclose()  # settles every card while Telegram is still reachable
+                await surface.settle_parked()  # and answered ones still waiting for a result
             finally:
                 with anyio.CancelScope(shield=True):
                     if web is not None:

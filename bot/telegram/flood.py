@@ -2,8 +2,10 @@
 
 Telegram lets a bot send about 30 messages a second overall, 20 a minute to one group, and to one private
 chat a short burst, then about one a second. Each limit is a bucket here; a request is sent once every bucket
-that applies to it has room, in the order requests arrive. A 429 all the same (Telegram keeps its own count)
-pauses every request for its `retry_after`; then the refused request is sent again, up to MAX_RETRIES times.
+that applies to it has room, in the order requests arrive, except that a new card (sent inside `card_first()`:
+someone is waiting to be asked) may overtake, overall, requests to other chats that are still waiting, up to
+MAX_OVERTAKEN times each. A 429 all the same (Telegram keeps its own count) pauses every request for its
+`retry_after`; then the refused request is sent again, up to MAX_RETRIES times.
 
 Ours rather than PTB's `AIORateLimiter` because that one has no bucket for a private chat's own limit (about
 one message a second); with room in its buckets, a request here costs a few comparisons.
@@ -14,7 +16,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Final
 
 import anyio
@@ -23,9 +28,15 @@ from telegram.ext import BaseRateLimiter
 
 logger = logging.getLogger(__name__)
 
-OVERALL_PER_S: Final = 25
+OVERALL_PER_S: Final = 28
 """A margin under Telegram's ~30/s: a bucket at exactly 30 still trips its sliding window, and every 429
 pauses all sending for its retry_after."""
+OVERALL_BURST: Final = 1
+"""No burst overall: a sliding window of one second holds a bucket's burst plus a second's worth of requests,
+so any burst would have to come out of the rate, and the rate is what a flood of prompts waits on."""
+MAX_OVERTAKEN: Final = 280
+"""How many new cards may go before a waiting request overall (about ten seconds of sending): a flood of
+prompts reaches everyone first, and a result or a redraw still goes within a bounded wait."""
 GROUP_BURST: Final = 20
 GROUP_PERIOD_S: Final = 60.0
 CHAT_BURST: Final = 10
@@ -38,6 +49,35 @@ _BUCKETED: Final = frozenset({"sendMessage", "sendPhoto", "sendDocument", "copyM
 """What counts against a private chat's bucket: new messages (edits and tap answers count only overall)."""
 _FORGET_AFTER: Final = 1024
 """Group and chat buckets kept before the refilled ones are forgotten (a refilled bucket is a new one)."""
+
+_CARD: ContextVar[bool] = ContextVar("flood_card", default=False)
+_UNLESS: ContextVar[Callable[[], bool] | None] = ContextVar("flood_unless", default=None)
+
+
+class Withdrawn(Exception):
+    """A request made inside `unless(withdraw)` whose `withdraw()` held when its turn came: it was not sent."""
+
+
+@contextmanager
+def card_first() -> Iterator[None]:
+    """Requests made inside this block send a new card: they go before other chats' waiting requests."""
+    token = _CARD.set(True)
+    try:
+        yield
+    finally:
+        _CARD.reset(token)
+
+
+@contextmanager
+def unless(withdraw: Callable[[], bool]) -> Iterator[None]:
+    """Requests made inside this block are not sent when `withdraw()` holds once their turn comes (they raise
+    `Withdrawn`), and a card to their chat may go before them: what a card makes moot (a status message a
+    card arrived to stand for) gives way to it."""
+    token = _UNLESS.set(withdraw)
+    try:
+        yield
+    finally:
+        _UNLESS.reset(token)
 
 
 class _Bucket:
@@ -73,21 +113,29 @@ class FloodLimiter(BaseRateLimiter[int]):
     count against that chat's bucket, and new messages to a private chat against that chat's. A limit of 0
     turns its buckets off. `rate_limit_args`, where PTB passes it, overrides `max_retries` for one call.
     `clock` and `sleep` are the time it goes by (tests pass in a virtual one).
+
+    Overall, a card (`card_first`) books its place when it arrives; any other request waits in one queue, in
+    arrival order, and books its place only when the bucket has room at once (no card is waiting for it), or
+    once `max_overtaken` cards have booked since it arrived; from then on, a card arriving books the next
+    place for the queue's first request before its own. A card joins that queue instead when its chat has
+    requests in it (within one chat, order is kept).
     """
 
     def __init__(
         self,
         *,
         overall_per_s: int = OVERALL_PER_S,
+        overall_burst: int = OVERALL_BURST,
         group_burst: int = GROUP_BURST,
         group_period_s: float = GROUP_PERIOD_S,
         chat_burst: int = CHAT_BURST,
         chat_period_s: float = CHAT_PERIOD_S,
         max_retries: int = MAX_RETRIES,
+        max_overtaken: int = MAX_OVERTAKEN,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
-        self._overall = _Bucket(overall_per_s, 1.0) if overall_per_s else None
+        self._overall = _Bucket(overall_burst, overall_burst / overall_per_s) if overall_per_s else None
         self._group_limit = (group_burst, group_period_s) if group_burst else None
         self._chat_limit = (chat_burst, chat_period_s) if chat_burst else None
         self._groups: dict[int | str, _Bucket] = {}
@@ -97,6 +145,19 @@ class FloodLimiter(BaseRateLimiter[int]):
         self._sleep = sleep
         self._resume_at = 0.0
         """After a 429: no request is sent before this."""
+        self._max_overtaken = max_overtaken
+        self._cards_booked = 0
+        """Cards booked overall so far (a waiting request counts how many went before it)."""
+        self._queue_tail = 0
+        self._queue_head = 0
+        """Tickets of the requests waiting overall: the head's turn is `_queue_head`, the next ticket `_tail`."""
+        self._queue_moved = anyio.Event()
+        self._queued_chats: Counter[object] = Counter()
+        self._abandoned: set[int] = set()
+        self._queued_since: dict[int, int] = {}
+        self._granted: dict[int, float] = {}
+        """Places booked by a card for the queue's first request, once it may be overtaken no more."""
+        """Each waiting ticket: `_cards_booked` when it arrived."""
 
     async def initialize(self) -> None:
         """Nothing to set up: buckets are made as chats appear."""
@@ -113,11 +174,15 @@ class FloodLimiter(BaseRateLimiter[int]):
         data: dict[str, Any],
         rate_limit_args: int | None,
     ) -> Any:
-        buckets = self._buckets(endpoint, data.get("chat_id"))
+        chat_id = data.get("chat_id")
+        buckets = self._buckets(endpoint, chat_id)
         retries = self._max_retries if rate_limit_args is None else rate_limit_args
         refused = 0
+        card, withdraw = _CARD.get(), _UNLESS.get()
         while True:
-            await self._turn(buckets)
+            await self._turn(buckets, chat_id, card, ordered=withdraw is None)
+            if withdraw is not None and withdraw():
+                raise Withdrawn(endpoint)
             try:
                 return await callback(*args, **kwargs)
             except RetryAfter as exc:
@@ -129,11 +194,21 @@ class FloodLimiter(BaseRateLimiter[int]):
                 logger.info("Telegram asks to wait %.1f s (429 on %s): every request waits", pause, endpoint)
                 self._resume_at = max(self._resume_at, self._clock() + pause)
 
-    async def _turn(self, buckets: list[_Bucket]) -> None:
+    async def _turn(
+        self, buckets: list[_Bucket], chat_id: object, card: bool, *, ordered: bool = True
+    ) -> None:
         """Wait until this request may go, booking its place in each bucket in turn (the overall one last: a
         chat's own wait can be long, and a place booked overall would hold up every other chat meanwhile)."""
         for bucket in buckets:
-            await self._book(bucket)
+            if bucket is not self._overall:
+                await self._book(bucket)
+            elif card and not self._queued_chats[chat_id]:
+                if self._starving():  # the queue's first request goes next, then this card
+                    self._grant_head(bucket)
+                self._cards_booked += 1
+                await self._book(bucket)
+            else:
+                await self._book_queued(bucket, chat_id if ordered else None)
         while (pause := self._resume_at - self._clock()) > 0:  # a 429 came: wait it out, then space again
             await self._sleep(pause)
             if buckets:
@@ -145,6 +220,60 @@ class FloodLimiter(BaseRateLimiter[int]):
         bucket.book(at)
         if at > now:
             await self._sleep(at - now)
+
+    async def _book_queued(self, bucket: _Bucket, chat_id: object) -> None:
+        """Book overall in queue order, once the bucket has room now or enough cards went first."""
+        ticket, self._queue_tail = self._queue_tail, self._queue_tail + 1
+        cards_before = self._queued_since[ticket] = self._cards_booked
+        self._queued_chats[chat_id] += 1
+        try:
+            while ticket != self._queue_head:
+                await self._queue_moved.wait()
+            while True:
+                now = self._clock()
+                granted = self._granted.pop(ticket, None)
+                if granted is not None:  # a card booked this place for it
+                    at = granted
+                    break
+                at = max(now, self._resume_at, bucket.earliest(now))
+                if at <= now or self._cards_booked - cards_before >= self._max_overtaken:
+                    bucket.book(at)
+                    break
+                await self._sleep(at - now)  # cards booked meanwhile push it back; look again then
+        finally:
+            self._granted.pop(ticket, None)
+            del self._queued_since[ticket]
+            self._queued_chats[chat_id] -= 1
+            if not self._queued_chats[chat_id]:
+                del self._queued_chats[chat_id]
+            if ticket == self._queue_head:
+                self._next_in_queue()
+            else:
+                self._abandoned.add(ticket)  # cancelled while waiting: its turn is skipped
+        if at > now:
+            await self._sleep(at - now)
+
+    def _starving(self) -> bool:
+        """Whether the request first in the queue has had as many cards go before it as it may (and has no
+        place booked for it yet)."""
+        since = self._queued_since.get(self._queue_head)
+        starving = since is not None and self._cards_booked - since >= self._max_overtaken
+        return starving and self._queue_head not in self._granted
+
+    def _grant_head(self, bucket: _Bucket) -> None:
+        """Book the next place for the queue's first request (it takes it when it next looks)."""
+        now = self._clock()
+        at = max(now, self._resume_at, bucket.earliest(now))
+        bucket.book(at)
+        self._granted[self._queue_head] = at
+
+    def _next_in_queue(self) -> None:
+        self._queue_head += 1
+        while self._queue_head in self._abandoned:
+            self._abandoned.remove(self._queue_head)
+            self._queue_head += 1
+        moved, self._queue_moved = self._queue_moved, anyio.Event()
+        moved.set()
 
     def _buckets(self, endpoint: str, chat_id: object) -> list[_Bucket]:
         if chat_id is None:

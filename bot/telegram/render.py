@@ -77,6 +77,8 @@ class Card:
     answered_with: list[str] = field(default_factory=list)
     form_url: str | None = None
     """The form's Mini App page (long forms in private chats): an **Open form** button while pending."""
+    answered_by: str | None = None
+    """Who answered (their first name): named on the settled card in a group, where several people call."""
 
 
 def esc(text: str, limit: int | None = None) -> str:
@@ -252,10 +254,22 @@ def settled_screen(card: Card, outcome: Outcome) -> Screen:
     icon = {Outcome.ANSWERED: "✅", Outcome.COMPLETED: "✅", Outcome.DECLINED: "🚫"}.get(outcome, "⏹")
     url = card.prompt.request.url
     lines = _url_lines(card, check_url(url)) if url is not None else [_header(card.prompt)]
-    lines += ["", f"{icon} <b>{esc(OUTCOME_TEXT[outcome])}</b>"]
+    by = ""
+    if card.answered_by and outcome is Outcome.ANSWERED and not card.prompt.origin.is_private:
+        by = f" by {esc(card.answered_by, 64)}"
+    lines += ["", f"{icon} <b>{esc(OUTCOME_TEXT[outcome])}</b>{by}"]
     if outcome is Outcome.ANSWERED and card.state is not None:
         lines += [esc(line, VALUE_CLIP + 60) for line in card.answered_with[:30]]
     return Screen(fit(lines), None)
+
+
+def folded_screen(card: Card, result: str) -> Screen | None:
+    """A card answered just before its call ended: the settled card with the call's result (HTML, headed by
+    the tool's name) below, as one message; None when the two do not fit in one."""
+    text = f"{settled_screen(card, Outcome.ANSWERED).text}\n\n{result}"
+    if len(text) > MAX_TEXT and visible_len(text) > MAX_TEXT:
+        return None
+    return Screen(text, None)
 
 
 def progress_text(title: str, progress: Progress | None) -> str:

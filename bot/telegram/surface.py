@@ -2,13 +2,18 @@
 
 Implements `bot.core.values.Surface`. Handlers decode an update and call `on_button` / `on_text`; the
 decision is made by `mapping.form` (pure), then the card is re-rendered by `bot.telegram.render` and edited.
+
+An answered card is settled a moment later (`FOLD_GRACE_S`), not at once: when its call ends meanwhile, the
+tool runner folds the result into that one edit (`fold_result`), one message instead of two.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Final
 
 import anyio
 from telegram import User
@@ -18,7 +23,16 @@ from bot.core import Origin, Outcome, Prompt
 from bot.telegram.access import Access
 from bot.telegram.bot import CardBot
 from bot.telegram.callback_data import Action, Button
-from bot.telegram.render import Card, Screen, consented_screen, esc, prompt_screen, settled_screen
+from bot.telegram.flood import card_first
+from bot.telegram.render import (
+    Card,
+    Screen,
+    consented_screen,
+    esc,
+    folded_screen,
+    prompt_screen,
+    settled_screen,
+)
 from mapping import (
     DECLINED,
     Answer,
@@ -47,6 +61,22 @@ logger = logging.getLogger(__name__)
 
 EXPIRED = "This prompt has expired."
 NOT_ALLOWED = "You may not use this bot."
+ANSWER_SENT = "✅ Answer sent."
+FOLD_GRACE_S: Final = 1.0
+"""How long an answered card waits for its call's result before it is settled on its own. A call that answers
+at once lands well within it (bench b, d), so the answer and the result take one edit; a slower call's card
+says "Answer sent" by then, and its person was told so on the tap itself, so nobody waits without a sign."""
+
+
+@dataclass(slots=True)
+class _Parked:
+    """An answered card whose settling waits for its call's result (`FOLD_GRACE_S`)."""
+
+    card: Card
+    timer: asyncio.TimerHandle | None = None
+    taken: bool = False
+    """Its edit is decided (settled alone, or with the result folded in)."""
+    done: anyio.Event = field(default_factory=anyio.Event)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +98,9 @@ class TelegramSurface:
         self._busy: dict[str, anyio.Lock] = {}
         self.form_link: Callable[[Prompt], str | None] | None = None
         """A form's Mini App page, when it has one (set with a public URL; see `bot.web.miniapp`)."""
+        self._parked: dict[tuple[Origin, str], _Parked] = {}
+        """Answered cards waiting for their call's result, by person and server."""
+        self._settling: set[asyncio.Task[None]] = set()
 
     # -- sending ---------------------------------------------------------------------------------------
 
@@ -102,9 +135,11 @@ class TelegramSurface:
         self._busy[prompt.token] = lock = anyio.Lock(fast_acquire=True)
         # Locked until placed: a quick tap can arrive before the send's reply (429 retries, a busy loop); its
         # redraw must wait for the message id, or the card stays drawn as it was while its state moved on.
+        await self.fold_result(prompt.origin, prompt.server, None)  # the question before: "Answer sent" first
         async with lock:
             try:
-                message_id = await self.send(card.chat_id, prompt_screen(card))
+                with card_first():
+                    message_id = await self.send(card.chat_id, prompt_screen(card))
             except Forbidden:
                 await self._unreachable(prompt)
                 return
@@ -121,7 +156,89 @@ class TelegramSurface:
         if card is None:
             return
         async with self._lock(card):
+            if outcome is Outcome.ANSWERED and prompt.request.url is None and card.message_id is not None:
+                self._park(card)
+                return
             await self._settle(card, outcome)
+
+    async def fold_result(self, origin: Origin, server: str, result: str | None) -> bool:
+        """Settle the card `origin` answered for `server` last, if it still waits (`FOLD_GRACE_S`): with
+        `result` (one result message's HTML) folded in when given and it fits, else alone. True when the result
+        was folded in (the caller shows it no more); False when there was no such card, or it is settled apart
+        (then once that edit is done, so the result comes after it)."""
+        key = (origin, server)
+        parked = self._parked.get(key)
+        if parked is None:
+            return False
+        if parked.taken:
+            await parked.done.wait()
+            return False
+        parked.taken = True
+        if parked.timer is not None:
+            parked.timer.cancel()
+        screen = folded_screen(parked.card, result) if result is not None else None
+        if screen is None:
+            await self._settle_parked(key, parked)
+            return False
+        card = parked.card
+        try:
+            assert card.message_id is not None
+            with anyio.CancelScope(shield=True):
+                await self.edit(card.chat_id, card.message_id, screen)
+        except TelegramError:
+            logger.exception("could not show a result on its card %s", card.prompt.request.id)
+            return False
+        finally:
+            self._unpark(key, parked)
+        return True
+
+    def awaits_result(self, origin: Origin, server: str) -> bool:
+        """Whether a card `origin` answered for `server` waits for its call's result (it still stands for the
+        call: no status message is due meanwhile)."""
+        parked = self._parked.get((origin, server))
+        return parked is not None and not parked.taken
+
+    def _park(self, card: Card) -> None:
+        """Settle an answered card after `FOLD_GRACE_S`, unless its call's result comes first."""
+        self._forget(card)
+        key = (card.prompt.origin, card.prompt.server)
+        earlier = self._parked.get(key)
+        if earlier is not None and not earlier.taken:  # two cards answered at once: the older one goes now
+            self._grace_over(key, earlier)
+        self._parked[key] = parked = _Parked(card)
+        parked.timer = asyncio.get_running_loop().call_later(FOLD_GRACE_S, self._grace_over, key, parked)
+
+    def _grace_over(self, key: tuple[Origin, str], parked: _Parked) -> None:
+        if parked.taken:
+            return
+        parked.taken = True
+        if parked.timer is not None:
+            parked.timer.cancel()
+        task = asyncio.get_running_loop().create_task(self._settle_parked(key, parked))
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
+
+    async def _settle_parked(self, key: tuple[Origin, str], parked: _Parked) -> None:
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._settle(parked.card, Outcome.ANSWERED)
+        except TelegramError:
+            logger.exception("could not settle card %s", parked.card.prompt.request.id)
+        finally:
+            self._unpark(key, parked)
+
+    def _unpark(self, key: tuple[Origin, str], parked: _Parked) -> None:
+        if self._parked.get(key) is parked:
+            del self._parked[key]
+        parked.done.set()
+
+    async def settle_parked(self) -> None:
+        """Settle every answered card still waiting for a result, now (the bot is stopping)."""
+        for key, parked in list(self._parked.items()):
+            if not parked.taken:
+                self._grace_over(key, parked)
+        for parked in list(self._parked.values()):
+            await parked.done.wait()
 
     async def _settle(self, card: Card, outcome: Outcome) -> None:
         prompt = card.prompt
@@ -188,8 +305,9 @@ class TelegramSurface:
         form_input = self._form_input(card, button)
         if form_input is None:
             return Reply("That button does not fit this question.", alert=True)
+        card.answered_by = user.first_name
         await self._step(card, form_input)
-        return Reply()
+        return Reply(None if prompt.pending else ANSWER_SENT)
 
     def answer_from_page(self, prompt: Prompt, answer: Answer) -> bool:
         """An answer from the form's Mini App page (already read by `mapping`); False when the prompt had
@@ -245,6 +363,7 @@ class TelegramSurface:
             await self.send(card.chat_id, Screen(hint), reply_to=message_id)
             return
         # The card moves below the reply, so the refusal ("⚠️ must be ...") and the question stay in view.
+        card.answered_by = user.first_name
         await self._step(card, TextInput(text), moved=True)
 
     # -- internals -------------------------------------------------------------------------------------
@@ -351,7 +470,8 @@ class TelegramSurface:
         if moved:
             # After a typed answer the card would sit above the reply: send it again below and retire the old one.
             old = card.message_id
-            self._place(card, await self.send(card.chat_id, screen))
+            with card_first():  # the next question: its person is waiting for it
+                self._place(card, await self.send(card.chat_id, screen))
             await self._retire(card.chat_id, old)
             return
         resent = await self.edit(card.chat_id, card.message_id, screen)

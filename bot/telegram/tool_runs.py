@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import re
 import secrets
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -18,6 +19,7 @@ from bot.core import CallStatus, Origin, Progress, Prompt, PromptRegistry, ToolI
 from bot.core.call_args import missing_required, sub_schema
 from bot.servers.hub import Hub
 from bot.telegram.access import Access
+from bot.telegram.flood import Withdrawn, unless
 from bot.telegram.render import Screen, clip, esc, progress_text
 from bot.telegram.surface import TelegramSurface
 from mapping import Request, RequestKind, UnsupportedSchema, new_request_id, parse_schema
@@ -128,6 +130,8 @@ class _Status:
     """The message lags behind `latest` (or is not sent yet)."""
     keeper: bool = False
     """A task is bringing the message up to date (it ends when nothing is left to show)."""
+    asker: tuple[Origin, str] | None = None
+    """Whose cards (person, server) stand for this call: the last answered one may take its result."""
 
 
 class ToolRunner:
@@ -138,6 +142,9 @@ class ToolRunner:
         self.prompts = prompts
         self.surface = surface
         self.access = access
+        self._running: Counter[tuple[Origin, str]] = Counter()
+        """Calls running per person and server: a result is folded into an answered card only when just one
+        call could have asked it."""
 
     async def run(self, tool: ToolInfo, args: dict[str, Any], origin: Origin) -> None:
         """Ask for missing required arguments, then call and report; never raises for outcomes. A person not
@@ -147,13 +154,24 @@ class ToolRunner:
                 "a call of %s for user %s, who is not allowed, was refused", tool.name, origin.user_id
             )
             return
+        key = (origin, tool.server)
+        self._running[key] += 1
+        try:
+            await self._run(tool, args, origin)
+        finally:
+            self._running[key] -= 1
+            if not self._running[key]:
+                del self._running[key]
+
+    async def _run(self, tool: ToolInfo, args: dict[str, Any], origin: Origin) -> None:
+        """Ask for missing required arguments, then call and report; never raises for outcomes."""
         missing = missing_required(tool.input_schema, args)
         if missing:
             extra = await self._ask_arguments(tool, missing, origin)
             if extra is None:
                 return
             args = {**args, **extra}
-        status = _Status(origin.chat_id, None, f"{tool.server} · {tool.name}")
+        status = _Status(origin.chat_id, None, f"{tool.server} · {tool.name}", asker=(origin, tool.server))
         loop = asyncio.get_running_loop()
         timer: asyncio.TimerHandle | None = None
         async with anyio.create_task_group() as tg:
@@ -166,17 +184,19 @@ class ToolRunner:
 
             def status_due() -> None:
                 nonlocal timer
-                if self.prompts.asking(origin, tool.server):
-                    # The card waiting for this person stands for the call, and a status below it would push
-                    # it up: look again in a second (the call may still run once the card is answered).
-                    timer = loop.call_later(STATUS_AFTER_S, status_due)
-                else:
+                if status.message_id is not None:
+                    return
+                # Until the status message is out, look again every second: the card waiting for this person
+                # (or, answered, for the result) stands for the call, and a status below it would push it up;
+                # and a status on its way gives way to a card that comes first (`unless` in `_keep_status`).
+                timer = loop.call_later(STATUS_AFTER_S, status_due)
+                if not status.keeper and not self._card_stands_for(origin, tool.server):
                     show_status()
 
             async def on_progress(progress: Progress) -> None:
                 status.latest = progress
                 shown = status.message_id is not None or status.keeper
-                if shown or not self.prompts.asking(origin, tool.server):
+                if shown or not self._card_stands_for(origin, tool.server):
                     show_status()  # else the timer shows it once the card is answered
 
             # A loop timer, not a sleeping task: most calls end before it fires, and a task per call would
@@ -205,17 +225,34 @@ class ToolRunner:
                 with self.prompts.shielded_io():
                     try:
                         if status.message_id is None:
-                            status.message_id = await self.surface.send(status.chat_id, screen)
+                            with unless(functools.partial(self._status_moot, status)):
+                                status.message_id = await self.surface.send(status.chat_id, screen)
                         else:
                             resent = await self.surface.edit(status.chat_id, status.message_id, screen)
                             status.message_id = resent or status.message_id
+                    except Withdrawn:
+                        status.dirty = False  # a card came first; the timer looks again
                     except TelegramError:
                         logger.info("status message failed", exc_info=True)
         finally:
             status.keeper = False
 
+    def _status_moot(self, status: _Status) -> bool:
+        return status.asker is not None and self._card_stands_for(*status.asker)
+
+    def _card_stands_for(self, origin: Origin, server: str) -> bool:
+        """Whether a card of `server`'s for `origin` stands for their call: waiting for them, or answered and
+        waiting for the call's result."""
+        return self.prompts.asking(origin, server) or self.surface.awaits_result(origin, server)
+
     async def _show(self, status: _Status, outcome: ToolOutcome) -> None:
         messages = result_messages(status.title, outcome)
+        if status.asker is not None:
+            # The result goes on the card just answered, when this call is the only one that could have asked
+            # it and no status message stands for the call; else that card is settled first, above the result.
+            alone = status.message_id is None and self._running[status.asker] == 1
+            if await self.surface.fold_result(*status.asker, messages[0] if alone else None):
+                messages.pop(0)
         if status.message_id is not None:
             await self.surface.edit(status.chat_id, status.message_id, Screen(messages.pop(0)))
         for text in messages:

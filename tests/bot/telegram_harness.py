@@ -24,20 +24,28 @@ from tests.servers.elicit import build_server as build_elicit
 
 ALICE_ID, BOB_ID, MALLORY_ID = 1001, 1002, 6666
 GROUP_ID = -5001
-_RESULT_HEAD = re.compile(r"(?:✅|❌|⚠️|⌛|⏹) \S+ · \S+")
-"""The first line of a call's result: its outcome's icon, then "server · tool"."""
+_RESULT_HEAD = re.compile(r"^(?:✅|❌|⚠️|⌛|⏹) \S+ · \S+", re.MULTILINE)
+"""The first line of a call's result: its outcome's icon, then "server · tool" (first in its own message, or
+below the answered card it was folded into)."""
 
 
 def is_result(m: Msg, after: Msg) -> bool:
     """Whether `m` is the result of the call that `after` (a person's /call) started: a bot message in that
-    chat, later than the /call, headed like a result. A quick call sends it as a new message; a slow one's
-    status message turns into it."""
+    chat, later than the /call, with a result's head line. A quick call sends it as a new message, or folds it
+    into the card its person just answered; a slow one's status message turns into it."""
     return (
         m.from_bot
         and m.chat_id == after.chat_id
         and m.message_id > after.message_id
-        and _RESULT_HEAD.match(m.text) is not None
+        and _RESULT_HEAD.search(m.text) is not None
     )
+
+
+def result_body(m: Msg) -> str:
+    """What a result message shows below its head line (the call's output), wherever the result stands."""
+    head = _RESULT_HEAD.search(m.text)
+    assert head is not None, m.text
+    return m.text[head.end() :].split("\n", 1)[1]
 
 
 @dataclass

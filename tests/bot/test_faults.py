@@ -9,6 +9,7 @@ import anyio
 import httpx
 import pytest
 
+from bot.telegram import surface
 from tests.bot.support import stdio_server
 from tests.bot.telegram_harness import ALICE_ID, BOB_ID, Chat, bot_scene
 from tests.fake_telegram import Msg
@@ -132,9 +133,11 @@ async def test_429s_during_a_card_flow_are_waited_out_and_nothing_is_dropped() -
         assert cards == [card, confirm]  # each card once: nothing dropped, nothing sent twice
 
 
-async def test_a_lost_card_is_sent_again_and_not_modified_is_ignored() -> None:
+async def test_a_lost_card_is_sent_again_and_not_modified_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     """ "message to edit not found" re-sends the card, which then lives on as the card; "message is not
     modified" is taken as done. The flow completes, and a tap on the stale copy gets an alert."""
+    # Cards settle at once, apart from the result: the "not modified" below hits the settling edit.
+    monkeypatch.setattr(surface, "FOLD_GRACE_S", 0.0)
     async with bot_scene() as s:
         await s.alice.send("/call demo deploy")
         lost = await s.fake.wait_for(lambda m: "Where should web be deployed?" in m.text and has_buttons(m))

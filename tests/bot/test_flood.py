@@ -12,7 +12,7 @@ import anyio
 import pytest
 from telegram.error import RetryAfter
 
-from bot.telegram.flood import RETRY_MARGIN_S, FloodLimiter
+from bot.telegram.flood import RETRY_MARGIN_S, FloodLimiter, Withdrawn, card_first, unless
 
 pytestmark = pytest.mark.anyio
 
@@ -99,7 +99,7 @@ def recorder(time: VirtualTime) -> tuple[list[tuple[str, object, float]], Any]:
 
 async def test_overall_requests_are_spaced_after_a_burst_and_those_without_a_chat_are_not_counted() -> None:
     time = VirtualTime()
-    limiter = FloodLimiter(overall_per_s=4, clock=time.clock, sleep=time.sleep)
+    limiter = FloodLimiter(overall_per_s=4, overall_burst=4, clock=time.clock, sleep=time.sleep)
     sent, request = recorder(time)
     edits = [functools.partial(request, limiter, "editMessageText", 1000 + chat) for chat in range(6)]
     await time.run(*edits, functools.partial(request, limiter, "answerCallbackQuery"))
@@ -131,7 +131,9 @@ async def test_a_group_gets_its_own_slower_bucket_and_a_channel_name_counts_as_o
 async def test_a_chat_waiting_for_its_own_bucket_holds_up_no_other_chat() -> None:
     """The overall place is booked only when a chat's own wait is over (else one busy chat stalls all)."""
     time = VirtualTime()
-    limiter = FloodLimiter(chat_burst=1, chat_period_s=60, clock=time.clock, sleep=time.sleep)
+    limiter = FloodLimiter(
+        chat_burst=1, chat_period_s=60, overall_burst=10, clock=time.clock, sleep=time.sleep
+    )
     sent, request = recorder(time)
     await time.run(*(functools.partial(request, limiter, "sendMessage", chat) for chat in (1001, 1001, 1002)))
     assert sent == [
@@ -190,3 +192,94 @@ async def test_a_call_that_asks_for_no_retries_gets_none(monkeypatch: pytest.Mon
     assert failed.group_contains(RetryAfter)
     assert tries == [1000.0]
     assert time.slept == []
+
+
+def card(request: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    """`request` made as a new card (inside `card_first`)."""
+
+    async def sent_as_card(*args: Any) -> None:
+        with card_first():
+            await request(*args)
+
+    return sent_as_card
+
+
+async def test_new_cards_go_before_other_chats_waiting_results() -> None:
+    """Under a backlog, cards that arrive after results to other chats are sent first; the results follow in
+    their own order."""
+    time = VirtualTime()
+    limiter = FloodLimiter(overall_per_s=4, clock=time.clock, sleep=time.sleep)
+    sent, request = recorder(time)
+    results = [functools.partial(request, limiter, "editMessageText", chat) for chat in (1, 2, 3)]
+    cards = [functools.partial(card(request), limiter, "sendMessage", chat) for chat in (11, 12, 13)]
+    await time.run(*results, *cards)
+    assert [(chat, at - 1000.0) for _, chat, at in sent] == [
+        (1, 0.0),  # room at once: nothing waits for it
+        (11, 0.25),
+        (12, 0.5),
+        (13, 0.75),
+        (2, 1.0),
+        (3, 1.25),
+    ]
+
+
+async def test_cards_overtake_a_waiting_request_at_most_max_overtaken_times() -> None:
+    """A flood of cards cannot starve a result: once `max_overtaken` cards went before it, it goes next."""
+    time = VirtualTime()
+    limiter = FloodLimiter(overall_per_s=4, max_overtaken=2, clock=time.clock, sleep=time.sleep)
+    sent, request = recorder(time)
+    results = [functools.partial(request, limiter, "editMessageText", chat) for chat in (1, 2)]
+    cards = [functools.partial(card(request), limiter, "sendMessage", 10 + n) for n in range(5)]
+    await time.run(*results, *cards)
+    assert [chat for _, chat, _ in sent] == [1, 10, 11, 2, 12, 13, 14]
+    assert [at - 1000.0 for _, _, at in sent] == [0.25 * n for n in range(7)]
+
+
+async def test_a_card_never_overtakes_a_waiting_request_to_its_own_chat() -> None:
+    """Within one chat, order is kept: a card for a chat with a request still waiting goes after it (a card
+    for another chat still goes first)."""
+    time = VirtualTime()
+    limiter = FloodLimiter(overall_per_s=4, clock=time.clock, sleep=time.sleep)
+    sent, request = recorder(time)
+    await time.run(
+        functools.partial(request, limiter, "editMessageText", 1),
+        functools.partial(request, limiter, "editMessageText", 2),  # waits: the bucket has no room
+        functools.partial(card(request), limiter, "sendMessage", 2),
+        functools.partial(card(request), limiter, "sendMessage", 3),
+    )
+    assert [(endpoint, chat) for endpoint, chat, _ in sent] == [
+        ("editMessageText", 1),
+        ("sendMessage", 3),
+        ("editMessageText", 2),
+        ("sendMessage", 2),
+    ]
+
+
+async def test_a_request_made_moot_by_a_card_gives_way_and_is_not_sent() -> None:
+    """A request made `unless(moot)` (a status message) is passed by a card to its own chat, and is not sent
+    at all when `moot()` holds once its turn comes: `Withdrawn` instead."""
+    time = VirtualTime()
+    limiter = FloodLimiter(overall_per_s=4, clock=time.clock, sleep=time.sleep)
+    sent, request = recorder(time)
+    card_out = False
+    withdrawn: list[str] = []
+
+    async def status() -> None:
+        with unless(lambda: card_out):
+            try:
+                await request(limiter, "sendMessage", 1)
+            except Withdrawn:
+                withdrawn.append("status")
+
+    async def the_card() -> None:
+        nonlocal card_out
+        card_out = True
+        await card(request)(limiter, "sendMessage", 1)
+
+    await time.run(
+        functools.partial(request, limiter, "editMessageText", 2),  # fills the bucket: the status waits
+        status,
+        the_card,
+    )
+    assert sent == [("editMessageText", 2, 1000.0), ("sendMessage", 1, 1000.25)]  # the card, in the next place
+    assert withdrawn == ["status"]

@@ -48,7 +48,7 @@ from mapping import (
     start,
 )
 from tests.bot.support import ALICE, RecordingSurface, make_config, placeholder
-from tests.bot.telegram_harness import Chat, bot_scene, is_result
+from tests.bot.telegram_harness import Chat, bot_scene, is_result, result_body
 from tests.fake_telegram import FakeUser, Msg
 from tests.mapping.test_properties import KEYWORDS, inputs, junk, schemas
 from tests.servers.elicit import build_server
@@ -428,7 +428,7 @@ def ask_url(url: str, message: str = "Please sign in") -> str:
 
 def server_saw(result: Msg) -> dict[str, Any]:
     """The test server's report of the answer it got (the result message's body)."""
-    return json.loads(result.text.split("\n", 1)[1])
+    return json.loads(result_body(result))
 
 
 def tap_data(card: Msg, row: int = 0, column: int = 0) -> str:
