@@ -29,6 +29,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "ElicitationConfig",
+    "LimitsConfig",
     "MiniAppConfig",
     "Secret",
     "ServerConfig",
@@ -181,6 +182,33 @@ class SessionsConfig:
     """At most this many sessions at once; to open another, the least recently used idle one is closed."""
 
 
+@dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    """`[limits]`: what one person may start, and the server processes of everyone; 0 means no limit.
+
+    All off unless set, except under `allow_everyone`, where the `public()` values are the defaults.
+    """
+
+    calls_per_minute: int = 0
+    """Tool calls one person may start in any 60 seconds."""
+    concurrent_calls: int = 0
+    """Tool calls of one person running at once."""
+    open_questions: int = 0
+    """Servers' questions waiting for one person's answer at once."""
+    stdio_processes: int = 0
+    """Server processes (stdio sessions) the bot runs in total; past it, unshared stdio sessions are refused."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if getattr(self, f.name) < 0:
+                raise ValueError(f"limits.{f.name} must be 0 (no limit) or more")
+
+    @classmethod
+    def public(cls) -> LimitsConfig:
+        """The defaults for a bot open to everyone."""
+        return cls(calls_per_minute=10, concurrent_calls=2, open_questions=3, stdio_processes=20)
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class ServerConfig:
     """`[servers.<name>]`: an MCP server, started as a subprocess (`command`) or reached over HTTP (`url`)."""
@@ -252,6 +280,8 @@ class Config:
     """`[web]`; None when absent (then the endpoint is off: polling needs none)."""
     miniapp: MiniAppConfig = field(default_factory=MiniAppConfig)
     """`[miniapp]`; in effect only with `[web] public_url` (see `miniapp_on`)."""
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    """`[limits]`; absent keys are off, or `LimitsConfig.public()`'s under `allow_everyone`."""
 
     @property
     def miniapp_on(self) -> bool:
@@ -317,7 +347,7 @@ def parse_config(data: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
     """
     problems: list[str] = []
     root = read.Section(data, "", environ, problems)
-    root.only(("telegram", "elicitation", "sessions", "servers", "web", "miniapp"))
+    root.only(("telegram", "elicitation", "sessions", "servers", "web", "miniapp", "limits"))
     telegram = _telegram(root.section("telegram"))
     web = _web(root, telegram.mode)
     e = root.section("elicitation")
@@ -331,6 +361,7 @@ def parse_config(data: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
     )
     servers = _servers(root)
     miniapp = _miniapp(root.section("miniapp"))
+    limits = _limits(root.section("limits"), telegram.allow_everyone)
     if problems:
         raise ConfigError(problems)
     return Config(
@@ -340,7 +371,21 @@ def parse_config(data: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
         sessions=sessions,
         web=web,
         miniapp=miniapp,
+        limits=limits,
     )
+
+
+def _limits(section: read.Section, public: bool) -> LimitsConfig:
+    defaults = LimitsConfig.public() if public else LimitsConfig()
+    names = tuple(f.name for f in fields(LimitsConfig))
+    section.only(names)
+    return LimitsConfig(**{name: section.get(name, _limit, getattr(defaults, name)) for name in names})
+
+
+def _limit(value: object, environ: Mapping[str, str]) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise read.Invalid("must be 0 (no limit) or a positive integer")
+    return value
 
 
 def _telegram(t: read.Section) -> TelegramConfig:

@@ -37,6 +37,7 @@ _ICON = {
     CallStatus.UNAVAILABLE: "⚠️",
     CallStatus.TIMED_OUT: "⌛",
     CallStatus.CANCELLED: "⏹",
+    CallStatus.REFUSED: "🚫",
 }
 _LABEL = {
     CallStatus.TOOL_ERROR: "tool error",
@@ -48,7 +49,13 @@ _LABEL = {
 
 
 def result_messages(title: str, outcome: ToolOutcome) -> list[str]:
-    """The result as HTML messages within Telegram's limits (long output split, then trimmed with a note)."""
+    """The result as HTML messages within Telegram's limits (long output split, then trimmed with a note).
+
+    A refused call is one line, or nothing when the person was told about that limit recently.
+    """
+    if outcome.status is CallStatus.REFUSED:
+        text = f"🚫 <b>{esc(title, 100)}</b> — refused: {esc(outcome.text, 300)}"
+        return [text] if outcome.text else []
     label = _LABEL.get(outcome.status)
     header = f"{_ICON[outcome.status]} <b>{esc(title, 100)}</b>" + (f" — {label}" if label else "")
     body = outcome.text.strip()
@@ -192,7 +199,7 @@ class ToolRunner:
 
     async def _show(self, status: _Status, outcome: ToolOutcome) -> None:
         messages = result_messages(status.title, outcome)
-        if status.message_id is not None:
+        if status.message_id is not None and messages:
             await self.surface.edit(status.chat_id, status.message_id, Screen(messages.pop(0)))
         for text in messages:
             await self.surface.send(status.chat_id, Screen(text))
