@@ -24,6 +24,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.core import Origin, Outcome, Prompt, PromptRegistry
 from bot.servers.connections import Connection
+from bot.servers.limits import Limits
 from mapping import (
     FormSpec,
     MappingError,
@@ -42,10 +43,13 @@ _caller: contextvars.ContextVar[Origin | None] = contextvars.ContextVar("toolnex
 class Elicitations:
     """Routes each session's questions to a person; one instance per hub."""
 
-    def __init__(self, prompts: PromptRegistry) -> None:
+    def __init__(self, prompts: PromptRegistry, limits: Limits | None = None) -> None:
         self.prompts = prompts
+        self.limits = limits
         self._serial: dict[Hashable, anyio.Lock] = {}
         self._current: dict[Hashable, Origin] = {}
+        self._asked: dict[Hashable, anyio.Event] = {}
+        """Per serialized session: set when the call holding it asks its person a question."""
 
     @contextmanager
     def calling(self, origin: Origin) -> Iterator[None]:
@@ -58,17 +62,46 @@ class Elicitations:
 
     @asynccontextmanager
     async def serialized(self, conn: Connection, origin: Origin) -> AsyncIterator[None]:
-        """A shared legacy session cannot tell whose call an elicitation belongs to: one call at a time."""
+        """A shared legacy session cannot tell whose call an elicitation belongs to: one call at a time.
+
+        A call that has to wait while another person's question is open is told so, once: that question
+        holds everyone up to its own prompt timeout.
+        """
         if not conn.server.shared or conn.protocol in MODERN_PROTOCOL_VERSIONS:
             yield
             return
         lock = self._serial.setdefault(conn.key, anyio.Lock(fast_acquire=True))
-        async with lock:
+        await self._acquire(lock, conn, origin)
+        try:
             self._current[conn.key] = origin
-            try:
-                yield
-            finally:
-                self._current.pop(conn.key, None)
+            yield
+        finally:
+            self._current.pop(conn.key, None)
+            lock.release()
+
+    async def _acquire(self, lock: anyio.Lock, conn: Connection, origin: Origin) -> None:
+        if not lock.locked():
+            await lock.acquire()
+            return
+        acquired = False
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._tell_when_asked, conn, origin)
+                await lock.acquire()
+                acquired = True
+                tg.cancel_scope.cancel()
+        except BaseException:
+            if acquired:
+                lock.release()
+            raise
+
+    async def _tell_when_asked(self, conn: Connection, origin: Origin) -> None:
+        if not conn.open_prompts:
+            await self._asked.setdefault(conn.key, anyio.Event()).wait()
+        with anyio.CancelScope(shield=True):
+            await self.prompts.surface.notify(
+                origin, f"⏳ waiting for another person's question on {conn.server.name}"
+            )
 
     async def on_elicit(
         self, conn: Connection, ctx: ClientRequestContext, params: ElicitRequestParams
@@ -100,6 +133,13 @@ class Elicitations:
         message = wire.get("message") if isinstance(wire.get("message"), str) else ""
         if origin is None:
             return ErrorData(code=types.INVALID_REQUEST, message="elicitation outside of any tool call")
+        if self.limits is not None:
+            open_now = sum(1 for p in self.prompts.pending() if p.origin.user_id == origin.user_id)
+            refusal = self.limits.question(origin.user_id, open_now)
+            if refusal is not None:
+                if refusal.tell:
+                    await self._report(origin, conn.server.name, str(message), refusal.reason)
+                return ElicitResult(action="cancel")
         try:
             request = elicitation_to_request(wire)
             form = (
@@ -125,6 +165,9 @@ class Elicitations:
             why_withdrawn=lambda: _why_withdrawn(conn),
         )
         conn.prompt_opened(+1)
+        asked = self._asked.pop(conn.key, None)
+        if asked is not None:
+            asked.set()  # calls waiting for this shared legacy session learn why
         try:
             answer = await self.prompts.ask(prompt)
         finally:
