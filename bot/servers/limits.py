@@ -25,8 +25,6 @@ WINDOW_S: Final = 60.0
 """`calls_per_minute` counts the calls started in the last this many seconds."""
 TELL_EVERY_S: Final = 60.0
 """A person hears about one limit at most once in this many seconds; refusals in between are silent."""
-_SWEEP_AT: Final = 4096
-"""Forget expired 'told' marks once there are this many (strangers come and go)."""
 
 
 class Limit(enum.StrEnum):
@@ -60,10 +58,13 @@ class Limits:
         self._started: dict[int, deque[float]] = {}
         self._running: Counter[int] = Counter()
         self._told: dict[tuple[int, Limit], float] = {}
+        self._next_sweep = clock() + WINDOW_S
 
     def start_call(self, user_id: int) -> Refusal | None:
         """Admit a call of `user_id` (then `end_call` must follow), or refuse it."""
         now = self._now()
+        if now >= self._next_sweep:
+            self._sweep(now)
         started = self._started.setdefault(user_id, deque())
         while started and started[0] <= now - WINDOW_S:
             started.popleft()
@@ -93,9 +94,6 @@ class Limits:
         self._running[user_id] -= 1
         if self._running[user_id] <= 0:
             del self._running[user_id]
-            started = self._started.get(user_id)
-            if started is not None and (not started or started[-1] <= self._now() - WINDOW_S):
-                del self._started[user_id]  # else every stranger who ever called stays for good
 
     def question(self, user_id: int, open_now: int) -> Refusal | None:
         """Whether a server may ask `user_id` one more question while `open_now` of theirs are open."""
@@ -129,7 +127,11 @@ class Limits:
         told = self._told.get((user_id, limit))
         if told is not None and now - told < TELL_EVERY_S:
             return Refusal(limit, line, tell=False)
-        if len(self._told) >= _SWEEP_AT:
-            self._told = {k: t for k, t in self._told.items() if now - t < TELL_EVERY_S}
         self._told[(user_id, limit)] = now
         return Refusal(limit, line)
+
+    def _sweep(self, now: float) -> None:
+        """Forget people whose last call and last refusal are over a minute old (strangers come and go)."""
+        self._next_sweep = now + WINDOW_S
+        self._started = {u: s for u, s in self._started.items() if s and s[-1] > now - WINDOW_S}
+        self._told = {k: t for k, t in self._told.items() if now - t < TELL_EVERY_S}

@@ -44,7 +44,9 @@ async def deploy_card(s: Chat, user: FakeUser, service: str) -> Msg:
     )
 
 
-async def finish_deploy(s: Chat, user: FakeUser, card: Msg, service: str, choice: str, environment: str) -> None:
+async def finish_deploy(
+    s: Chat, user: FakeUser, card: Msg, service: str, choice: str, environment: str
+) -> None:
     """Choose, submit, confirm, submit; the result names this person's service and choice."""
     await user.press(card, choice)
     await s.fake.wait_for(lambda m: m is card and "Please review" in m.text)
@@ -74,6 +76,9 @@ async def test_a_stranger_looping_call_is_throttled_while_another_stranger_is_se
         for _ in range(3):
             await s.mallory.send("/call demo long_task steps=1")
         await finish_deploy(s, s.alice, card, "alice", "Production (live)", "production")
+        # The bot sends to one chat in the order it asked to: a reply after the loop comes after any line.
+        await s.mallory.send("/help")
+        await s.fake.next_message(s.mallory, containing="/tools")
         counted = await refusals(port)
         said = [m for m in s.fake.messages(s.mallory, from_bot=True) if "refused" in m.text]
         results = [m for m in s.fake.messages(s.mallory, from_bot=True) if "long_task" in m.text]
@@ -115,5 +120,7 @@ async def test_on_a_shared_legacy_session_the_next_person_is_told_they_wait_for_
         assert told.text == "⏳ waiting for another person's question on demo"
         assert not any("Where should bob" in m.text for m in s.fake.messages(s.bob, from_bot=True))
         await finish_deploy(s, s.alice, alice_card, "alice", "Staging (safe to try)", "staging")
-        bob_card = await s.fake.wait_for(lambda m: "Where should bob be deployed?" in m.text and has_buttons(m))
+        bob_card = await s.fake.wait_for(
+            lambda m: "Where should bob be deployed?" in m.text and has_buttons(m)
+        )
         await finish_deploy(s, s.bob, bob_card, "bob", "Production (live)", "production")
