@@ -233,15 +233,22 @@ async def bot_process(
     memory: Path | None = None,
     callgrind: bool = False,
     web_port: int | None = None,
+    config_text: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[BotProcess]:
     """Start `python -m bench.botproc [--unthrottled] --config <tmp>` and wait until it polls the fake.
+
+    `config_text` is the whole config file instead of one written for `server`; `env` adds to the environment.
 
     With `callgrind`, the bot runs under valgrind's callgrind with instrumentation off; `BotProcess.count`
     switches it on and off, and `instructions()` reads what was counted since the last reading.
     """
     with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
         config = Path(tmp) / "bot.toml"
-        write_config(config, fake, server, max_open=max_open, web_port=web_port)
+        if config_text is None:
+            write_config(config, fake, server, max_open=max_open, web_port=web_port)
+        else:
+            config.write_text(config_text)
         stderr = Path(tmp) / "bot.stderr"
         command = [sys.executable, "-m", "bench.botproc", "--config", str(config), "--log-level", "WARNING"]
         if unthrottled:
@@ -259,7 +266,14 @@ async def bot_process(
             ]
         polls = fake.call_counts()["getUpdates"]
         with _sink(stderr) as err:
-            process = await anyio.open_process(command, cwd=ROOT, stdin=DEVNULL, stdout=DEVNULL, stderr=err)
+            process = await anyio.open_process(
+                command,
+                cwd=ROOT,
+                stdin=DEVNULL,
+                stdout=DEVNULL,
+                stderr=err,
+                env={**os.environ, **(env or {})},
+            )
         bot = BotProcess(process, fake, stderr, callgrind_out=Path(tmp) / "cg" if callgrind else None)
         try:
             with anyio.fail_after(300 if callgrind else 30):
