@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from bench import report, scenarios
+from bench import demo, report, scenarios
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -87,3 +87,12 @@ def test_the_report_has_a_row_for_every_scenario_it_is_given() -> None:
     text = report.table(results)
     assert "d. flood legacy" in text
     assert "zero lost" in text
+
+
+async def test_the_public_demo_scenario_has_every_stranger_complete_deploy_with_their_own_answers() -> None:
+    """e: the shipped config with allow_everyone; three strangers each finish deploy with their own choice,
+    served by one shared demo process beside the bot; the report has its table."""
+    result = await demo.public_demo(3)
+    assert (result["completed"], result["lost"], result["crossed"]) == (3, 0, 0)
+    assert result["processes_most"] == 2
+    assert "e. public demo" in report.table({"public_demo": result})
