@@ -5,6 +5,8 @@ Real PTB against the fake Bot API, the real demo server in-process, /metrics scr
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -17,11 +19,14 @@ from tests.fake_telegram import FakeUser, Msg
 
 pytestmark = pytest.mark.anyio
 
-PUBLIC: dict[str, object] = {"allow_everyone": True, "allowed": []}
-
 
 def has_buttons(msg: Msg) -> bool:
     return bool(msg.buttons)
+
+
+def succeeded(call: Msg) -> Callable[[Msg], bool]:
+    """Matches the successful result of the call `call` started."""
+    return lambda m: is_result(m, after=call) and "✅" in m.text
 
 
 async def refusals(port: int) -> dict[str, float]:
@@ -65,11 +70,11 @@ async def test_a_stranger_looping_call_is_throttled_while_another_stranger_is_se
     (the rest silently, all counted in /metrics); another stranger's deploy meanwhile completes normally."""
     port = free_port()
     per_minute = LimitsConfig.public().calls_per_minute
-    async with bot_scene(web={"listen": "127.0.0.1", "port": port}, **PUBLIC) as s:
+    async with bot_scene(web={"listen": "127.0.0.1", "port": port}, allow_everyone=True, allowed=[]) as s:
         card = await deploy_card(s, s.alice, "alice")
         for _ in range(per_minute):
             call = await s.mallory.send("/call demo long_task steps=1")
-            await s.fake.wait_for(lambda m, call=call: is_result(m, after=call) and "✅" in m.text)
+            await s.fake.wait_for(succeeded(call))
         await s.mallory.send("/call demo long_task steps=1")
         refused = await s.fake.next_message(s.mallory, containing="refused")
         assert f"at most {per_minute} calls a minute" in refused.text and "\n" not in refused.text
@@ -93,7 +98,7 @@ async def test_strangers_are_limited_only_when_the_operator_sets_limits() -> Non
     async with bot_scene() as s:
         for _ in range(LimitsConfig.public().calls_per_minute + 2):
             call = await s.alice.send("/call demo long_task steps=1")
-            await s.fake.wait_for(lambda m, call=call: is_result(m, after=call) and "✅" in m.text)
+            await s.fake.wait_for(succeeded(call))
         assert not any("refused" in m.text for m in s.fake.messages(s.alice, from_bot=True))
 
 
