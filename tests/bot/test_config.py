@@ -16,6 +16,7 @@ from bot.config import (
     Config,
     ConfigError,
     ElicitationConfig,
+    LimitsConfig,
     MiniAppConfig,
     Secret,
     ServerConfig,
@@ -512,7 +513,8 @@ def test_the_example_config_shows_every_option_and_its_commented_ones_are_valid(
     def keys(cls: type) -> set[str]:
         return {f.name for f in dataclasses.fields(cls)}
 
-    assert set(data) == {"telegram", "elicitation", "sessions", "servers", "web", "miniapp"}
+    assert set(data) == {"telegram", "elicitation", "sessions", "servers", "web", "miniapp", "limits"}
+    assert set(data["limits"]) == keys(LimitsConfig)
     assert set(data["telegram"]) == keys(TelegramConfig) - {"token_problem"}
     assert set(data["web"]) == keys(WebConfig)
     assert set(data["miniapp"]) == keys(MiniAppConfig)
