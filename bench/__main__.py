@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 
-from bench import report, scenarios
+from bench import demo, report, scenarios
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -48,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
         "--flood", type=int, default=300, help="d. prompts started within one second (default 300)"
     )
     p.add_argument(
+        "--strangers",
+        type=int,
+        default=1000,
+        help="e. strangers through the demo deploy with the shipped config (default 1000)",
+    )
+    p.add_argument(
         "--protocols", default="legacy,2026-07-28", help="a. MCP revisions to measure (comma-separated)"
     )
     p.add_argument(
@@ -55,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         default="aiohttp,httpx",
         help="a. Bot API clients under the bot to compare, the shipped one first (default aiohttp,httpx)",
     )
-    p.add_argument("--only", default="abcd", help="which scenarios to run (default abcd)")
+    p.add_argument("--only", default="abcde", help="which scenarios to run (default abcde)")
     p.add_argument(
         "--profile-bot",
         metavar="PATH",
@@ -75,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.quick:
         args.elicitations, args.parallel, args.per_kind, args.users, args.flood = 20, 2, 4, 10, 10
+        args.strangers = 10
         args.instructions_per_person = 1
     results: dict[str, Any] = {}
     if "a" in args.only:
@@ -113,6 +120,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         results["pending"] = await scenarios.pending_users(args.users, profile=profile)
     if "d" in args.only:
         results["flood"] = await scenarios.flood(args.flood)
+    if "e" in args.only:
+        results["public_demo"] = await demo.public_demo(args.strangers)
     return results
 
 

@@ -223,6 +223,31 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             f"{d.get('everything_over_theory', '?')}x",
         )
         add(s, "429s from the fake", d["fake_429s"], f"other errors {d['other_errors']}")
+    e = results.get("public_demo")
+    if e:
+        s = "e. public demo"
+        wrong = e["lost"] + e["crossed"]
+        add(
+            s,
+            "strangers",
+            e["strangers"],
+            f"within {e['started_within_s']:g} s, shipped config, allow_everyone",
+        )
+        add(
+            s,
+            "completed the deploy flow",
+            e["completed"],
+            "zero lost or crossed" if not wrong else f"{wrong} WRONG",
+        )
+        add(s, "peak RSS MB, bot and servers", e["peak_rss_mb_total"], f"bot alone {e['peak_rss_mb_bot']}")
+        add(s, "processes", e["processes_most"], "the bot and its server processes, most at once")
+        add(
+            s,
+            "last result after s",
+            e["last_result_s"],
+            f"{e['messages_accepted']} messages accepted: theory {e['theoretical_min_s']} s at 30/s",
+        )
+        add(s, "429s from the fake", e["fake_429s"])
     return out
 
 
@@ -259,6 +284,7 @@ TITLES: Final = {
     "b": "b. Bot API calls per elicitation, by form kind",
     "c": "c. People with a prompt pending at the same time",
     "d": "d. Flood against a fake enforcing Telegram's rate limits",
+    "e": "e. The public demo: strangers through deploy with the shipped config",
 }
 
 

@@ -168,6 +168,12 @@ def write_config(
         "[sessions]",
         f"max_open = {max_open}",
         "idle_timeout_s = 3600",
+        # The bench's scripted people call far faster than the per-person limits of a public bot allow.
+        "[limits]",
+        "calls_per_minute = 0",
+        "concurrent_calls = 0",
+        "open_questions = 0",
+        "stdio_processes = 0",
         *web,
         f"[servers.{SERVER}]",
         *(f"{k} = {_toml(v)}" for k, v in server.items()),
@@ -236,16 +242,23 @@ async def bot_process(
     callgrind: bool = False,
     web_port: int | None = None,
     client: str = "aiohttp",
+    config_text: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[BotProcess]:
     """Start `python -m bench.botproc [--unthrottled] [--client C] --config <tmp>` and wait until it polls the
     fake. `client` is the Bot API client under the bot: "aiohttp" (shipped) or "httpx" (PTB's own).
+
+    `config_text` is the whole config file instead of one written for `server`; `env` adds to the environment.
 
     With `callgrind`, the bot runs under valgrind's callgrind with instrumentation off; `BotProcess.count`
     switches it on and off, and `instructions()` reads what was counted since the last reading.
     """
     with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
         config = Path(tmp) / "bot.toml"
-        write_config(config, fake, server, max_open=max_open, web_port=web_port)
+        if config_text is None:
+            write_config(config, fake, server, max_open=max_open, web_port=web_port)
+        else:
+            config.write_text(config_text)
         stderr = Path(tmp) / "bot.stderr"
         command = [sys.executable, "-m", "bench.botproc", "--config", str(config), "--log-level", "WARNING"]
         if unthrottled:
@@ -265,7 +278,14 @@ async def bot_process(
             ]
         polls = fake.call_counts()["getUpdates"]
         with _sink(stderr) as err:
-            process = await anyio.open_process(command, cwd=ROOT, stdin=DEVNULL, stdout=DEVNULL, stderr=err)
+            process = await anyio.open_process(
+                command,
+                cwd=ROOT,
+                stdin=DEVNULL,
+                stdout=DEVNULL,
+                stderr=err,
+                env={**os.environ, **(env or {})},
+            )
         bot = BotProcess(
             process,
             fake,

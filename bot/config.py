@@ -31,6 +31,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "ElicitationConfig",
+    "LimitsConfig",
     "MiniAppConfig",
     "Secret",
     "ServerConfig",
@@ -219,6 +220,33 @@ class SessionsConfig:
     """At most this many sessions at once; to open another, the least recently used idle one is closed."""
 
 
+@dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    """`[limits]`: what one person may start, and the server processes of everyone; 0 means no limit.
+
+    All off unless set, except under `allow_everyone`, where the `public()` values are the defaults.
+    """
+
+    calls_per_minute: int = 0
+    """Tool calls one person may start in any 60 seconds."""
+    concurrent_calls: int = 0
+    """Tool calls of one person running at once."""
+    open_questions: int = 0
+    """Servers' questions waiting for one person's answer at once."""
+    stdio_processes: int = 0
+    """Server processes (stdio sessions) the bot runs in total; past it, unshared stdio sessions are refused."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if getattr(self, f.name) < 0:
+                raise ValueError(f"limits.{f.name} must be 0 (no limit) or more")
+
+    @classmethod
+    def public(cls) -> LimitsConfig:
+        """The defaults for a bot open to everyone."""
+        return cls(calls_per_minute=10, concurrent_calls=2, open_questions=3, stdio_processes=20)
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class ServerConfig:
     """`[servers.<name>]`: an MCP server, started as a subprocess (`command`) or reached over HTTP (`url`)."""
@@ -294,6 +322,8 @@ class Config:
     """The database; `load_config` always sets one (SQLite beside the config file by default). None (a
     config built by hand, or parsed with no folder and no `[storage]`) runs without a database."""
     audit: AuditConfig = field(default_factory=AuditConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    """`[limits]`; absent keys are off, or `LimitsConfig.public()`'s under `allow_everyone`."""
 
     @property
     def miniapp_on(self) -> bool:
@@ -365,7 +395,7 @@ def parse_config(
     """
     problems: list[str] = []
     root = read.Section(data, "", environ, problems)
-    root.only(("telegram", "elicitation", "sessions", "servers", "web", "miniapp", "storage", "audit"))
+    root.only(("telegram", "elicitation", "sessions", "servers", "web", "miniapp", "storage", "audit", "limits"))
     telegram = _telegram(root.section("telegram"))
     web = _web(root, telegram.mode)
     e = root.section("elicitation")
@@ -383,6 +413,7 @@ def parse_config(
     a = root.section("audit")
     a.only(("content",))
     audit = AuditConfig(content=a.get("content", read.one_of(AuditContent), AuditContent.FULL))
+    limits = _limits(root.section("limits"), telegram.allow_everyone)
     if problems:
         raise ConfigError(problems)
     return Config(
@@ -394,6 +425,7 @@ def parse_config(
         miniapp=miniapp,
         storage=storage,
         audit=audit,
+        limits=limits,
     )
 
 
@@ -420,6 +452,19 @@ def _storage_url(value: object, environ: Mapping[str, str]) -> str:
     if scheme == "sqlite" and (not url.startswith("sqlite:///") or len(url) == len("sqlite:///")):
         raise read.Invalid("a SQLite URL is sqlite:///relative/path or sqlite:////absolute/path")
     return url
+
+
+def _limits(section: read.Section, public: bool) -> LimitsConfig:
+    defaults = LimitsConfig.public() if public else LimitsConfig()
+    names = tuple(f.name for f in fields(LimitsConfig))
+    section.only(names)
+    return LimitsConfig(**{name: section.get(name, _limit, getattr(defaults, name)) for name in names})
+
+
+def _limit(value: object, environ: Mapping[str, str]) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise read.Invalid("must be 0 (no limit) or a positive integer")
+    return value
 
 
 def _telegram(t: read.Section) -> TelegramConfig:

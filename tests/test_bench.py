@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from bench import report, scenarios
+from bench import demo, report, scenarios
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -123,3 +123,12 @@ def test_the_report_compares_the_bot_api_clients_in_one_line_and_checks_the_inst
     value, note = rows["a. bridge 2026-07-28", "bot instructions / elicitation"]
     assert value == "16.50 M" and "OVER the 16.00 M guard" in note
     assert not any("httpx" in figure for scenario, figure in rows if "instructions" in figure)
+
+
+async def test_the_public_demo_scenario_has_every_stranger_complete_deploy_with_their_own_answers() -> None:
+    """e: the shipped config with allow_everyone; three strangers each finish deploy with their own choice,
+    served by one shared demo process beside the bot; the report has its table."""
+    result = await demo.public_demo(3)
+    assert (result["completed"], result["lost"], result["crossed"]) == (3, 0, 0)
+    assert result["processes_most"] == 2
+    assert "e. public demo" in report.table({"public_demo": result})

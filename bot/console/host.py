@@ -110,6 +110,9 @@ class Console:
     async def report_unsupported(self, origin: Origin, server: str, message: str, reason: str) -> None:
         self.say(f"[{server}] asked something this client cannot show: {reason}\n  ({message})")
 
+    async def notify(self, origin: Origin, text: str) -> None:
+        self.say(text)
+
     # -- the command loop ----------------------------------------------------------------------------
 
     async def run(self, hub: Hub, prompts: PromptRegistry) -> None:

@@ -29,3 +29,7 @@ class Surface(Protocol):
     async def report_unsupported(self, origin: Origin, server: str, message: str, reason: str) -> None:
         """Tell the person a server asked something that cannot be shown (the server gets a JSON-RPC error)."""
         ...
+
+    async def notify(self, origin: Origin, text: str) -> None:
+        """Tell the person one plain line about their call (e.g. why it waits); never raises for delivery."""
+        ...

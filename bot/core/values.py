@@ -51,6 +51,8 @@ class CallStatus(enum.StrEnum):
     """The server could not be reached or went away."""
     CANCELLED = "cancelled"
     TIMED_OUT = "timed_out"
+    REFUSED = "refused"
+    """Not started: past one of the person's limits (`[limits]`); `text` is one line, or empty to say nothing."""
 
 
 @dataclass(frozen=True, slots=True)

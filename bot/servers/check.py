@@ -26,6 +26,7 @@ import mcp_types as types
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client import ClientRequestContext, IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.config import Config, ServerConfig
 from bot.servers.connections import Connection, TransportStreams
@@ -175,8 +176,24 @@ async def probe(server: ServerConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> C
             )
             tools, protocol, error, timed_out = await _connect_and_list(conn, evidence, timeout_s)
         if tools is not None:
-            return CheckResult(server.name, True, f"protocol {protocol or 'unknown'}, {tools} tools")
+            return CheckResult(
+                server.name,
+                True,
+                f"protocol {protocol or 'unknown'}, {tools} tools{_sharing(server, protocol)}",
+            )
         return CheckResult(server.name, False, _reason(server, evidence, error, timed_out, timeout_s))
+
+
+def _sharing(server: ServerConfig, protocol: str | None) -> str:
+    """What `shared = true` means in the era found: a 2025 session cannot tell whose call a question is for."""
+    if not server.shared:
+        return ""
+    if protocol in MODERN_PROTOCOL_VERSIONS:
+        return "; shared: calls of different people run concurrently"
+    return (
+        "; shared, but a 2025 revision cannot say whose call a question belongs to: calls run one at a time, "
+        "and an open question makes everyone else wait (up to elicitation.timeout_s)"
+    )
 
 
 async def _connect_and_list(

@@ -26,6 +26,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.core import Origin, Outcome, Prompt, PromptRegistry
 from bot.servers.connections import Connection
+from bot.servers.limits import Limits
 from mapping import (
     FormSpec,
     MappingError,
@@ -64,8 +65,12 @@ class Elicitations:
         *,
         max_open: int = MAX_OPEN_PER_SESSION,
         clock: Callable[[], float] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.prompts = prompts
+        self.limits = limits
+        self._asked: dict[Hashable, anyio.Event] = {}
+        """Per serialized session: set when the call holding it asks its person a question."""
         self.max_open = max_open
         self._now = clock or anyio.current_time
         self._serial: dict[Hashable, anyio.Lock] = {}
@@ -81,7 +86,9 @@ class Elicitations:
 
         A 2026-07-28 question arrives in the caller's own task (a context variable names it); a 2025 one
         arrives in the session's dispatcher, so the calls running on the session are kept per session, and a
-        shared legacy session runs one call at a time (it could not tell whose call a question belongs to).
+        shared legacy session runs one call at a time (it could not tell whose call a question belongs to). A
+        call that has to wait while another person's question is open is told so, once: that question holds
+        everyone up to its own prompt timeout.
         """
         running = self._running.setdefault(conn.key, [])
         running.append(caller)
@@ -91,18 +98,43 @@ class Elicitations:
                 yield
                 return
             lock = self._serial.setdefault(conn.key, anyio.Lock(fast_acquire=True))
-            async with lock:
+            await self._acquire(lock, conn, caller.origin)
+            try:
                 self._current[conn.key] = caller
-                try:
-                    yield
-                finally:
-                    self._current.pop(conn.key, None)
+                yield
+            finally:
+                self._current.pop(conn.key, None)
+                lock.release()
         finally:
             _caller.reset(token)
             running.remove(caller)
             if not running:
                 del self._running[conn.key]
                 self._refusal_told.pop(conn.key, None)
+
+    async def _acquire(self, lock: anyio.Lock, conn: Connection, origin: Origin) -> None:
+        if not lock.locked():
+            await lock.acquire()
+            return
+        acquired = False
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._tell_when_asked, conn, origin)
+                await lock.acquire()
+                acquired = True
+                tg.cancel_scope.cancel()
+        except BaseException:
+            if acquired:
+                lock.release()
+            raise
+
+    async def _tell_when_asked(self, conn: Connection, origin: Origin) -> None:
+        if not conn.open_prompts:
+            await self._asked.setdefault(conn.key, anyio.Event()).wait()
+        with self.prompts.shielded_io():
+            await self.prompts.surface.notify(
+                origin, f"⏳ waiting for another person's question on {conn.server.name}"
+            )
 
     async def on_elicit(
         self, conn: Connection, ctx: ClientRequestContext, params: ElicitRequestParams
@@ -150,6 +182,13 @@ class Elicitations:
             return ErrorData(code=types.INVALID_REQUEST, message="elicitation outside of any tool call")
         if self.stopping:
             return ErrorData(code=types.INVALID_REQUEST, message="the client is shutting down")
+        if self.limits is not None:
+            open_now = sum(1 for p in self.prompts.pending() if p.origin.user_id == origin.user_id)
+            refusal = self.limits.question(origin.user_id, open_now)
+            if refusal is not None:
+                if refusal.tell:
+                    await self._report(origin, conn.server.name, str(message), refusal.reason)
+                return ElicitResult(action="cancel")
         if conn.open_prompts > self.max_open:
             await self._refuse_too_many(conn, origin, str(message))
             return ErrorData(
@@ -182,6 +221,9 @@ class Elicitations:
         )
         for caller in askers:
             caller.asking.add(prompt)
+        asked = self._asked.pop(conn.key, None)
+        if asked is not None:
+            asked.set()  # calls waiting for this shared legacy session learn why
         try:
             answer = await self.prompts.ask(prompt)
         finally:

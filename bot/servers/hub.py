@@ -3,12 +3,14 @@
 Async, does I/O. Surfaces call `list_servers`, `list_tools`, `call_tool` and `cancel`; servers' questions
 reach the surface only as `mapping.Request`s through the `PromptRegistry`, and answers come back as `Answer`s.
 The work is done in `bot.servers.pool` (sessions), `bot.servers.calls` (tool calls, /cancel) and
-`bot.servers.elicitation` (the SDK callback, routing questions to their person).
+`bot.servers.elicitation` (the SDK callback, routing questions to their person); `bot.servers.limits` decides
+whether a person's call may start at all.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -32,7 +34,9 @@ from bot.core import (
 from bot.servers.calls import Calls, ProgressSink
 from bot.servers.connections import describe_error
 from bot.servers.elicitation import Elicitations
+from bot.servers.limits import Limits, Refusal
 from bot.servers.pool import Pool, Unavailable
+from bot.servers.results import failure
 
 __all__ = ["Hub", "ProgressSink", "Unavailable"]
 
@@ -55,7 +59,9 @@ class Hub:
         self.observer = observer
         """Told of each call's start and outcome before the server or the person is (the audit log)."""
         self.prompts = prompts
-        self.elicitations = Elicitations(prompts)
+        self.limits = Limits(config.limits, clock or time.monotonic)
+        """Per-person limits; `limits.refused` counts refusals (read by /metrics)."""
+        self.elicitations = Elicitations(prompts, limits=self.limits)
         self.pool = Pool(
             config,
             prompts,
@@ -63,6 +69,7 @@ class Hub:
             self.elicitations.on_message,
             transport=transport,
             clock=clock,
+            limits=self.limits,
         )
         self.calls = Calls(self.pool, prompts, self.elicitations)
         self.servers = self.pool.servers
@@ -169,12 +176,26 @@ class Hub:
     ) -> ToolOutcome:
         """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes.
 
-        Logs one INFO line per call: who, server, tool, outcome and duration (never arguments or answers).
+        A call past this person's limits is not started: it ends `REFUSED` with one line, empty when they were
+        told about that limit recently (say nothing then). Logs one INFO line per call: who, server, tool,
+        outcome and duration (never arguments or answers).
         """
         started = anyio.current_time()
         if self.observer is not None:
             await self.observer.call_started(origin, name, tool, arguments)
-        outcome = await self.calls.call_tool(name, tool, arguments, origin, on_progress)
+        server = self.servers.get(name)
+        refusal = self.limits.start_call(origin.user_id)
+        if refusal is None:
+            try:
+                process = None if server is None else self.pool.refusal(server, origin)
+                if process is not None:
+                    outcome = refused(process)
+                else:
+                    outcome = await self.calls.call_tool(name, tool, arguments, origin, on_progress)
+            finally:
+                self.limits.end_call(origin.user_id)
+        else:
+            outcome = refused(refusal)
         self.calls_ended[outcome.status] += 1
         log_call(origin, name, tool, outcome, anyio.current_time() - started)
         if self.observer is not None:
@@ -185,6 +206,11 @@ class Hub:
     def cancel(self, origin: Origin) -> int:
         """/cancel: this person's pending prompts and running calls in this chat; returns how many."""
         return self.calls.cancel(origin)
+
+
+def refused(refusal: Refusal) -> ToolOutcome:
+    """The outcome of a call a limit did not let start: its line, or nothing to say."""
+    return failure(CallStatus.REFUSED, refusal.reason if refusal.tell else "")
 
 
 def log_call(origin: Origin, server: str, tool: str, outcome: ToolOutcome, seconds: float) -> None:

@@ -1,7 +1,8 @@
 """The MCP session pool: one session per (server, chat, user), or per server when shared. Async, does I/O.
 
 Sessions open on first use, back off after a failed connect, make room past `sessions.max_open` by closing
-the least recently used idle one, and close after `sessions.idle_timeout_s` unused. Each `Connection` lives
+the least recently used idle one, and close after `sessions.idle_timeout_s` unused. Past `limits.stdio_processes`
+server processes, an unshared stdio session closes the least recently used idle one or is refused. Each `Connection` lives
 in an owner task of the pool's task group (anyio contexts exit in the task that entered them).
 """
 
@@ -15,9 +16,10 @@ from typing import Any, Final
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from bot.config import Config, ServerConfig
+from bot.config import Config, ServerConfig, Transport
 from bot.core import Origin, Outcome, PromptRegistry
 from bot.servers.connections import Connection, ElicitHandler, MessageHandler
+from bot.servers.limits import Limits, Refusal
 
 BACKOFF_CAP_S: Final = 60.0
 
@@ -50,8 +52,10 @@ class Pool:
         *,
         transport: Callable[[ServerConfig], Any] | None = None,
         clock: Callable[[], float] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.config = config
+        self.limits = limits if limits is not None else Limits(config.limits)
         self.prompts = prompts
         self.servers: Mapping[str, ServerConfig] = {s.name: s for s in config.servers}
         self.connections: dict[Hashable, Connection] = {}
@@ -62,6 +66,7 @@ class Pool:
         self._transport = transport
         self._now = clock or anyio.current_time
         self._tg: TaskGroup | None = None
+        self._spawning = 0
 
     def start(self, tg: TaskGroup) -> None:
         """Owner tasks and the idle sweep run in `tg` from now on."""
@@ -83,6 +88,22 @@ class Pool:
     def open_count(self) -> int:
         """Sessions open now."""
         return len(self.connections)
+
+    @property
+    def processes(self) -> int:
+        """Server processes running or starting now (stdio sessions, shared ones included)."""
+        return self._spawning + sum(
+            1 for c in self.connections.values() if c.server.transport is Transport.STDIO
+        )
+
+    def refusal(self, server: ServerConfig, origin: Origin) -> Refusal | None:
+        """Whether `origin`'s call on `server` would need a server process past `limits.stdio_processes`
+        (after closing an idle one). Shared servers and open sessions are never refused."""
+        if server.shared or server.transport is not Transport.STDIO or self.get(server, origin) is not None:
+            return None
+        if not self.limits.processes_full(self.processes) or self._close_idle_process():
+            return None
+        return self.limits.process(origin.user_id, self.processes)
 
     def key(self, server: ServerConfig, origin: Origin | None) -> Hashable:
         return (server.name,) if server.shared else (server.name, origin)
@@ -133,10 +154,18 @@ class Pool:
                 raise Unavailable(
                     server.name, f"{health.last_error}; retrying in {max(1, round(health.retry_at - now))} s"
                 )
+            refusal = self.refusal(server, origin)
+            if refusal is not None:
+                raise Unavailable(server.name, refusal.reason)
             self._make_room()
             conn = Connection(server, key, self._on_elicit, self._on_message, self._transport)
             assert self._tg is not None, "Pool.start() was not called"
-            await self._tg.start(self._own, conn)
+            spawns = server.transport is Transport.STDIO
+            self._spawning += spawns
+            try:
+                await self._tg.start(self._own, conn)
+            finally:
+                self._spawning -= spawns
             if conn.client is None:
                 health.failures += 1
                 health.last_error = conn.error or "connection failed"
@@ -168,6 +197,20 @@ class Pool:
             raise Unavailable("sessions", f"all {limit} MCP sessions are busy; try again shortly")
         idle[0].close()
         del self.connections[idle[0].key]
+
+    def _close_idle_process(self) -> bool:
+        """Close the least recently used idle unshared stdio session, if there is one."""
+        idle = [
+            c
+            for c in self.connections.values()
+            if c.idle and not c.server.shared and c.server.transport is Transport.STDIO
+        ]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c.last_used)
+        oldest.close()
+        del self.connections[oldest.key]
+        return True
 
     async def _reap_idle(self) -> None:
         idle_s = self.config.sessions.idle_timeout_s

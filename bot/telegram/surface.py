@@ -265,6 +265,12 @@ class TelegramSurface:
         except TelegramError:
             logger.exception("could not report an unsupported request")
 
+    async def notify(self, origin: Origin, text: str) -> None:
+        try:
+            await self.send(origin.chat_id, Screen(esc(text, 500)))
+        except TelegramError:
+            logger.exception("could not tell a person about their call")
+
     # -- taps and replies ------------------------------------------------------------------------------
 
     async def on_button(self, user: User, button: Button) -> Reply:

@@ -41,6 +41,7 @@ _ICON = {
     CallStatus.UNAVAILABLE: "⚠️",
     CallStatus.TIMED_OUT: "⌛",
     CallStatus.CANCELLED: "⏹",
+    CallStatus.REFUSED: "🚫",
 }
 _LABEL = {
     CallStatus.TOOL_ERROR: "tool error",
@@ -52,7 +53,13 @@ _LABEL = {
 
 
 def result_messages(title: str, outcome: ToolOutcome) -> list[str]:
-    """The result as HTML messages within Telegram's limits (long output split, then trimmed with a note)."""
+    """The result as HTML messages within Telegram's limits (long output split, then trimmed with a note).
+
+    A refused call is one line, or nothing when the person was told about that limit recently.
+    """
+    if outcome.status is CallStatus.REFUSED:
+        text = f"🚫 <b>{esc(title, 100)}</b> — refused: {esc(outcome.text, 300)}"
+        return [text] if outcome.text else []
     label = _LABEL.get(outcome.status)
     header = f"{_ICON[outcome.status]} <b>{esc(title, 100)}</b>" + (f" — {label}" if label else "")
     body = outcome.text.strip()
@@ -250,10 +257,10 @@ class ToolRunner:
         if status.asker is not None:
             # The result goes on the card just answered, when this call is the only one that could have asked
             # it and no status message stands for the call; else that card is settled first, above the result.
-            alone = status.message_id is None and self._running[status.asker] == 1
+            alone = status.message_id is None and self._running[status.asker] == 1 and bool(messages)
             if await self.surface.fold_result(*status.asker, messages[0] if alone else None):
                 messages.pop(0)
-        if status.message_id is not None:
+        if status.message_id is not None and messages:
             await self.surface.edit(status.chat_id, status.message_id, Screen(messages.pop(0)))
         for text in messages:
             await self.surface.send(status.chat_id, Screen(text))

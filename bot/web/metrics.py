@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 
 from bot.core import CallStatus, PromptRegistry
 from bot.servers.hub import Hub
+from bot.servers.limits import Limit
 from bot.telegram.api_watch import ApiWatch
 
 __all__ = ["ACTIONS", "metrics_registry"]
@@ -49,6 +50,14 @@ class _BotCollector(Collector):
             calls.add_metric([status.value], self._hub.calls_ended[status])
         yield calls
         yield GaugeMetricFamily("toolnexus_mcp_sessions_open", "MCP sessions open.", self._hub.sessions_open)
+        refusals = CounterMetricFamily(
+            "toolnexus_refusals",
+            "Calls, questions and server processes refused by a [limits] limit, by limit.",
+            labels=["limit"],
+        )
+        for limit in Limit:
+            refusals.add_metric([limit.value], self._hub.limits.refused[limit])
+        yield refusals
         api = CounterMetricFamily(
             "toolnexus_bot_api_calls",
             "Bot API requests sent, by method (getUpdates not counted; a retried request counts again).",

@@ -30,6 +30,7 @@ class RecordingSurface:
     shown: list[Prompt] = field(default_factory=list)
     settled: list[tuple[Prompt, Outcome]] = field(default_factory=list)
     unsupported: list[tuple[Origin, str, str, str]] = field(default_factory=list)
+    notices: list[tuple[Origin, str]] = field(default_factory=list)
     _changed: anyio.Event = field(default_factory=anyio.Event)
 
     def _notify(self) -> None:
@@ -46,6 +47,10 @@ class RecordingSurface:
 
     async def report_unsupported(self, origin: Origin, server: str, message: str, reason: str) -> None:
         self.unsupported.append((origin, server, message, reason))
+        self._notify()
+
+    async def notify(self, origin: Origin, text: str) -> None:
+        self.notices.append((origin, text))
         self._notify()
 
     async def wait_for(self, predicate: Callable[[], Any], within: float = 10) -> Any:

@@ -17,7 +17,7 @@ import anyio
 import httpx2
 import pytest
 
-from bot.config import ServerConfig
+from bot.config import ServerConfig, ServerProtocol
 from bot.servers.check import check, probe
 from bot.servers.connections import describe_error
 from tests.bot.test_cli import EXE, REPO
@@ -190,3 +190,23 @@ def test_a_missing_working_folder_is_named_everywhere_not_as_a_missing_command()
     error = FileNotFoundError(2, "No such file or directory", "/nonexistent/toolnexus")
     assert describe_error(error, server) == "the working folder does not exist: /nonexistent/toolnexus"
     assert describe_error(FileNotFoundError(2, "No such file", "nosuch")) == "command not found: nosuch"
+
+
+@pytest.mark.parametrize(
+    ("protocol", "says"),
+    [
+        (ServerProtocol.AUTO, "; shared: calls of different people run concurrently"),
+        (ServerProtocol.LEGACY, "; shared, but a 2025 revision cannot say whose call a question belongs to"),
+    ],
+)
+async def test_check_says_what_sharing_means_in_the_era_it_found(protocol: ServerProtocol, says: str) -> None:
+    """A shared server's line says whether its calls run concurrently (2026-07-28) or one at a time (2025)."""
+    shared = ServerConfig(
+        "demo", command=PY, args=("-m", "bot.demo_server"), cwd=str(REPO), shared=True, protocol=protocol
+    )
+    with anyio.fail_after(BOUND):
+        result = await probe(shared)
+    assert result.ok and says in result.line
+    with anyio.fail_after(BOUND):
+        unshared = await probe(DEMO)
+    assert unshared.ok and unshared.line.endswith(" tools)")

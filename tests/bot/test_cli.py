@@ -59,7 +59,10 @@ def test_check_reports_the_example_config_ok_with_its_tool_count() -> None:
     """`check --config config.example.toml` connects to the demo server; no Telegram token is needed."""
     done = run("check", "--config", "config.example.toml")
     assert done.returncode == 0, done.stderr
-    assert "demo: ok (protocol 2026-07-28, 6 tools)" in done.stdout
+    assert (
+        "demo: ok (protocol 2026-07-28, 6 tools; shared: calls of different people run concurrently)"
+        in done.stdout
+    )
 
 
 def test_check_fails_with_status_1_for_an_unreachable_server(tmp_path: Path) -> None:

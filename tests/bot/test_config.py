@@ -17,6 +17,7 @@ from bot.config import (
     Config,
     ConfigError,
     ElicitationConfig,
+    LimitsConfig,
     MiniAppConfig,
     Secret,
     ServerConfig,
@@ -514,7 +515,10 @@ def test_the_example_config_shows_every_option_and_its_commented_ones_are_valid(
     def keys(cls: type) -> set[str]:
         return {f.name for f in dataclasses.fields(cls)}
 
-    assert set(data) == {"telegram", "elicitation", "sessions", "servers", "web", "miniapp", "storage", "audit"}
+    assert set(data) == {
+        "telegram", "elicitation", "sessions", "servers", "web", "miniapp", "storage", "audit", "limits"
+    }
+    assert set(data["limits"]) == keys(LimitsConfig)
     assert set(data["telegram"]) == keys(TelegramConfig) - {"token_problem"}
     assert set(data["web"]) == keys(WebConfig)
     assert set(data["miniapp"]) == keys(MiniAppConfig)
