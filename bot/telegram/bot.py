@@ -53,14 +53,7 @@ class CardBot(ExtBot[Any]):
         self, chat_id: int, text: str, keyboard: Keyboard | None = None, reply_to: int | None = None
     ) -> int:
         """Send a message; its id. A reply whose original is gone is sent as a plain message."""
-        params: dict[str, Any] = {
-            "chat_id": chat_id,
-            "text": text,
-            "parse_mode": ParseMode.HTML,
-            "link_preview_options": _NO_PREVIEW,
-        }
-        if keyboard:
-            params["reply_markup"] = {"inline_keyboard": keyboard}
+        params = _html(text, keyboard, chat_id=chat_id)
         if reply_to is not None:
             params["reply_parameters"] = {"message_id": reply_to, "allow_sending_without_reply": True}
         sent = await self.do_api_request("sendMessage", api_kwargs=params)
@@ -70,19 +63,24 @@ class CardBot(ExtBot[Any]):
         self, chat_id: int, message_id: int, text: str, keyboard: Keyboard | None = None
     ) -> None:
         """Replace a message's text and buttons (no `keyboard`: no buttons)."""
-        params: dict[str, Any] = {
-            "chat_id": chat_id,
-            "message_id": message_id,
-            "text": text,
-            "parse_mode": ParseMode.HTML,
-            "link_preview_options": _NO_PREVIEW,
-        }
-        if keyboard:
-            params["reply_markup"] = {"inline_keyboard": keyboard}
+        params = _html(text, keyboard, chat_id=chat_id, message_id=message_id)
         await self.do_api_request("editMessageText", api_kwargs=params)
 
     async def delete(self, chat_id: int, message_id: int) -> None:
         await self.do_api_request("deleteMessage", api_kwargs={"chat_id": chat_id, "message_id": message_id})
+
+
+def _html(text: str, keyboard: Keyboard | None, **target: int) -> dict[str, Any]:
+    """The parameters of an HTML text message with inline buttons (none without `keyboard`), previews off."""
+    params: dict[str, Any] = {
+        **target,
+        "text": text,
+        "parse_mode": ParseMode.HTML,
+        "link_preview_options": _NO_PREVIEW,
+    }
+    if keyboard:
+        params["reply_markup"] = {"inline_keyboard": keyboard}
+    return params
 
 
 def file_url(base_url: str) -> str:
