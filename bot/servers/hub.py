@@ -20,7 +20,7 @@ import mcp_types as types
 from anyio.abc import TaskGroup
 from mcp import MCPError
 
-from bot.config import Config, ServerConfig
+from bot.config import ApprovalGate, ApprovalRule, Config, ServerConfig
 from bot.core import (
     CallStatus,
     Observer,
@@ -31,6 +31,7 @@ from bot.core import (
     ToolInfo,
     ToolOutcome,
 )
+from bot.core.approvals import ApprovalAsk, ApprovalStatus, Approver, Verdict
 from bot.servers.calls import Calls, ProgressSink
 from bot.servers.connections import describe_error
 from bot.servers.elicitation import Elicitations
@@ -75,6 +76,12 @@ class Hub:
         self.servers = self.pool.servers
         self.calls_ended: Counter[CallStatus] = Counter()
         """Tool calls that returned, by how they ended (read by /metrics)."""
+        self.approver: Approver | None = None
+        """Gets gated calls approved (`[[approvals]]`); None (the console, no database): they are refused."""
+        self.no_approver_reason = "this host cannot ask approvers"
+        """Why a gated call is refused when there is no `approver`."""
+        self.names: Callable[[int], str] = lambda user_id: f"user {user_id}"
+        """A person's display name, for approval cards (the host knows names; the hub knows ids)."""
         self._tg: TaskGroup | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -173,14 +180,26 @@ class Hub:
         arguments: dict[str, Any] | None,
         origin: Origin,
         on_progress: ProgressSink | None = None,
+        *,
+        approved: Verdict | None = None,
     ) -> ToolOutcome:
         """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes.
 
-        A call past this person's limits is not started: it ends `REFUSED` with one line, empty when they were
+        A call an `[[approvals]]` rule gates waits for the `approver`'s verdict first and is not sent unless
+        approved (it ends `REFUSED` with the verdict's line); `approved` is a verdict already reached for exactly
+        these arguments (a request decided after a restart). A call past this person's limits is not started: it ends `REFUSED` with one line, empty when they were
         told about that limit recently (say nothing then). Logs one INFO line per call: who, server, tool,
         outcome and duration (never arguments or answers).
         """
         started = anyio.current_time()
+        rule = self.config.approval_rule(name, tool)
+        if rule is not None and rule.gate is ApprovalGate.CALL:
+            verdict = approved if approved is not None else await self._approval(rule, name, tool, arguments, origin)
+            if not verdict.approved:
+                outcome = failure(CallStatus.REFUSED, verdict.text)
+                self.calls_ended[outcome.status] += 1
+                log_call(origin, name, tool, outcome, anyio.current_time() - started)
+                return outcome
         if self.observer is not None:
             await self.observer.call_started(origin, name, tool, arguments)
         server = self.servers.get(name)
@@ -202,6 +221,30 @@ class Hub:
             with anyio.CancelScope(shield=True):
                 await self.observer.call_ended(origin, name, tool, outcome)
         return outcome
+
+    async def _approval(
+        self, rule: ApprovalRule, server: str, tool: str, arguments: dict[str, Any] | None, origin: Origin
+    ) -> Verdict:
+        """The approver's verdict on this call, or a refusal when there is nobody to ask."""
+        if self.approver is None:
+            return Verdict(
+                ApprovalStatus.CANCELLED,
+                f"{tool} on {server} needs approval (approvals[{rule.index}]) and {self.no_approver_reason}; "
+                "it was not run",
+            )
+        ask = ApprovalAsk(
+            origin=origin,
+            requester=self.names(origin.user_id),
+            server=server,
+            tool=tool,
+            content=dict(arguments or {}),
+            approvers=rule.approvers,
+            quorum=rule.quorum,
+            chat=rule.chat,
+            self_approval=rule.self_approval,
+            timeout_s=rule.timeout_s,
+        )
+        return await self.approver.decide(ask)
 
     def cancel(self, origin: Origin) -> int:
         """/cancel: this person's pending prompts and running calls in this chat; returns how many."""
