@@ -80,6 +80,7 @@ class TelegramApprovals:
         self._locks: dict[str, anyio.Lock] = {}
         self._tg: TaskGroup | None = None
         self._stopping = False
+        self._timers: set[anyio.CancelScope] = set()
 
     def name_of(self, user_id: int) -> str:
         return self.people.get(user_id) or f"user {user_id}"
@@ -109,6 +110,8 @@ class TelegramApprovals:
     def stop(self) -> None:
         """Release the calls waiting here (their requests stay pending in the store, for the next start)."""
         self._stopping = True
+        for scope in self._timers:
+            scope.cancel()
         self.hub.approver = None
         self.hub.no_approver_reason = "the bot is stopping"
         for waiter in self._waiters.values():
@@ -247,8 +250,15 @@ class TelegramApprovals:
     # -- deadlines -------------------------------------------------------------------------------------
 
     async def _expire_at(self, approval_id: str, deadline: float) -> None:
-        await anyio.sleep(max(0.0, deadline - self.clock()))
-        await self._expire(approval_id)
+        """The deadline of a request a previous process left pending (`stop` ends the wait: the bot's task group
+        must not wait for it)."""
+        with anyio.CancelScope() as scope:
+            self._timers.add(scope)
+            try:
+                await anyio.sleep(max(0.0, deadline - self.clock()))
+                await self._expire(approval_id)
+            finally:
+                self._timers.discard(scope)
 
     async def _expire(self, approval_id: str) -> None:
         """End a request still pending at its deadline: committed, cards edited, the requester told."""

@@ -37,9 +37,10 @@ class Ops:
 
 
 @asynccontextmanager
-async def ops_scene(tmp_path: Path, **rule: Any) -> AsyncIterator[Ops]:
+async def ops_scene(tmp_path: Path, storage: str | None = None, **rule: Any) -> AsyncIterator[Ops]:
     """Alice may call tools; Bob, Carol and Dave approve `deploy` on `prod` in the group OPS (2 of 3 unless
-    `rule` says otherwise), where everyone has said hello (so the bot knows their names)."""
+    `rule` says otherwise), where everyone has said hello (so the bot knows their names). The store is
+    `storage`, by default a SQLite file in `tmp_path`."""
     ledger = Ledger()
     approval = {
         "servers": ["prod"],
@@ -51,7 +52,7 @@ async def ops_scene(tmp_path: Path, **rule: Any) -> AsyncIterator[Ops]:
     }
     async with bot_scene(
         in_process={"prod": ledger.build},
-        storage=f"sqlite:///{tmp_path / 'bot.db'}",
+        storage=storage or f"sqlite:///{tmp_path / 'bot.db'}",
         approvals=[approval],
     ) as s:
         carol = s.fake.user(id=CAROL_ID, first_name="Carol")
