@@ -26,6 +26,7 @@ from bot.core import (
     Observer,
     Origin,
     Outcome,
+    Prompt,
     PromptRegistry,
     ServerStatus,
     ToolInfo,
@@ -80,6 +81,7 @@ class Hub:
         """Gets gated calls approved (`[[approvals]]`); None (the console, no database): they are refused."""
         self.no_approver_reason = "this host cannot ask approvers"
         """Why a gated call is refused when there is no `approver`."""
+        self.elicitations.vet = self._vet_answer
         self.names: Callable[[int], str] = lambda user_id: f"user {user_id}"
         """A person's display name, for approval cards (the host knows names; the hub knows ids)."""
         self._tg: TaskGroup | None = None
@@ -245,6 +247,30 @@ class Hub:
             timeout_s=rule.timeout_s,
         )
         return await self.approver.decide(ask)
+
+    async def _vet_answer(self, prompt: Prompt, tool: str | None, content: dict[str, Any]) -> dict[str, Any] | None:
+        """Gate "answers": an accepted answer goes to the server only once approved; else `decline` (None)."""
+        rule = None if tool is None else self.config.approval_rule(prompt.server, tool)
+        if rule is None or rule.gate is not ApprovalGate.ANSWERS:
+            return content
+        if self.approver is None:
+            logger.info("an answer to %s/%s needs approval and %s: declined", prompt.server, tool, self.no_approver_reason)
+            return None
+        ask = ApprovalAsk(
+            origin=prompt.origin,
+            requester=self.names(prompt.origin.user_id),
+            server=prompt.server,
+            tool=tool or "",
+            content=content,
+            approvers=rule.approvers,
+            quorum=rule.quorum,
+            chat=rule.chat,
+            self_approval=rule.self_approval,
+            timeout_s=rule.timeout_s,
+            question=prompt.request.prompt,
+        )
+        verdict = await self.approver.decide(ask)
+        return content if verdict.approved else None
 
     def cancel(self, origin: Origin) -> int:
         """/cancel: this person's pending prompts and running calls in this chat; returns how many."""

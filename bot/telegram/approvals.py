@@ -55,13 +55,14 @@ class _Waiter:
 def verdict_of(record: ApprovalRecord) -> Verdict:
     """The requester's line for a final request."""
     state = record.state
+    nothing = "the call was not made" if record.ask.question is None else "the server was told decline"
     if state.status is ApprovalStatus.APPROVED:
         return Verdict(state.status, f"approved by {names(state.deciders)}", record.id)
     if state.status is ApprovalStatus.REJECTED:
-        return Verdict(state.status, f"rejected by {names(state.deciders)}; the call was not made", record.id)
+        return Verdict(state.status, f"rejected by {names(state.deciders)}; {nothing}", record.id)
     if state.status is ApprovalStatus.EXPIRED:
-        return Verdict(state.status, "not approved in time; the call was not made", record.id)
-    return Verdict(state.status, "the approval request was cancelled; the call was not made", record.id)
+        return Verdict(state.status, f"not approved in time; {nothing}", record.id)
+    return Verdict(state.status, f"the approval request was cancelled; {nothing}", record.id)
 
 
 class TelegramApprovals:
@@ -126,7 +127,8 @@ class TelegramApprovals:
             return Verdict(ApprovalStatus.CANCELLED, "the bot is stopping; the call was not made")
         try:
             known = {u: self.people[u] for u in (*ask.approvers, ask.origin.user_id) if u in self.people}
-            record = await self.store.create(ask, "call", self.clock() + ask.timeout_s, known)
+            gate = "call" if ask.question is None else "answers"
+            record = await self.store.create(ask, gate, self.clock() + ask.timeout_s, known)
         except SQLAlchemyError:
             logger.exception("could not store an approval request")
             return Verdict(
@@ -226,15 +228,25 @@ class TelegramApprovals:
         title = f"{record.ask.server} · {record.ask.tool}"
         if verdict.approved:
             await self._notify(
-                record, f"✅ <b>{esc(title, 100)}</b>: Approved by {esc(names(record.state.deciders))}"
+                record, f"🔓 Approved by {esc(names(record.state.deciders))}: <b>{esc(title, 100)}</b>"
             )
         waiter = self._waiters.get(record.id)
         if waiter is not None:
             waiter.verdict = verdict
             waiter.done.set()
+            if record.ask.question is not None and not verdict.approved:
+                await self._notify(
+                    record, f"🚫 <b>{esc(title, 100)}</b>: your answer was {esc(verdict.text)}"
+                )
             return
         if not verdict.approved:
             await self._notify(record, f"🚫 <b>{esc(title, 100)}</b> — {esc(verdict.text)}")
+            return
+        if record.ask.question is not None:
+            # The question was asked by a process that is gone: there is no call left to answer.
+            await self._notify(
+                record, f"⚠️ <b>{esc(title, 100)}</b>: approved, but the call that asked has ended"
+            )
             return
         if self._tg is not None:
             self._tg.start_soon(self._run_approved, record, verdict)

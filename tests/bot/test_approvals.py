@@ -3,6 +3,7 @@ written down, several people in an approval group, and a SQLite store."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -11,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.bot.telegram_harness import ALICE_ID, BOB_ID, Chat, bot_scene
+from tests.bot.telegram_harness import ALICE_ID, BOB_ID, Chat, bot_scene, is_result, result_body
 from tests.fake_telegram import FakeUser, Msg
+from tests.servers.elicit import build_server as build_elicit
 from tests.servers.ledger import Ledger
 
 pytestmark = pytest.mark.anyio
@@ -51,7 +53,7 @@ async def ops_scene(tmp_path: Path, storage: str | None = None, **rule: Any) -> 
         **rule,
     }
     async with bot_scene(
-        in_process={"prod": ledger.build},
+        in_process={"prod": ledger.build, "t": build_elicit},
         storage=storage or f"sqlite:///{tmp_path / 'bot.db'}",
         approvals=[approval],
     ) as s:
@@ -89,7 +91,7 @@ async def test_two_of_three_approvers_let_the_call_run_once_with_the_approved_ar
             )
         )
         card = await s.fake.wait_for(lambda m: m is card and not m.reply_markup)
-        told = [m for m in s.fake.messages(s.group, from_bot=True) if "Approved by Bob and Carol" in m.text]
+        told = [m for m in s.fake.messages(s.group, from_bot=True) if "Approved by Bob and Carol:" in m.text]
     assert o.ledger.calls == [("deploy", {"service": "web", "version": "1.2.3"})]
     assert "Approved by Bob (" in card.text and "and Carol (" in card.text and "UTC" in card.text
     assert told and told[0].message_id < result.message_id
@@ -190,3 +192,50 @@ async def test_each_approver_gets_the_card_privately_without_an_approval_chat(tm
         await o.dave.press(daves, "✅ Approve")
         await s.fake.wait_for(lambda m: "deployed web 1.2.3" in m.text)
     assert o.ledger.calls == [("deploy", {"service": "web", "version": "1.2.3"})]
+
+
+OWNER = json.dumps(
+    {"type": "object", "properties": {"owner": {"type": "string", "title": "New owner"}}, "required": ["owner"]}
+)
+ROTATE = f"/call t ask_form message=Rotate the prod key? schema_json={OWNER}"
+ANSWERS = {"servers": ["t"], "tools": ["ask_*"], "gate": "answers"}
+
+
+async def answer_owner(o: Ops, owner: str) -> Msg:
+    """Alice answers the server's question with `owner` and submits; the call's /call message."""
+    s = o.s
+    call = await s.alice.send(ROTATE, chat=s.group)
+    question = await s.fake.wait_for(lambda m: "Rotate the prod key?" in m.text and bool(m.reply_markup))
+    await s.alice.send(owner, reply_to=question)
+    review = await s.fake.wait_for(lambda m: "Please review" in m.text and bool(m.reply_markup))
+    await s.alice.press(review, "✅ Submit")
+    return call
+
+
+async def test_an_accepted_answer_reaches_the_server_only_once_approved(tmp_path: Path) -> None:
+    """Gate "answers": the call runs, Alice answers; the approval card shows the question and exactly the
+    content; after Bob's approval the server still waits; after Carol's it receives that content."""
+    async with ops_scene(tmp_path, **ANSWERS) as o:
+        s = o.s
+        call = await answer_owner(o, "zoe")
+        card = await s.fake.wait_for(lambda m: o.card(m) and bool(m.reply_markup))
+        assert "Rotate the prod key?" in card.text and "owner: zoe" in card.text
+        await s.bob.press(card, "✅ Approve")
+        await s.fake.wait_for(lambda m: m is card and "1 of 2" in m.text)
+        assert not [m for m in s.fake.messages(s.group, from_bot=True) if is_result(m, call)]
+        await o.carol.press(card, "✅ Approve")
+        result = await s.fake.wait_for(lambda m: is_result(m, call))
+    assert json.loads(result_body(result)) == {"action": "accept", "content": {"owner": "zoe"}}
+
+
+async def test_a_rejected_answer_reaches_the_server_as_decline(tmp_path: Path) -> None:
+    """Gate "answers": Dave rejects; the server gets `decline` (no content), Alice is told who rejected."""
+    async with ops_scene(tmp_path, **ANSWERS) as o:
+        s = o.s
+        call = await answer_owner(o, "mallory")
+        card = await s.fake.wait_for(lambda m: o.card(m) and bool(m.reply_markup))
+        await o.dave.press(card, "❌ Reject")
+        result = await s.fake.wait_for(lambda m: is_result(m, call))
+        told = await s.fake.wait_for(lambda m: m.chat_id == s.group and "rejected by Dave" in m.text)
+    assert json.loads(result_body(result)) == {"action": "decline", "content": None}
+    assert "decline" in told.text
