@@ -39,6 +39,8 @@ class ApprovalStatus(enum.StrEnum):
     """Where a request stands; every status but PENDING is final."""
 
     PENDING = "pending"
+    CHANGING = "changing"
+    """Gate "answers": the requester is changing the answer; nobody can vote until the new content is shown."""
     APPROVED = "approved"
     REJECTED = "rejected"
     EXPIRED = "expired"
@@ -90,6 +92,9 @@ class Verdict:
     status: ApprovalStatus
     text: str
     approval_id: str | None = None
+    changing: bool = False
+    """Gate "answers": the requester asked to change the answer; ask them again, then `decide` again with
+    this `approval_id` (the request is bound to the new content; earlier approvals no longer count)."""
 
     @property
     def approved(self) -> bool:
@@ -99,7 +104,11 @@ class Verdict:
 class Approver(Protocol):
     """A host's way of getting a request approved; awaited until decided. Never raises for outcomes."""
 
-    async def decide(self, ask: ApprovalAsk) -> Verdict: ...
+    async def decide(self, ask: ApprovalAsk, approval_id: str | None = None) -> Verdict: ...
+
+    async def withdraw(self, approval_id: str) -> None:
+        """End a request whose requester gave up changing it."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +135,8 @@ class ApprovalState:
     content_hash: str
     status: ApprovalStatus = ApprovalStatus.PENDING
     ballots: tuple[Ballot, ...] = ()
+    generation: int = 0
+    """Bumped each time the content changes: a button drawn for an older content is refused."""
 
     @property
     def approvals(self) -> tuple[Ballot, ...]:
@@ -151,9 +162,10 @@ class ApprovalState:
             return self.approvals
         return ()
 
-    def rebound(self, new_hash: str) -> ApprovalState:
-        """The same request for changed content: approvals given so far no longer count."""
-        return replace(self, content_hash=new_hash)
+    @property
+    def open(self) -> bool:
+        """Not decided yet (pending, or being changed)."""
+        return self.status in (ApprovalStatus.PENDING, ApprovalStatus.CHANGING)
 
 
 def names(ballots: tuple[Ballot, ...]) -> str:
@@ -177,10 +189,14 @@ class Tally:
     ballot: Ballot | None = None
 
 
-def tally(state: ApprovalState, user_id: int, name: str, vote: Vote, at: str) -> Tally:
-    """Count one tap on the request's current content."""
-    if state.status is not ApprovalStatus.PENDING:
+def tally(state: ApprovalState, user_id: int, name: str, vote: Vote, at: str, generation: int = 0) -> Tally:
+    """Count one tap on the request's current content (`generation`: the content the tapped card showed)."""
+    if not state.open:
         return Tally(state, _decided(state))
+    if state.status is ApprovalStatus.CHANGING:
+        return Tally(state, "The answer is being changed; wait for the new content on the card.")
+    if generation != state.generation:
+        return Tally(state, "The content changed since this card was drawn; read it again on the card.")
     if user_id not in state.approvers:
         return Tally(state, "You are not an approver of this request.")
     if vote is Vote.APPROVE and user_id == state.requester_id and not state.self_approval:

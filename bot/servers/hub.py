@@ -13,6 +13,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -39,6 +40,7 @@ from bot.servers.elicitation import Elicitations
 from bot.servers.limits import Limits, Refusal
 from bot.servers.pool import Pool, Unavailable
 from bot.servers.results import failure
+from mapping import new_request_id
 
 __all__ = ["Hub", "ProgressSink", "Unavailable"]
 
@@ -269,7 +271,24 @@ class Hub:
             timeout_s=rule.timeout_s,
             question=prompt.request.prompt,
         )
-        verdict = await self.approver.decide(ask)
+        approver = self.approver
+        verdict = await approver.decide(ask)
+        while verdict.changing and verdict.approval_id is not None:
+            # The requester changes the answer: ask again; the request is bound to the new content.
+            again = Prompt(
+                request=replace(prompt.request, id=new_request_id()),
+                origin=prompt.origin,
+                server=prompt.server,
+                form=prompt.form,
+                scope=prompt.scope,
+                why_withdrawn=prompt.why_withdrawn,
+            )
+            answer = await self.prompts.ask(again)
+            if not answer.ok:
+                await approver.withdraw(verdict.approval_id)
+                return None
+            content = dict(answer.data or {})
+            verdict = await approver.decide(replace(ask, content=content), verdict.approval_id)
         return content if verdict.approved else None
 
     def cancel(self, origin: Origin) -> int:

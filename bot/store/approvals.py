@@ -56,6 +56,7 @@ class ApprovalRecord:
         return self.state.id
 
 
+_OPEN = (ApprovalStatus.PENDING.value, ApprovalStatus.CHANGING.value)
 _EVENTS = {
     ApprovalStatus.EXPIRED: AuditEvent.APPROVAL_EXPIRED,
     ApprovalStatus.CANCELLED: AuditEvent.APPROVAL_CANCELLED,
@@ -93,6 +94,7 @@ class ApprovalStore:
                     id=state.id,
                     status=state.status.value,
                     revision=0,
+                    generation=0,
                     gate=gate,
                     server=ask.server,
                     tool=ask.tool,
@@ -139,9 +141,7 @@ class ApprovalStore:
         async with self.engine.connect() as conn:
             ids = [
                 row.id
-                for row in await conn.execute(
-                    select(approvals.c.id).where(approvals.c.status == ApprovalStatus.PENDING.value)
-                )
+                for row in await conn.execute(select(approvals.c.id).where(approvals.c.status.in_(_OPEN)))
             ]
         found = [await self.get(i) for i in ids]
         return [record for record in found if record is not None]
@@ -195,6 +195,63 @@ class ApprovalStore:
         )
         return updated
 
+    async def start_change(self, record: ApprovalRecord) -> ApprovalRecord | None:
+        """The requester is changing the answer: no vote counts until `rebind`; None when it changed meanwhile."""
+        async with self.engine.begin() as conn:
+            changed = await conn.execute(
+                update(approvals)
+                .where(
+                    approvals.c.id == record.id,
+                    approvals.c.revision == record.revision,
+                    approvals.c.status == ApprovalStatus.PENDING.value,
+                )
+                .values(status=ApprovalStatus.CHANGING.value, revision=record.revision + 1)
+            )
+            if changed.rowcount != 1:
+                return None
+        state = replace(record.state, status=ApprovalStatus.CHANGING)
+        return replace(record, state=state, revision=record.revision + 1)
+
+    async def rebind(self, record: ApprovalRecord, ask: ApprovalAsk) -> ApprovalRecord | None:
+        """Bind the request to new content (`ask.content`): pending again, a new generation, earlier approvals
+        no longer count. Audited as `approval_changed` with both hashes; None when it changed meanwhile."""
+        new_hash = ask.hash
+        async with self.engine.begin() as conn:
+            changed = await conn.execute(
+                update(approvals)
+                .where(
+                    approvals.c.id == record.id,
+                    approvals.c.revision == record.revision,
+                    approvals.c.status == ApprovalStatus.CHANGING.value,
+                )
+                .values(
+                    status=ApprovalStatus.PENDING.value,
+                    revision=record.revision + 1,
+                    generation=record.state.generation + 1,
+                    content=json.dumps(ask.content, sort_keys=True, ensure_ascii=False),
+                    content_hash=new_hash,
+                )
+            )
+            if changed.rowcount != 1:
+                return None
+        state = replace(
+            record.state,
+            status=ApprovalStatus.PENDING,
+            content_hash=new_hash,
+            generation=record.state.generation + 1,
+        )
+        updated = replace(
+            record, ask=replace(record.ask, content=ask.content), state=state, revision=record.revision + 1
+        )
+        detail: dict[str, Any] = {
+            "approval_id": record.id,
+            "content_sha256": new_hash,
+            "previous_sha256": record.state.content_hash,
+        }
+        detail.update(_kept(ask.content, self.content))
+        await self._audit(AuditEvent.APPROVAL_CHANGED, updated, detail)
+        return updated
+
     async def finish(self, record: ApprovalRecord, status: ApprovalStatus) -> ApprovalRecord | None:
         """End a pending request without a vote (expired, cancelled); None when it was decided meanwhile."""
         at = now_iso()
@@ -204,7 +261,7 @@ class ApprovalStore:
                 .where(
                     approvals.c.id == record.id,
                     approvals.c.revision == record.revision,
-                    approvals.c.status == ApprovalStatus.PENDING.value,
+                    approvals.c.status.in_(_OPEN),
                 )
                 .values(status=status.value, revision=record.revision + 1, decided_at=at)
             )
@@ -273,6 +330,7 @@ def _record(row: dict[str, Any], votes: list[dict[str, Any]]) -> ApprovalRecord:
         content_hash=row["content_hash"],
         status=ApprovalStatus(row["status"]),
         ballots=ballots,
+        generation=row["generation"],
     )
     return ApprovalRecord(
         ask=ask,

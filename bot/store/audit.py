@@ -64,6 +64,8 @@ class AuditEvent(enum.StrEnum):
     """An approver rejected: the request ended, nothing is sent."""
     APPROVAL_EXPIRED = "approval_expired"
     """Not decided in time: nothing is sent."""
+    APPROVAL_CHANGED = "approval_changed"
+    """Gate "answers": the requester changed the answer; approvals given before no longer count."""
     APPROVAL_CANCELLED = "approval_cancelled"
     """The call went away before a decision (the bot stopped, its requester cancelled it)."""
 

@@ -62,6 +62,7 @@ approvals = Table(
     Column("id", String(36), primary_key=True, comment="a uuid4; also in the approval cards' callback data"),
     Column("status", String(16), nullable=False, comment="pending, approved, rejected, expired, cancelled"),
     Column("revision", Integer, nullable=False, comment="bumped by every change: a change is a compare-and-set"),
+    Column("generation", Integer, nullable=False, comment="bumped by every change of the content"),
     Column("gate", String(16), nullable=False, comment="'call' or 'answers'"),
     Column("server", String(64), nullable=False),
     Column("tool", String(256), nullable=False),

@@ -16,7 +16,7 @@ from bot.core.approvals import ApprovalAsk, ApprovalState, ApprovalStatus, Ballo
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.render import Screen, callback_button, esc, fit
 
-__all__ = ["approval_screen", "decided_line", "request_line", "show_value"]
+__all__ = ["approval_screen", "change_screen", "decided_line", "request_line", "show_value"]
 
 CONTENT_CHARS: Final = 3000
 """Room for the content on a card (Telegram's 4096 minus the rest); more is never cut silently."""
@@ -79,7 +79,7 @@ def approval_screen(
     """The card: the request, exactly what will be sent, who must agree, the count so far, and while pending
     the Approve and Reject buttons."""
     pending = state.status is ApprovalStatus.PENDING
-    head = "🔐 <b>Approval needed</b>" if pending else "🔐 Approval request"
+    head = "🔐 <b>Approval needed</b>" if state.open else "🔐 Approval request"
     lines = [head, request_line(ask), "", "<b>Exactly what will be sent:</b>", *_content_lines(ask.content)]
     lines.append(f"SHA-256 <code>{state.content_hash}</code>")
     lines.append("")
@@ -88,14 +88,30 @@ def approval_screen(
     if not state.self_approval and state.requester_id in state.approvers:
         lines.append(f"<i>{esc(ask.requester, 64)}'s own approval does not count.</i>")
     counted = state.approvals
+    if state.status is ApprovalStatus.CHANGING:
+        lines.append(
+            f"✏️ <b>{esc(ask.requester, 64)} is changing the answer</b>: approvals so far will not count."
+        )
+        return Screen(fit(lines))
     if pending:
         if counted:
             lines.append(f"Approved by {esc(names(counted))}, {len(counted)} of {state.quorum}")
         if deadline is not None:
             until = dt.datetime.fromtimestamp(deadline, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
             lines.append(f"<i>Expires {until} if not decided.</i>")
-        data = [Button(Kind.APPROVAL, state.id, 0, action).pack() for action in (Action.YES, Action.NO)]
+        data = [Button(Kind.APPROVAL, state.id, state.generation, a).pack() for a in (Action.YES, Action.NO)]
         keyboard = [[callback_button("✅ Approve", data[0]), callback_button("❌ Reject", data[1])]]
         return Screen(fit(lines), keyboard)
     lines.append(decided_line(state))
     return Screen(fit(lines))
+
+
+def change_screen(ask: ApprovalAsk, state: ApprovalState) -> Screen:
+    """The requester's notice while their answer waits (gate "answers"): a way to change it."""
+    if not state.open:
+        return Screen(f"🔐 Your answer to <b>{esc(ask.server, 64)}</b>'s question: {decided_line(state)}")
+    data = Button(Kind.APPROVAL, state.id, state.generation, Action.EDIT).pack()
+    return Screen(
+        f"⏳ Your answer to <b>{esc(ask.server, 64)}</b>'s question waits for {state.quorum} approval(s).",
+        [[callback_button("✏️ Change answer", data)]],
+    )

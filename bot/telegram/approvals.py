@@ -23,7 +23,7 @@ from telegram.error import TelegramError
 from bot.core.approvals import ApprovalAsk, ApprovalStatus, Verdict, Vote, names, tally
 from bot.servers.hub import Hub
 from bot.store.approvals import ApprovalRecord, ApprovalStore, now_iso
-from bot.telegram.approval_cards import approval_screen, request_line
+from bot.telegram.approval_cards import approval_screen, change_screen, request_line
 from bot.telegram.callback_data import Action, Button
 from bot.telegram.render import Screen, esc
 from bot.telegram.surface import TelegramSurface
@@ -121,31 +121,82 @@ class TelegramApprovals:
 
     # -- the hub's Approver ----------------------------------------------------------------------------
 
-    async def decide(self, ask: ApprovalAsk) -> Verdict:
-        """Store the request, send its cards, wait for the verdict (or the deadline). Never raises for outcomes."""
+    async def decide(self, ask: ApprovalAsk, approval_id: str | None = None) -> Verdict:
+        """Store the request (or, with `approval_id`, bind a request being changed to the new content), show its
+        cards, wait for the verdict (or the deadline). Never raises for outcomes."""
+        nothing = "the call was not made" if ask.question is None else "the server was told decline"
         if self._stopping:
-            return Verdict(ApprovalStatus.CANCELLED, "the bot is stopping; the call was not made")
+            return Verdict(ApprovalStatus.CANCELLED, f"the bot is stopping; {nothing}")
+        record: ApprovalRecord | None = None
         try:
-            known = {u: self.people[u] for u in (*ask.approvers, ask.origin.user_id) if u in self.people}
-            gate = "call" if ask.question is None else "answers"
-            record = await self.store.create(ask, gate, self.clock() + ask.timeout_s, known)
+            if approval_id is not None:
+                current = await self.store.get(approval_id)
+                if current is not None and current.state.status is ApprovalStatus.CHANGING:
+                    record = await self.store.rebind(current, ask)
+            fresh = record is None
+            if record is None:
+                known = {u: self.people[u] for u in (*ask.approvers, ask.origin.user_id) if u in self.people}
+                gate = "call" if ask.question is None else "answers"
+                record = await self.store.create(ask, gate, self.clock() + ask.timeout_s, known)
         except SQLAlchemyError:
             logger.exception("could not store an approval request")
-            return Verdict(
-                ApprovalStatus.CANCELLED, "the approval request could not be recorded; the call was not made"
-            )
+            return Verdict(ApprovalStatus.CANCELLED, f"the approval request could not be recorded; {nothing}")
         waiter = self._waiters[record.id] = _Waiter()
+        notice: int | None = None
         try:
-            await self._send_cards(record)
+            if fresh:
+                # Taps wait until the cards are stored: a tap's redraw must find every card.
+                async with self._lock(record.id):
+                    await self._send_cards(record)
+            else:
+                await self._redraw(record)
+            if ask.question is not None:
+                notice = await self._send_notice(record)
             with anyio.move_on_after(max(0.0, record.deadline - self.clock())):
                 await waiter.done.wait()
             if waiter.verdict is None:
                 await self._expire(record.id)
-            return waiter.verdict or Verdict(
-                ApprovalStatus.CANCELLED, "the approval request could not be settled; the call was not made"
+            verdict = waiter.verdict or Verdict(
+                ApprovalStatus.CANCELLED, f"the approval request could not be settled; {nothing}"
             )
+            return verdict
         finally:
             del self._waiters[record.id]
+            if notice is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._end_notice(record, notice, waiter.verdict)
+
+    async def withdraw(self, approval_id: str) -> None:
+        """The requester gave up changing the answer (declined or cancelled the question): the request ends."""
+        async with self._lock(approval_id):
+            try:
+                record = await self.store.get(approval_id)
+                ended = None if record is None else await self.store.finish(record, ApprovalStatus.CANCELLED)
+            except SQLAlchemyError:
+                logger.exception("could not withdraw approval %s", approval_id)
+                return
+        if ended is not None:
+            await self._redraw(ended)
+
+    async def _send_notice(self, record: ApprovalRecord) -> int | None:
+        """Gate "answers": tell the requester their answer waits, with a way to change it."""
+        try:
+            return await self.surface.send(record.ask.origin.chat_id, change_screen(record.ask, record.state))
+        except TelegramError as exc:
+            logger.info("the notice of approval %s could not be sent: %s", record.id, exc)
+            return None
+
+    async def _end_notice(self, record: ApprovalRecord, message_id: int, verdict: Verdict | None) -> None:
+        if verdict is not None and verdict.changing:
+            text = "✏️ Changing your answer: the approvers will see the new one."
+        else:
+            text = f"🔐 Your answer to <b>{esc(record.ask.server, 64)}</b>'s question: " + esc(
+                verdict.text if verdict is not None else "no decision"
+            )
+        try:
+            await self.surface.edit(record.ask.origin.chat_id, message_id, Screen(text))
+        except TelegramError as exc:
+            logger.info("the notice of approval %s could not be edited: %s", record.id, exc)
 
     # -- cards -----------------------------------------------------------------------------------------
 
@@ -192,6 +243,8 @@ class TelegramApprovals:
         """Approve or Reject: refused with an alert (not an approver, own request, already decided), or
         counted, committed, and the cards edited."""
         self.seen(user)
+        if button.action is Action.EDIT:
+            return await self._change(user, button)
         vote = Vote.APPROVE if button.action is Action.YES else Vote.REJECT
         async with self._lock(button.token):
             for _ in range(_CAS_ATTEMPTS):
@@ -202,7 +255,7 @@ class TelegramApprovals:
                     return Tap("The approval store is unavailable; try again.", alert=True)
                 if record is None:
                     return Tap(GONE, alert=True)
-                counted = tally(record.state, user.id, user.first_name, vote, now_iso())
+                counted = tally(record.state, user.id, user.first_name, vote, now_iso(), button.version)
                 if counted.refusal is not None:
                     return Tap(counted.refusal, alert=True)
                 assert counted.ballot is not None
@@ -221,6 +274,37 @@ class TelegramApprovals:
         if vote is Vote.REJECT:
             return Tap("Rejected.")
         return Tap(f"Approved ({len(updated.state.approvals)} of {updated.state.quorum}).")
+
+    async def _change(self, user: User, button: Button) -> Tap:
+        """The requester's Change answer: votes stop counting, the cards say so, the question is asked again."""
+        async with self._lock(button.token):
+            try:
+                record = await self.store.get(button.token)
+            except SQLAlchemyError:
+                logger.exception("could not read approval %s", button.token)
+                return Tap("The approval store is unavailable; try again.", alert=True)
+            if record is None:
+                return Tap(GONE, alert=True)
+            if user.id != record.ask.origin.user_id:
+                return Tap(f"Only {record.ask.requester} can change this answer.", alert=True)
+            waiter = self._waiters.get(record.id)
+            if (
+                record.state.status is not ApprovalStatus.PENDING
+                or waiter is None
+                or waiter.verdict is not None
+            ):
+                return Tap("This answer can no longer be changed.", alert=True)
+            try:
+                changing = await self.store.start_change(record)
+            except SQLAlchemyError:
+                logger.exception("could not start changing approval %s", record.id)
+                return Tap("The approval store is unavailable; try again.", alert=True)
+            if changing is None:
+                return Tap("The request changed meanwhile; try again.", alert=True)
+            waiter.verdict = Verdict(ApprovalStatus.PENDING, "changing the answer", record.id, changing=True)
+            waiter.done.set()
+        await self._redraw(changing)
+        return Tap("Change your answer in the question below.")
 
     async def _decided(self, record: ApprovalRecord) -> None:
         """Tell the requester; wake the waiting call, or (after a restart) run the approved call from here."""
@@ -280,18 +364,14 @@ class TelegramApprovals:
                 if record is None:
                     return
                 expired = None
-                if record.state.status is ApprovalStatus.PENDING:
+                if record.state.open:
                     expired = await self.store.finish(record, ApprovalStatus.EXPIRED)
             except SQLAlchemyError:
                 logger.exception("could not expire approval %s", approval_id)
                 return
         waiter = self._waiters.get(approval_id)
         if expired is None:
-            if (
-                waiter is not None
-                and waiter.verdict is None
-                and record.state.status is not ApprovalStatus.PENDING
-            ):
+            if waiter is not None and waiter.verdict is None and not record.state.open:
                 waiter.verdict = verdict_of(record)  # decided by another process meanwhile
                 waiter.done.set()
             return

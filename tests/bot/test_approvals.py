@@ -195,7 +195,11 @@ async def test_each_approver_gets_the_card_privately_without_an_approval_chat(tm
 
 
 OWNER = json.dumps(
-    {"type": "object", "properties": {"owner": {"type": "string", "title": "New owner"}}, "required": ["owner"]}
+    {
+        "type": "object",
+        "properties": {"owner": {"type": "string", "title": "New owner"}},
+        "required": ["owner"],
+    }
 )
 ROTATE = f"/call t ask_form message=Rotate the prod key? schema_json={OWNER}"
 ANSWERS = {"servers": ["t"], "tools": ["ask_*"], "gate": "answers"}
@@ -239,3 +243,46 @@ async def test_a_rejected_answer_reaches_the_server_as_decline(tmp_path: Path) -
         told = await s.fake.wait_for(lambda m: m.chat_id == s.group and "rejected by Dave" in m.text)
     assert json.loads(result_body(result)) == {"action": "decline", "content": None}
     assert "decline" in told.text
+
+
+async def test_a_changed_answer_resets_the_approvals_given_so_far(tmp_path: Path) -> None:
+    """Bob approved "zoe"; Alice changes her answer to "yan": while she changes it nobody can vote, the card
+    then shows "yan" with no approval counted, a tap on the old buttons is refused, and only two approvals of
+    "yan" send it. Only Alice may change her answer."""
+    async with ops_scene(tmp_path, **ANSWERS) as o:
+        s = o.s
+        call = await answer_owner(o, "zoe")
+        card = await s.fake.wait_for(lambda m: o.card(m) and bool(m.reply_markup))
+        old_approve = card.button("✅ Approve").callback_data
+        assert old_approve is not None
+        first = await s.bob.press(card, "✅ Approve")
+        assert not first.show_alert, first.text
+        await s.fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text)
+        notice = await s.fake.wait_for(lambda m: m.chat_id == s.group and "waits for" in m.text)
+        other = await s.bob.press(notice, "✏️ Change answer")
+        assert other.show_alert and "Only Alice" in (other.text or "")
+
+        await s.alice.press(notice, "✏️ Change answer")
+        await s.fake.wait_for(lambda m: m is card and "changing the answer" in m.text and not m.reply_markup)
+        meanwhile = await o.carol.press_data(card, old_approve)
+        assert meanwhile.show_alert and "being changed" in (meanwhile.text or "")
+        question = await s.fake.wait_for(
+            lambda m: (
+                "Rotate the prod key?" in m.text and bool(m.reply_markup) and "Please review" not in m.text
+            )
+        )
+        await s.alice.send("yan", reply_to=question)
+        review = await s.fake.wait_for(
+            lambda m: "Please review" in m.text and "yan" in m.text and bool(m.reply_markup)
+        )
+        await s.alice.press(review, "✅ Submit")
+        card = await s.fake.wait_for(lambda m: m is card and "owner: yan" in m.text and bool(m.reply_markup))
+        assert "Approved by" not in card.text
+
+        stale = await s.bob.press_data(card, old_approve)
+        assert stale.show_alert and "content changed" in (stale.text or "")
+        await s.bob.press(card, "✅ Approve")
+        await s.fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text)
+        await o.carol.press(card, "✅ Approve")
+        result = await s.fake.wait_for(lambda m: is_result(m, call))
+    assert json.loads(result_body(result)) == {"action": "accept", "content": {"owner": "yan"}}

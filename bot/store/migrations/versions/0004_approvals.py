@@ -21,6 +21,7 @@ def upgrade() -> None:
         sa.Column("id", sa.String(36), primary_key=True),
         sa.Column("status", sa.String(16), nullable=False),
         sa.Column("revision", sa.Integer, nullable=False),
+        sa.Column("generation", sa.Integer, nullable=False),
         sa.Column("gate", sa.String(16), nullable=False),
         sa.Column("server", sa.String(64), nullable=False),
         sa.Column("tool", sa.String(256), nullable=False),
