@@ -197,7 +197,8 @@ class Hub:
         """
         started = anyio.current_time()
         rule = self.config.approval_rule(name, tool)
-        if rule is not None and rule.gate is ApprovalGate.CALL:
+        # With nobody to ask (the console), a call whose answers are gated is refused too: never half run.
+        if rule is not None and (rule.gate is ApprovalGate.CALL or self.approver is None):
             verdict = approved if approved is not None else await self._approval(rule, name, tool, arguments, origin)
             if not verdict.approved:
                 outcome = failure(CallStatus.REFUSED, verdict.text)

@@ -1,8 +1,8 @@
 """A test MCP server whose tool calls are written down: in memory (in-process) or one JSON line each in a file.
 
 `python -m tests.servers.ledger LEDGER_FILE` serves it over stdio (a bot killed and started again reaches a
-new process of it; the file is what both saw). Tools: `deploy(service, version)` (gated in the approval
-tests), `status()` (not gated). Does I/O (the file).
+new process of it; the file is what both saw). Tools: `deploy(service, version)` and `rollback()` (gated in
+the approval tests), `status()` (not gated). Does I/O (the file).
 """
 
 from __future__ import annotations
@@ -39,6 +39,12 @@ class Ledger:
             """Deploy `service` at `version` (and write it down)."""
             self._note("deploy", {"service": service, "version": version})
             return f"deployed {service} {version}"
+
+        @server.tool()
+        def rollback() -> str:
+            """Roll back (and write it down)."""
+            self._note("rollback", {})
+            return "rolled back"
 
         @server.tool()
         def status() -> str:
