@@ -9,6 +9,7 @@ Strings may use `${VAR}` (an unset VAR is a problem) or `${VAR:-default}` (used 
 from __future__ import annotations
 
 import enum
+import fnmatch
 import os
 import re
 import sys
@@ -16,7 +17,7 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
 from bot import _config_read as read
@@ -26,6 +27,8 @@ __all__ = [
     "WEBHOOK_PATH",
     "WEBHOOK_PORTS",
     "WEBHOOK_SECRET",
+    "ApprovalGate",
+    "ApprovalRule",
     "AuditConfig",
     "AuditContent",
     "Config",
@@ -122,6 +125,46 @@ class Transport(enum.StrEnum):
 
     STDIO = "stdio"
     HTTP = "http"
+
+
+class ApprovalGate(enum.StrEnum):
+    """What an `[[approvals]]` rule holds back until approvers agree."""
+
+    CALL = "call"
+    """The tool call itself: it is not sent until approved."""
+    ANSWERS = "answers"
+    """Each `accept` answer to one of the call's questions: it is not sent until approved."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRule:
+    """`[[approvals]]`: tool calls that need `quorum` of `approvers` to agree first."""
+
+    servers: frozenset[str]
+    """Server names the rule covers."""
+    tools: tuple[str, ...]
+    """Tool names or shell-style patterns (`deploy*`), matched with `fnmatch.fnmatchcase`."""
+    approvers: frozenset[int]
+    """Telegram user ids who may approve or reject."""
+    quorum: int = 1
+    """How many distinct approvers must approve."""
+    chat: int | None = None
+    """The approval group's chat id; None: each approver gets the card privately."""
+    self_approval: bool = False
+    """Whether the requester's own approval counts (when they are an approver)."""
+    timeout_s: float = 1800.0
+    """A request not decided by then expires (and nothing is sent)."""
+    gate: ApprovalGate = ApprovalGate.CALL
+    index: int = 0
+    """The rule's place among `[[approvals]]` (named in problems and on cards)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.quorum <= len(self.approvers):
+            raise ValueError(f"approvals[{self.index}]: quorum must be between 1 and {len(self.approvers)}")
+
+    def matches(self, server: str, tool: str) -> bool:
+        """Whether a call of `tool` on `server` falls under this rule."""
+        return server in self.servers and any(fnmatch.fnmatchcase(tool, p) for p in self.tools)
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +367,17 @@ class Config:
     audit: AuditConfig = field(default_factory=AuditConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     """`[limits]`; absent keys are off, or `LimitsConfig.public()`'s under `allow_everyone`."""
+    approvals: tuple[ApprovalRule, ...] = ()
+    """`[[approvals]]`, in file order; the first that matches a call applies (see `approval_rule`)."""
+
+    def approval_rule(self, server: str, tool: str) -> ApprovalRule | None:
+        """The first `[[approvals]]` rule covering this call, if any."""
+        return next((rule for rule in self.approvals if rule.matches(server, tool)), None)
+
+    @property
+    def approvers(self) -> frozenset[int]:
+        """Everyone who may approve something: their taps on approval cards pass the access gate."""
+        return frozenset().union(*(rule.approvers for rule in self.approvals))
 
     @property
     def miniapp_on(self) -> bool:
@@ -395,7 +449,12 @@ def parse_config(
     """
     problems: list[str] = []
     root = read.Section(data, "", environ, problems)
-    root.only(("telegram", "elicitation", "sessions", "servers", "web", "miniapp", "storage", "audit", "limits"))
+    root.only(
+        (
+            *("telegram", "elicitation", "sessions", "servers", "web", "miniapp", "storage", "audit", "limits"),
+            "approvals",
+        )
+    )
     telegram = _telegram(root.section("telegram"))
     web = _web(root, telegram.mode)
     e = root.section("elicitation")
@@ -414,6 +473,7 @@ def parse_config(
     a.only(("content",))
     audit = AuditConfig(content=a.get("content", read.one_of(AuditContent), AuditContent.FULL))
     limits = _limits(root.section("limits"), telegram.allow_everyone)
+    approvals = _approvals(root, {server.name for server in servers}, telegram)
     if problems:
         raise ConfigError(problems)
     return Config(
@@ -426,7 +486,89 @@ def parse_config(
         storage=storage,
         audit=audit,
         limits=limits,
+        approvals=approvals,
     )
+
+
+_APPROVAL_KEYS: Final = ("servers", "tools", "approvers", "quorum", "chat", "self_approval", "timeout_s", "gate")
+
+
+def _approvals(root: read.Section, servers: set[str], telegram: TelegramConfig) -> tuple[ApprovalRule, ...]:
+    raw = root.values.get("approvals")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        root.problem("must be an array of tables ([[approvals]])", "approvals")
+        return ()
+    rules: list[ApprovalRule] = []
+    for i, table in enumerate(cast("list[object]", raw)):
+        key = f"approvals[{i}]"
+        if not isinstance(table, Mapping):
+            root.problem("must be a table", key)
+            continue
+        a = read.Section(cast("Mapping[str, Any]", table), key, root.environ, root.problems)
+        before = len(a.problems)
+        a.only(_APPROVAL_KEYS)
+        names = a.get("servers", read.str_list, ())
+        for j, name in enumerate(names):
+            if name not in servers:
+                a.problem(f"no server {name!r} is configured", f"servers[{j}]")
+        tools = a.get("tools", read.str_list, ())
+        for j, pattern in enumerate(tools):
+            if not pattern:
+                a.problem("must not be empty", f"tools[{j}]")
+        approvers = a.get("approvers", read.user_ids, frozenset[int]())
+        for name in ("servers", "tools", "approvers"):
+            if not a.has(name):
+                a.problem("required", name)
+            elif not a.values[name]:
+                a.problem("must list at least one", name)
+        quorum = a.get("quorum", read.positive_int, 1)
+        chat = a.get("chat", _chat_id, None)
+        self_approval = a.get("self_approval", read.boolean, False)
+        timeout_s = a.get("timeout_s", read.positive, 1800.0)
+        gate = a.get("gate", read.one_of(ApprovalGate), ApprovalGate.CALL)
+        if approvers:
+            _check_quorum(a, quorum, approvers, self_approval, telegram)
+        if len(a.problems) == before:
+            rules.append(
+                ApprovalRule(
+                    frozenset(names), tools, approvers, quorum, chat, self_approval, timeout_s, gate, i
+                )
+            )
+    return tuple(rules)
+
+
+def _check_quorum(
+    a: read.Section, quorum: int, approvers: frozenset[int], self_approval: bool, telegram: TelegramConfig
+) -> None:
+    """A quorum no request could ever reach is a problem: more than the approvers, or (with self_approval
+    false) more than the approvers left when one of them is the requester, as anyone allowed may be."""
+    if quorum > len(approvers):
+        a.problem(f"{quorum} approvals needed but only {len(approvers)} approvers", "quorum")
+        return
+    if self_approval:
+        return
+    callers = sorted(u for u in approvers if telegram.allow_everyone or u in telegram.allowed_users)
+    if callers and quorum > len(approvers) - 1:
+        who = "everyone may call tools (allow_everyone)" if telegram.allow_everyone else (
+            f"approver {callers[0]} is in telegram.allowed_users"
+        )
+        a.problem(
+            f"{quorum} approvals needed, but with self_approval = false a request by an approver leaves only "
+            f"{len(approvers) - 1} who can approve ({who})",
+            "quorum",
+        )
+
+
+def _chat_id(value: object, environ: Mapping[str, str]) -> int:
+    if isinstance(value, str):
+        value = read.expand(value, environ).strip()
+        if value.lstrip("-").isdigit():
+            value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value == 0:
+        raise read.Invalid("must be a Telegram chat id (an integer; groups are negative)")
+    return value
 
 
 def _storage(root: read.Section, base_dir: str | None) -> StorageConfig | None:

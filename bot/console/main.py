@@ -34,6 +34,8 @@ async def run_console(config: Config) -> int:
         if reader.interactive:
             stack.enter_context(patch_stdout(raw=True))  # output from other tasks lands above the prompt
         async with Hub(config, prompts) as hub, anyio.create_task_group() as tg:
+            hub.no_approver_reason = "the console has no approvers"  # gated calls are refused, never run
+
 
             async def on_signal() -> None:
                 nonlocal interrupted

@@ -12,7 +12,7 @@ import contextvars
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -51,7 +51,12 @@ class Caller:
 
     origin: Origin
     asking: set[Prompt] = field(default_factory=set[Prompt])
+    tool: str | None = None
+    """The tool being called (approval rules of gate "answers" match it)."""
 
+
+Vet = Callable[[Prompt, str | None, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+"""(question, tool, accepted content) -> the content to send, or None for `decline`."""
 
 _caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("toolnexus_caller", default=None)
 
@@ -79,6 +84,9 @@ class Elicitations:
         self._refusal_told: dict[Hashable, float] = {}
         self.stopping = False
         """Set at shutdown: questions still arriving are refused without a card."""
+        self.vet: Vet | None = None
+        """Sees each accepted form answer before the server does: the content to send, or None to send
+        `decline` instead (approvals of gate "answers"; set by the hub)."""
 
     @asynccontextmanager
     async def on_session(self, conn: Connection, caller: Caller) -> AsyncIterator[None]:
@@ -232,6 +240,12 @@ class Elicitations:
         result = answer_to_elicit_result(answer)
         if request.kind is RequestKind.AUTHORIZATION and result["action"] == "accept":
             return ElicitResult(action="accept")  # URL mode: consent only, no content on the wire
+        if self.vet is not None and result["action"] == "accept":
+            tool = askers[0].tool if askers else None
+            content = await self.vet(prompt, tool, dict(result.get("content") or {}))
+            if content is None:
+                return ElicitResult(action="decline")
+            result = {"action": "accept", "content": content}
         return ElicitResult.model_validate(result)
 
     async def _refuse_too_many(self, conn: Connection, origin: Origin, message: str) -> None:

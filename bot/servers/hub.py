@@ -13,6 +13,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -20,23 +21,26 @@ import mcp_types as types
 from anyio.abc import TaskGroup
 from mcp import MCPError
 
-from bot.config import Config, ServerConfig
+from bot.config import ApprovalGate, ApprovalRule, Config, ServerConfig
 from bot.core import (
     CallStatus,
     Observer,
     Origin,
     Outcome,
+    Prompt,
     PromptRegistry,
     ServerStatus,
     ToolInfo,
     ToolOutcome,
 )
+from bot.core.approvals import ApprovalAsk, ApprovalStatus, Approver, Verdict
 from bot.servers.calls import Calls, ProgressSink
 from bot.servers.connections import describe_error
 from bot.servers.elicitation import Elicitations
 from bot.servers.limits import Limits, Refusal
 from bot.servers.pool import Pool, Unavailable
 from bot.servers.results import failure
+from mapping import new_request_id
 
 __all__ = ["Hub", "ProgressSink", "Unavailable"]
 
@@ -75,6 +79,13 @@ class Hub:
         self.servers = self.pool.servers
         self.calls_ended: Counter[CallStatus] = Counter()
         """Tool calls that returned, by how they ended (read by /metrics)."""
+        self.approver: Approver | None = None
+        """Gets gated calls approved (`[[approvals]]`); None (the console, no database): they are refused."""
+        self.no_approver_reason = "this host cannot ask approvers"
+        """Why a gated call is refused when there is no `approver`."""
+        self.elicitations.vet = self._vet_answer
+        self.names: Callable[[int], str] = lambda user_id: f"user {user_id}"
+        """A person's display name, for approval cards (the host knows names; the hub knows ids)."""
         self._tg: TaskGroup | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -173,14 +184,27 @@ class Hub:
         arguments: dict[str, Any] | None,
         origin: Origin,
         on_progress: ProgressSink | None = None,
+        *,
+        approved: Verdict | None = None,
     ) -> ToolOutcome:
         """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes.
 
-        A call past this person's limits is not started: it ends `REFUSED` with one line, empty when they were
+        A call an `[[approvals]]` rule gates waits for the `approver`'s verdict first and is not sent unless
+        approved (it ends `REFUSED` with the verdict's line); `approved` is a verdict already reached for exactly
+        these arguments (a request decided after a restart). A call past this person's limits is not started: it ends `REFUSED` with one line, empty when they were
         told about that limit recently (say nothing then). Logs one INFO line per call: who, server, tool,
         outcome and duration (never arguments or answers).
         """
         started = anyio.current_time()
+        rule = self.config.approval_rule(name, tool)
+        # With nobody to ask (the console), a call whose answers are gated is refused too: never half run.
+        if rule is not None and (rule.gate is ApprovalGate.CALL or self.approver is None):
+            verdict = approved if approved is not None else await self._approval(rule, name, tool, arguments, origin)
+            if not verdict.approved:
+                outcome = failure(CallStatus.REFUSED, verdict.text)
+                self.calls_ended[outcome.status] += 1
+                log_call(origin, name, tool, outcome, anyio.current_time() - started)
+                return outcome
         if self.observer is not None:
             await self.observer.call_started(origin, name, tool, arguments)
         server = self.servers.get(name)
@@ -202,6 +226,71 @@ class Hub:
             with anyio.CancelScope(shield=True):
                 await self.observer.call_ended(origin, name, tool, outcome)
         return outcome
+
+    async def _approval(
+        self, rule: ApprovalRule, server: str, tool: str, arguments: dict[str, Any] | None, origin: Origin
+    ) -> Verdict:
+        """The approver's verdict on this call, or a refusal when there is nobody to ask."""
+        if self.approver is None:
+            return Verdict(
+                ApprovalStatus.CANCELLED,
+                f"{tool} on {server} needs approval (approvals[{rule.index}]) and {self.no_approver_reason}; "
+                "it was not run",
+            )
+        ask = ApprovalAsk(
+            origin=origin,
+            requester=self.names(origin.user_id),
+            server=server,
+            tool=tool,
+            content=dict(arguments or {}),
+            approvers=rule.approvers,
+            quorum=rule.quorum,
+            chat=rule.chat,
+            self_approval=rule.self_approval,
+            timeout_s=rule.timeout_s,
+        )
+        return await self.approver.decide(ask)
+
+    async def _vet_answer(self, prompt: Prompt, tool: str | None, content: dict[str, Any]) -> dict[str, Any] | None:
+        """Gate "answers": an accepted answer goes to the server only once approved; else `decline` (None)."""
+        rule = None if tool is None else self.config.approval_rule(prompt.server, tool)
+        if rule is None or rule.gate is not ApprovalGate.ANSWERS:
+            return content
+        if self.approver is None:
+            logger.info("an answer to %s/%s needs approval and %s: declined", prompt.server, tool, self.no_approver_reason)
+            return None
+        ask = ApprovalAsk(
+            origin=prompt.origin,
+            requester=self.names(prompt.origin.user_id),
+            server=prompt.server,
+            tool=tool or "",
+            content=content,
+            approvers=rule.approvers,
+            quorum=rule.quorum,
+            chat=rule.chat,
+            self_approval=rule.self_approval,
+            timeout_s=rule.timeout_s,
+            question=prompt.request.prompt,
+        )
+        approver = self.approver
+        verdict = await approver.decide(ask)
+        while verdict.changing and verdict.approval_id is not None:
+            # The requester changes the answer: ask again; the request is bound to the new content.
+            again = Prompt(
+                request=replace(prompt.request, id=new_request_id()),
+                origin=prompt.origin,
+                server=prompt.server,
+                form=prompt.form,
+                scope=prompt.scope,
+                why_withdrawn=prompt.why_withdrawn,
+            )
+            answer = await self.prompts.ask(again)
+            if not answer.ok:
+                await approver.withdraw(verdict.approval_id)
+                return None
+            content = dict(answer.data or {})
+            verdict = await approver.decide(replace(ask, content=content), verdict.approval_id)
+        return content if verdict.approved else None
 
     def cancel(self, origin: Origin) -> int:
         """/cancel: this person's pending prompts and running calls in this chat; returns how many."""

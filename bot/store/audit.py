@@ -56,6 +56,18 @@ class AuditEvent(enum.StrEnum):
     """The server withdrew the question, or its session ended."""
     CALL_ENDED = "call_ended"
     """A call's outcome."""
+    APPROVAL_REQUESTED = "approval_requested"
+    """A gated call (or answer) asked its approvers, with the content's SHA-256 (before any card was sent)."""
+    APPROVED = "approved"
+    """An approver approved (`user_id` is theirs); `detail.status` says whether that reached the quorum."""
+    REJECTED = "rejected"
+    """An approver rejected: the request ended, nothing is sent."""
+    APPROVAL_EXPIRED = "approval_expired"
+    """Not decided in time: nothing is sent."""
+    APPROVAL_CHANGED = "approval_changed"
+    """Gate "answers": the requester changed the answer; approvals given before no longer count."""
+    APPROVAL_CANCELLED = "approval_cancelled"
+    """The call went away before a decision (the bot stopped, its requester cancelled it)."""
 
 
 @dataclass(frozen=True, slots=True)

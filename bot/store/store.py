@@ -11,6 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.config import AuditContent, Config, StorageConfig
+from bot.store.approvals import ApprovalStore
 from bot.store.audit import AuditLog
 from bot.store.engine import display_url, open_engine
 from bot.store.observer import AuditObserver
@@ -29,6 +30,8 @@ class Store:
     engine: AsyncEngine
     audit: AuditLog
     observer: AuditObserver
+    approvals: ApprovalStore
+    """Approval requests and votes (`[[approvals]]`)."""
 
 
 @asynccontextmanager
@@ -47,7 +50,7 @@ async def open_store(
         raise StoreUnavailable(f"database {display_url(url)}: {exc}") from exc
     try:
         log = AuditLog(engine)
-        yield Store(engine, log, AuditObserver(log, content))
+        yield Store(engine, log, AuditObserver(log, content), ApprovalStore(engine, log, content))
     finally:
         with anyio.CancelScope(shield=True):
             await engine.dispose()

@@ -7,9 +7,9 @@ makes two appenders racing for the same place fail instead of forking the chain.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Float, Index, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Boolean, Column, Float, Index, Integer, MetaData, String, Table, Text
 
-__all__ = ["audit", "metadata", "rounds"]
+__all__ = ["approval_votes", "approvals", "audit", "metadata", "rounds"]
 
 metadata = MetaData(
     naming_convention={
@@ -55,3 +55,44 @@ rounds = Table(
     Column("request_state", Text, comment="the server's opaque requestState"),
     Column("deadline", Float, nullable=False, comment="Unix time after which the question expires"),
 )
+
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("id", String(36), primary_key=True, comment="a uuid4; also in the approval cards' callback data"),
+    Column("status", String(16), nullable=False, comment="pending, approved, rejected, expired, cancelled"),
+    Column("revision", Integer, nullable=False, comment="bumped by every change: a change is a compare-and-set"),
+    Column("generation", Integer, nullable=False, comment="bumped by every change of the content"),
+    Column("gate", String(16), nullable=False, comment="'call' or 'answers'"),
+    Column("server", String(64), nullable=False),
+    Column("tool", String(256), nullable=False),
+    Column("content", Text, nullable=False, comment="JSON: exactly what will be sent"),
+    Column("content_hash", String(64), nullable=False, comment="SHA-256 approvals are bound to"),
+    Column("question", Text, comment="gate 'answers': the server's question"),
+    Column("user_id", BigInteger, nullable=False, comment="the requester"),
+    Column("user_name", String(256), nullable=False),
+    Column("chat_id", BigInteger, nullable=False, comment="the requester's chat"),
+    Column("approvers", Text, nullable=False, comment="JSON list of user ids"),
+    Column("quorum", Integer, nullable=False),
+    Column("self_approval", Boolean, nullable=False),
+    Column("approval_chat", BigInteger, comment="the approval group; null: each approver privately"),
+    Column("cards", Text, nullable=False, comment="JSON list of [chat_id, message_id]"),
+    Column("names", Text, nullable=False, comment="JSON object: user id -> display name, as known when asked"),
+    Column("deadline", Float, nullable=False, comment="Unix time after which the request expires"),
+    Column("created_at", String(32), nullable=False),
+    Column("decided_at", String(32)),
+)
+Index("ix_approvals_status", approvals.c.status)
+
+approval_votes = Table(
+    "approval_votes",
+    metadata,
+    Column("id", String(36), primary_key=True, comment="a uuid4"),
+    Column("approval_id", String(36), nullable=False),
+    Column("user_id", BigInteger, nullable=False),
+    Column("name", String(256), nullable=False),
+    Column("vote", String(16), nullable=False, comment="'approve' or 'reject'"),
+    Column("content_hash", String(64), nullable=False, comment="the content the vote was cast on"),
+    Column("at", String(32), nullable=False),
+)
+Index("ix_approval_votes_approval_id", approval_votes.c.approval_id)

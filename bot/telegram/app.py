@@ -25,9 +25,11 @@ from bot.servers.hub import Hub
 from bot.store import Store, open_configured_store
 from bot.telegram.access import Access, Refusals
 from bot.telegram.api_watch import ApiWatch
+from bot.telegram.approvals import TelegramApprovals
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.flood import FloodLimiter
 from bot.telegram.handlers import access, audit, commands, forms
+from bot.telegram.handlers import approvals as approval_taps
 from bot.telegram.handlers.deps import Deps
 from bot.telegram.handlers.errors import on_error
 from bot.telegram.surface import TelegramSurface
@@ -100,16 +102,22 @@ async def _serve(
     async with anyio.create_task_group() as tg:
         runner = ToolRunner(hub, prompts, surface, allowed)
         deps = Deps(config.telegram, allowed, hub, prompts, surface, runner, ToolButtons())
-        app.add_handlers(access.handlers(allowed, Refusals(clock=clock)), group=-1)
+        approvals = _approvals(config, store, surface, hub)
+        if approvals is not None:
+            app.add_handlers(approval_taps.name_handlers(approvals, allowed, config.approvers), group=-2)
+        app.add_handlers(access.handlers(allowed, Refusals(clock=clock), config.approvers), group=-1)
         # The handlers match disjoint updates; taps (two of every three updates) are checked first.
         admin = [] if store is None else audit.handlers(config.telegram.admins, store.audit, surface)
-        app.add_handlers(forms.handlers(deps) + admin + commands.handlers(deps))
+        gated = [] if approvals is None else approval_taps.handlers(approvals)
+        app.add_handlers(gated + forms.handlers(deps) + admin + commands.handlers(deps))
         app.add_error_handler(on_error)
         web = _web_server(config, app, watch, prompts, hub, stop, surface)
         async with app:
             await app.bot.set_my_commands(commands.COMMANDS)
             await app.start()
             try:
+                if approvals is not None:
+                    await approvals.start(tg)
                 if web is not None:
                     await tg.start(web.run)
                 await _start_updates(app, config, watch)
@@ -120,16 +128,30 @@ async def _serve(
                 logger.info("stopping: cancelling pending prompts")
                 if web is not None:
                     web.stop()
+                if approvals is not None:
+                    approvals.stop()  # calls waiting for approval end; their requests stay in the store
                 await hub.aclose()  # settles every card while Telegram is still reachable
                 await surface.settle_parked()  # and answered ones still waiting for a result
             finally:
                 with anyio.CancelScope(shield=True):
+                    if approvals is not None:
+                        approvals.stop()  # PTB's stop waits for the calls' tasks, some maybe waiting here
                     if web is not None:
                         web.stop()
                     if app.updater is not None and app.updater.running:
                         await app.updater.stop()
                     if app.running:
                         await app.stop()
+
+
+def _approvals(config: Config, store: Store | None, surface: TelegramSurface, hub: Hub) -> TelegramApprovals | None:
+    """The approvals of `[[approvals]]` (they need the database: a request must outlive the process)."""
+    if not config.approvals:
+        return None
+    if store is None:
+        hub.no_approver_reason = "approvals need the database ([storage])"
+        return None
+    return TelegramApprovals(store.approvals, surface, hub)
 
 
 def _web_server(

@@ -20,6 +20,8 @@ class Kind(enum.StrEnum):
     """A button on an elicitation card."""
     TOOL = "t"
     """A tool button of /tools."""
+    APPROVAL = "a"
+    """Approve (`YES`) or Reject (`NO`) on an approval card; the token is the request's durable id."""
 
 
 class Action(enum.StrEnum):
@@ -79,6 +81,12 @@ def unpack(data: str | None) -> Button | None:
     if not parts[1] or version < 0 or (arg is not None and arg < 0):
         return None
     return Button(kind, parts[1], version, action, arg)
+
+
+def is_approval(data: object) -> bool:
+    """A tap on an approval card (the one kind of tap an approver who may not use the bot gets through)."""
+    button = unpack(data) if isinstance(data, str) else None
+    return button is not None and button.kind is Kind.APPROVAL
 
 
 def matches(data: object) -> bool:

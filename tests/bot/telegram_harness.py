@@ -75,12 +75,13 @@ async def bot_scene(
     web: dict[str, Any] | None = None,
     clock: Callable[[], float] = time.monotonic,
     storage: str | None = None,
+    approvals: list[dict[str, Any]] | None = None,
     **telegram: Any,
 ) -> AsyncIterator[Chat]:
     """Run the bot with `demo` and `t` (the elicit test server) in-process unless told otherwise.
 
     `web` is the `[web]` table (none by default: the endpoint is off); `storage` is `[storage] url` (none by
-    default: no database); `telegram` adds to `[telegram]`.
+    default: no database); `approvals` is `[[approvals]]`; `telegram` adds to `[telegram]`.
 
     With `world` (an earlier scene), a new bot process runs against that scene's fake and people: a restart.
     `clock` is the time the bot rations refusals to strangers by.
@@ -109,6 +110,7 @@ async def bot_scene(
             elicitation={"timeout_s": timeout_s},
             **({} if web is None else {"web": web}),
             **({} if storage is None else {"storage": {"url": storage}}),
+            **({} if approvals is None else {"approvals": approvals}),
         )
 
         def transport(server: ServerConfig) -> Any:

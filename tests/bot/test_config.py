@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bot.config import (
+    ApprovalRule,
     AuditConfig,
     Config,
     ConfigError,
@@ -516,8 +517,10 @@ def test_the_example_config_shows_every_option_and_its_commented_ones_are_valid(
         return {f.name for f in dataclasses.fields(cls)}
 
     assert set(data) == {
-        "telegram", "elicitation", "sessions", "servers", "web", "miniapp", "storage", "audit", "limits"
+        "telegram", "elicitation", "sessions", "servers", "web", "miniapp", "storage", "audit", "limits",
+        "approvals",
     }
+    assert set(data["approvals"][0]) == keys(ApprovalRule) - {"index"}
     assert set(data["limits"]) == keys(LimitsConfig)
     assert set(data["telegram"]) == keys(TelegramConfig) - {"token_problem"}
     assert set(data["web"]) == keys(WebConfig)

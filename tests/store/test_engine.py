@@ -15,7 +15,7 @@ from bot.store import AuditEvent, AuditLog, current_revision, database_url, open
 
 pytestmark = pytest.mark.anyio
 
-NEWEST = "0002"
+NEWEST = "0004"
 
 
 async def test_a_fresh_database_is_migrated_to_the_newest_revision_on_open(store_url: str) -> None:
@@ -24,7 +24,7 @@ async def test_a_fresh_database_is_migrated_to_the_newest_revision_on_open(store
         assert await current_revision(store.engine) == NEWEST
         async with store.engine.connect() as conn:
             tables = await conn.run_sync(lambda sync: set(inspect(sync).get_table_names()))
-        assert {"audit", "rounds", "alembic_version"} <= tables
+        assert {"audit", "rounds", "approvals", "approval_votes", "alembic_version"} <= tables
 
 
 async def test_a_database_at_the_first_revision_is_upgraded_and_keeps_its_rows(store_url: str) -> None:

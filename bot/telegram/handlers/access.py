@@ -19,6 +19,7 @@ from telegram.ext import ApplicationHandlerStop, BaseHandler, ContextTypes, Type
 
 from bot.logs import REFUSED_LOGGER
 from bot.telegram.access import Access, Refusals
+from bot.telegram.callback_data import is_approval
 
 logger = logging.getLogger(__name__)
 
@@ -34,11 +35,17 @@ def refusal_text(user_id: int) -> str:
     return f"Sorry, this bot is private. Your Telegram user id is {user_id}."
 
 
-def handlers(access: Access, refusals: Refusals) -> list[BaseHandler]:  # type: ignore[type-arg]
+def handlers(
+    access: Access, refusals: Refusals, approvers: frozenset[int] = frozenset()
+) -> list[BaseHandler]:  # type: ignore[type-arg]
     async def gate(update: Update, context: Context) -> None:
-        """Runs first (group -1) for every update; stops every update of anyone not allowed."""
+        """Runs first (group -1) for every update; stops every update of anyone not allowed, except an
+        approver's tap on an approval card (approvers need not be allowed to use the bot)."""
         user = update.effective_user
         if user is not None and access.allows(user.id):
+            return
+        query = update.callback_query
+        if user is not None and user.id in approvers and query is not None and is_approval(query.data):
             return
         try:
             logging.getLogger(REFUSED_LOGGER).info("refused Telegram user %s", user.id if user else "unknown")

@@ -1,0 +1,223 @@
+"""Approvals: what an approval request is, how taps count towards its quorum, and the gate a host provides.
+
+Pure: `tally` decides a tap (refusal or new state) from values; hashing is the only computation. The hub asks
+an `Approver` before sending a gated call; the Telegram host implements it (cards, store, audit).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from bot.core.values import Origin
+
+__all__ = [
+    "ApprovalAsk",
+    "ApprovalState",
+    "ApprovalStatus",
+    "Approver",
+    "Ballot",
+    "Tally",
+    "Verdict",
+    "Vote",
+    "content_hash",
+    "names",
+    "tally",
+]
+
+
+class Vote(enum.StrEnum):
+    APPROVE = "approve"
+    REJECT = "reject"
+
+
+class ApprovalStatus(enum.StrEnum):
+    """Where a request stands; every status but PENDING is final."""
+
+    PENDING = "pending"
+    CHANGING = "changing"
+    """Gate "answers": the requester is changing the answer; nobody can vote until the new content is shown."""
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    """The call went away before a decision (stopped, cancelled by its requester)."""
+
+
+def content_hash(server: str, tool: str, content: Mapping[str, Any] | None) -> str:
+    """SHA-256 (hex) of what an approval is bound to: server, tool and the exact content, as canonical JSON."""
+    text = json.dumps(
+        {"server": server, "tool": tool, "content": content},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalAsk:
+    """What the hub asks a gate to have approved: who, which call, exactly what, and by whom."""
+
+    origin: Origin
+    """The requester and their chat."""
+    requester: str
+    """The requester's display name ("user 1001" when the hub knows no better)."""
+    server: str
+    tool: str
+    content: Mapping[str, Any] | None
+    """Exactly what will be sent: the call's arguments (gate "call") or an answer's content (gate "answers")."""
+    approvers: frozenset[int]
+    quorum: int
+    chat: int | None
+    """The approval group, or None: each approver privately."""
+    self_approval: bool
+    timeout_s: float
+    question: str | None = None
+    """For gate "answers": the server's question the content answers."""
+
+    @property
+    def hash(self) -> str:
+        return content_hash(self.server, self.tool, self.content)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """How a request ended, as the requester is told (`text`: "Approved by Bob and Carol")."""
+
+    status: ApprovalStatus
+    text: str
+    approval_id: str | None = None
+    changing: bool = False
+    """Gate "answers": the requester asked to change the answer; ask them again, then `decide` again with
+    this `approval_id` (the request is bound to the new content; earlier approvals no longer count)."""
+
+    @property
+    def approved(self) -> bool:
+        return self.status is ApprovalStatus.APPROVED
+
+
+class Approver(Protocol):
+    """A host's way of getting a request approved; awaited until decided. Never raises for outcomes."""
+
+    async def decide(self, ask: ApprovalAsk, approval_id: str | None = None) -> Verdict: ...
+
+    async def withdraw(self, approval_id: str) -> None:
+        """End a request whose requester gave up changing it."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Ballot:
+    """One approver's decision, bound to the content it was made on."""
+
+    user_id: int
+    name: str
+    vote: Vote
+    content_hash: str
+    at: str
+    """UTC time, ISO 8601."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalState:
+    """A request as the store holds it (everything `tally` needs)."""
+
+    id: str
+    requester_id: int
+    approvers: frozenset[int]
+    quorum: int
+    self_approval: bool
+    content_hash: str
+    status: ApprovalStatus = ApprovalStatus.PENDING
+    ballots: tuple[Ballot, ...] = ()
+    generation: int = 0
+    """Bumped each time the content changes: a button drawn for an older content is refused."""
+
+    @property
+    def approvals(self) -> tuple[Ballot, ...]:
+        """The approvals that count: of the current content, one per approver, never the requester's own
+        unless allowed."""
+        seen: set[int] = set()
+        counted: list[Ballot] = []
+        for ballot in self.ballots:
+            if ballot.vote is not Vote.APPROVE or ballot.content_hash != self.content_hash:
+                continue
+            if ballot.user_id in seen or (ballot.user_id == self.requester_id and not self.self_approval):
+                continue
+            seen.add(ballot.user_id)
+            counted.append(ballot)
+        return tuple(counted)
+
+    @property
+    def deciders(self) -> tuple[Ballot, ...]:
+        """Who decided a final request: the approvers that counted, or the one who rejected."""
+        if self.status is ApprovalStatus.REJECTED:
+            return tuple(b for b in self.ballots if b.vote is Vote.REJECT)[-1:]
+        if self.status is ApprovalStatus.APPROVED:
+            return self.approvals
+        return ()
+
+    @property
+    def open(self) -> bool:
+        """Not decided yet (pending, or being changed)."""
+        return self.status in (ApprovalStatus.PENDING, ApprovalStatus.CHANGING)
+
+
+def names(ballots: tuple[Ballot, ...]) -> str:
+    """ "Bob", "Bob and Carol", "Bob, Carol and Dave"."""
+    people = [b.name for b in ballots]
+    return (
+        people[0]
+        if len(people) == 1
+        else ", ".join(people[:-1]) + " and " + people[-1]
+        if people
+        else "nobody"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """A tap's result: a refusal (an alert; nothing changes) or the new state with the ballot added."""
+
+    state: ApprovalState
+    refusal: str | None = None
+    ballot: Ballot | None = None
+
+
+def tally(state: ApprovalState, user_id: int, name: str, vote: Vote, at: str, generation: int = 0) -> Tally:
+    """Count one tap on the request's current content (`generation`: the content the tapped card showed)."""
+    if not state.open:
+        return Tally(state, _decided(state))
+    if state.status is ApprovalStatus.CHANGING:
+        return Tally(state, "The answer is being changed; wait for the new content on the card.")
+    if generation != state.generation:
+        return Tally(state, "The content changed since this card was drawn; read it again on the card.")
+    if user_id not in state.approvers:
+        return Tally(state, "You are not an approver of this request.")
+    if vote is Vote.APPROVE and user_id == state.requester_id and not state.self_approval:
+        return Tally(state, "You asked for this: your own approval does not count.")
+    if vote is Vote.APPROVE and any(b.user_id == user_id for b in state.approvals):
+        return Tally(state, "You already approved this.")
+    ballot = Ballot(user_id, name, vote, state.content_hash, at)
+    ballots = (*state.ballots, ballot)
+    if vote is Vote.REJECT:
+        return Tally(replace(state, ballots=ballots, status=ApprovalStatus.REJECTED), ballot=ballot)
+    counted = replace(state, ballots=ballots)
+    if len(counted.approvals) >= state.quorum:
+        counted = replace(counted, status=ApprovalStatus.APPROVED)
+    return Tally(counted, ballot=ballot)
+
+
+def _decided(state: ApprovalState) -> str:
+    if state.status is ApprovalStatus.APPROVED:
+        return f"Already decided: approved by {names(state.deciders)}."
+    if state.status is ApprovalStatus.REJECTED:
+        return f"Already decided: rejected by {names(state.deciders)}."
+    if state.status is ApprovalStatus.EXPIRED:
+        return "Already decided: it expired before enough approvals came."
+    return "Already decided: the request was cancelled."

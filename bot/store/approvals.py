@@ -1,0 +1,345 @@
+"""Approval requests and their votes in the database, each change audited. Does I/O.
+
+Every change is a compare-and-set on the request's `revision`, committed before anyone is told: two taps (or
+two bot processes) racing on one request cannot both decide it, and a decision survives the process. Audit
+rows (requested, approved, rejected, expired, cancelled) carry the content's SHA-256.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.config import AuditContent
+from bot.core import Origin
+from bot.core.approvals import ApprovalAsk, ApprovalState, ApprovalStatus, Ballot, Vote
+from bot.store.audit import AuditEvent, AuditLog
+from bot.store.tables import approval_votes, approvals
+
+__all__ = ["ApprovalRecord", "ApprovalStore", "now_iso"]
+
+logger = logging.getLogger(__name__)
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """One request as stored: what is asked, where its cards are, and its tally."""
+
+    ask: ApprovalAsk
+    state: ApprovalState
+    gate: str
+    deadline: float
+    """Unix time."""
+    created_at: str
+    revision: int = 0
+    cards: tuple[tuple[int, int], ...] = ()
+    """(chat id, message id) of each approval card."""
+    decided_at: str | None = None
+    names: Mapping[int, str] = field(default_factory=dict[int, str])
+    """Display names of the requester and approvers as known when asked (cards after a restart use them)."""
+
+    @property
+    def id(self) -> str:
+        return self.state.id
+
+
+_OPEN = (ApprovalStatus.PENDING.value, ApprovalStatus.CHANGING.value)
+_EVENTS = {
+    ApprovalStatus.EXPIRED: AuditEvent.APPROVAL_EXPIRED,
+    ApprovalStatus.CANCELLED: AuditEvent.APPROVAL_CANCELLED,
+}
+
+
+class ApprovalStore:
+    """The `approvals` and `approval_votes` tables of one database, and the audit log beside them."""
+
+    def __init__(self, engine: AsyncEngine, log: AuditLog, content: AuditContent = AuditContent.FULL) -> None:
+        self.engine = engine
+        self.log = log
+        self.content = content
+
+    async def create(
+        self, ask: ApprovalAsk, gate: str, deadline: float, names: Mapping[int, str] | None = None
+    ) -> ApprovalRecord:
+        """Store a new pending request and audit it.
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError: the request could not be stored (then nothing may run).
+        """
+        state = ApprovalState(
+            id=str(uuid.uuid4()),
+            requester_id=ask.origin.user_id,
+            approvers=ask.approvers,
+            quorum=ask.quorum,
+            self_approval=ask.self_approval,
+            content_hash=ask.hash,
+        )
+        record = ApprovalRecord(ask, state, gate, deadline, now_iso(), names=dict(names or {}))
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                insert(approvals).values(
+                    id=state.id,
+                    status=state.status.value,
+                    revision=0,
+                    generation=0,
+                    gate=gate,
+                    server=ask.server,
+                    tool=ask.tool,
+                    content=json.dumps(ask.content, sort_keys=True, ensure_ascii=False),
+                    content_hash=state.content_hash,
+                    question=ask.question,
+                    user_id=ask.origin.user_id,
+                    user_name=ask.requester,
+                    chat_id=ask.origin.chat_id,
+                    approvers=json.dumps(sorted(ask.approvers)),
+                    quorum=ask.quorum,
+                    self_approval=ask.self_approval,
+                    approval_chat=ask.chat,
+                    cards="[]",
+                    names=json.dumps({str(k): v for k, v in record.names.items()}, ensure_ascii=False),
+                    deadline=deadline,
+                    created_at=record.created_at,
+                )
+            )
+        detail: dict[str, Any] = {
+            "approval_id": state.id,
+            "gate": gate,
+            "content_sha256": state.content_hash,
+            "approvers": sorted(ask.approvers),
+            "quorum": ask.quorum,
+            "approval_chat": ask.chat,
+        }
+        detail.update(_kept(ask.content, self.content))
+        await self._audit(AuditEvent.APPROVAL_REQUESTED, record, detail)
+        return record
+
+    async def get(self, approval_id: str) -> ApprovalRecord | None:
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(approvals).where(approvals.c.id == approval_id))).first()
+            if row is None:
+                return None
+            votes = await conn.execute(
+                select(approval_votes).where(approval_votes.c.approval_id == approval_id)
+            )
+            return _record(row._asdict(), [v._asdict() for v in votes])
+
+    async def pending(self) -> list[ApprovalRecord]:
+        """Every request still waiting for a decision (after a restart: the ones to keep alive)."""
+        async with self.engine.connect() as conn:
+            ids = [
+                row.id
+                for row in await conn.execute(select(approvals.c.id).where(approvals.c.status.in_(_OPEN)))
+            ]
+        found = [await self.get(i) for i in ids]
+        return [record for record in found if record is not None]
+
+    async def set_cards(self, record: ApprovalRecord, cards: Sequence[tuple[int, int]]) -> ApprovalRecord:
+        """Remember where the cards are (not a change of the tally: no revision, no audit)."""
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(approvals)
+                .where(approvals.c.id == record.id)
+                .values(cards=json.dumps([list(card) for card in cards]))
+            )
+        return replace(record, cards=tuple(cards))
+
+    async def vote(self, record: ApprovalRecord, new: ApprovalState, ballot: Ballot) -> ApprovalRecord | None:
+        """Commit a counted tap (and a decision it makes); None when the request changed meanwhile (the
+        caller reads it again). Audited as `approved` or `rejected`, with the count."""
+        decided_at = None if new.status is ApprovalStatus.PENDING else ballot.at
+        async with self.engine.begin() as conn:
+            changed = await conn.execute(
+                update(approvals)
+                .where(approvals.c.id == record.id, approvals.c.revision == record.revision)
+                .values(status=new.status.value, revision=record.revision + 1, decided_at=decided_at)
+            )
+            if changed.rowcount != 1:
+                return None
+            await conn.execute(
+                insert(approval_votes).values(
+                    id=str(uuid.uuid4()),
+                    approval_id=record.id,
+                    user_id=ballot.user_id,
+                    name=ballot.name,
+                    vote=ballot.vote.value,
+                    content_hash=ballot.content_hash,
+                    at=ballot.at,
+                )
+            )
+        updated = replace(record, state=new, revision=record.revision + 1, decided_at=decided_at)
+        event = AuditEvent.APPROVED if ballot.vote is Vote.APPROVE else AuditEvent.REJECTED
+        await self._audit(
+            event,
+            updated,
+            {
+                "approval_id": record.id,
+                "content_sha256": ballot.content_hash,
+                "approvals": len(new.approvals),
+                "quorum": new.quorum,
+                "status": new.status.value,
+            },
+            user_id=ballot.user_id,
+        )
+        return updated
+
+    async def start_change(self, record: ApprovalRecord) -> ApprovalRecord | None:
+        """The requester is changing the answer: no vote counts until `rebind`; None when it changed meanwhile."""
+        async with self.engine.begin() as conn:
+            changed = await conn.execute(
+                update(approvals)
+                .where(
+                    approvals.c.id == record.id,
+                    approvals.c.revision == record.revision,
+                    approvals.c.status == ApprovalStatus.PENDING.value,
+                )
+                .values(status=ApprovalStatus.CHANGING.value, revision=record.revision + 1)
+            )
+            if changed.rowcount != 1:
+                return None
+        state = replace(record.state, status=ApprovalStatus.CHANGING)
+        return replace(record, state=state, revision=record.revision + 1)
+
+    async def rebind(self, record: ApprovalRecord, ask: ApprovalAsk) -> ApprovalRecord | None:
+        """Bind the request to new content (`ask.content`): pending again, a new generation, earlier approvals
+        no longer count. Audited as `approval_changed` with both hashes; None when it changed meanwhile."""
+        new_hash = ask.hash
+        async with self.engine.begin() as conn:
+            changed = await conn.execute(
+                update(approvals)
+                .where(
+                    approvals.c.id == record.id,
+                    approvals.c.revision == record.revision,
+                    approvals.c.status == ApprovalStatus.CHANGING.value,
+                )
+                .values(
+                    status=ApprovalStatus.PENDING.value,
+                    revision=record.revision + 1,
+                    generation=record.state.generation + 1,
+                    content=json.dumps(ask.content, sort_keys=True, ensure_ascii=False),
+                    content_hash=new_hash,
+                )
+            )
+            if changed.rowcount != 1:
+                return None
+        state = replace(
+            record.state,
+            status=ApprovalStatus.PENDING,
+            content_hash=new_hash,
+            generation=record.state.generation + 1,
+        )
+        updated = replace(
+            record, ask=replace(record.ask, content=ask.content), state=state, revision=record.revision + 1
+        )
+        detail: dict[str, Any] = {
+            "approval_id": record.id,
+            "content_sha256": new_hash,
+            "previous_sha256": record.state.content_hash,
+        }
+        detail.update(_kept(ask.content, self.content))
+        await self._audit(AuditEvent.APPROVAL_CHANGED, updated, detail)
+        return updated
+
+    async def finish(self, record: ApprovalRecord, status: ApprovalStatus) -> ApprovalRecord | None:
+        """End a pending request without a vote (expired, cancelled); None when it was decided meanwhile."""
+        at = now_iso()
+        async with self.engine.begin() as conn:
+            changed = await conn.execute(
+                update(approvals)
+                .where(
+                    approvals.c.id == record.id,
+                    approvals.c.revision == record.revision,
+                    approvals.c.status.in_(_OPEN),
+                )
+                .values(status=status.value, revision=record.revision + 1, decided_at=at)
+            )
+            if changed.rowcount != 1:
+                return None
+        updated = replace(record, state=replace(record.state, status=status), revision=record.revision + 1)
+        await self._audit(
+            _EVENTS[status],
+            updated,
+            {"approval_id": record.id, "content_sha256": record.state.content_hash, "status": status.value},
+        )
+        return replace(updated, decided_at=at)
+
+    async def _audit(
+        self, event: AuditEvent, record: ApprovalRecord, detail: Mapping[str, Any], user_id: int | None = None
+    ) -> None:
+        ask = record.ask
+        try:
+            await self.log.append(
+                event,
+                user_id=ask.origin.user_id if user_id is None else user_id,
+                chat_id=ask.origin.chat_id,
+                server=ask.server,
+                tool=ask.tool,
+                request_id=record.id,
+                detail={"requester": ask.origin.user_id, **detail},
+            )
+        except SQLAlchemyError:
+            # The decision itself is committed; a lost audit row must not undo it (as the AuditObserver).
+            logger.exception("could not write the audit event %s", event.value)
+
+
+def _kept(values: Mapping[str, Any] | None, content: AuditContent) -> dict[str, Any]:
+    if content is AuditContent.FULL:
+        return {"content": None if values is None else dict(values)}
+    if content is AuditContent.KEYS:
+        return {"keys": None if values is None else sorted(values)}
+    return {}
+
+
+def _record(row: dict[str, Any], votes: list[dict[str, Any]]) -> ApprovalRecord:
+    ballots = tuple(
+        Ballot(v["user_id"], v["name"], Vote(v["vote"]), v["content_hash"], v["at"])
+        for v in sorted(votes, key=lambda v: (v["at"], v["id"]))
+    )
+    approvers = frozenset(int(u) for u in json.loads(row["approvers"]))
+    ask = ApprovalAsk(
+        origin=Origin(chat_id=row["chat_id"], user_id=row["user_id"]),
+        requester=row["user_name"],
+        server=row["server"],
+        tool=row["tool"],
+        content=json.loads(row["content"]),
+        approvers=approvers,
+        quorum=row["quorum"],
+        chat=row["approval_chat"],
+        self_approval=bool(row["self_approval"]),
+        timeout_s=0.0,
+        question=row["question"],
+    )
+    state = ApprovalState(
+        id=row["id"],
+        requester_id=row["user_id"],
+        approvers=approvers,
+        quorum=row["quorum"],
+        self_approval=bool(row["self_approval"]),
+        content_hash=row["content_hash"],
+        status=ApprovalStatus(row["status"]),
+        ballots=ballots,
+        generation=row["generation"],
+    )
+    return ApprovalRecord(
+        ask=ask,
+        state=state,
+        gate=row["gate"],
+        deadline=row["deadline"],
+        created_at=row["created_at"],
+        revision=row["revision"],
+        cards=tuple((int(c), int(m)) for c, m in json.loads(row["cards"])),
+        decided_at=row["decided_at"],
+        names={int(k): v for k, v in json.loads(row["names"]).items()},
+    )

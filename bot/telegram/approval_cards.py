@@ -1,0 +1,117 @@
+"""Approval cards as Telegram shows them: (request, tally) -> `Screen`. Builds values, awaits nothing.
+
+A card says who asks, on which server, which tool, and exactly what will be sent (every value in full; when
+that does not fit a message, the card says so and shows the content's SHA-256 the approvals are bound to).
+Every server and user string is escaped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from bot.core.approvals import ApprovalAsk, ApprovalState, ApprovalStatus, Ballot, names
+from bot.telegram.callback_data import Action, Button, Kind
+from bot.telegram.render import Screen, callback_button, esc, fit
+
+__all__ = ["approval_screen", "change_screen", "decided_line", "request_line", "show_value"]
+
+CONTENT_CHARS: Final = 3000
+"""Room for the content on a card (Telegram's 4096 minus the rest); more is never cut silently."""
+
+
+def show_value(value: Any) -> str:
+    """A value as it will be sent: strings as they are, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _content_lines(content: Mapping[str, Any] | None) -> list[str]:
+    if not content:
+        return ["<i>(no arguments)</i>"]
+    lines = [
+        f"• <b>{esc(str(key))}</b>: <code>{esc(show_value(value))}</code>" for key, value in content.items()
+    ]
+    if sum(len(line) for line in lines) <= CONTENT_CHARS:
+        return lines
+    text = json.dumps(dict(content), ensure_ascii=False, sort_keys=True)
+    return [
+        f"<code>{esc(text[:CONTENT_CHARS])}</code>…",
+        "⚠️ <b>Too long to show in full here.</b> Approve only if the SHA-256 below matches what you expect.",
+    ]
+
+
+def _time(at: str) -> str:
+    return dt.datetime.fromisoformat(at).strftime("%H:%M:%S UTC")
+
+
+def _with_times(ballots: tuple[Ballot, ...]) -> str:
+    return names(
+        tuple(Ballot(b.user_id, f"{b.name} ({_time(b.at)})", b.vote, b.content_hash, b.at) for b in ballots)
+    )
+
+
+def request_line(ask: ApprovalAsk) -> str:
+    """Who asks for what, on which server (HTML)."""
+    if ask.question is not None:
+        return (
+            f"<b>{esc(ask.requester, 64)}</b>'s answer to <b>{esc(ask.server, 64)}</b>'s question "
+            f"(tool <b>{esc(ask.tool, 64)}</b>):\n<i>{esc(ask.question, 500)}</i>"
+        )
+    return f"<b>{esc(ask.requester, 64)}</b> asks to call <b>{esc(ask.tool, 64)}</b> on <b>{esc(ask.server, 64)}</b>"
+
+
+def decided_line(state: ApprovalState) -> str:
+    """How a final request ended, with names and times (HTML)."""
+    if state.status is ApprovalStatus.APPROVED:
+        return f"✅ <b>Approved</b> by {esc(_with_times(state.deciders))}"
+    if state.status is ApprovalStatus.REJECTED:
+        return f"❌ <b>Rejected</b> by {esc(_with_times(state.deciders))}: nothing was sent"
+    if state.status is ApprovalStatus.EXPIRED:
+        return "⌛ <b>Expired</b>: not enough approvals in time; nothing was sent"
+    return "⏹ <b>Cancelled</b>: nothing was sent"
+
+
+def approval_screen(
+    ask: ApprovalAsk, state: ApprovalState, name_of: Callable[[int], str], deadline: float | None = None
+) -> Screen:
+    """The card: the request, exactly what will be sent, who must agree, the count so far, and while pending
+    the Approve and Reject buttons."""
+    pending = state.status is ApprovalStatus.PENDING
+    head = "🔐 <b>Approval needed</b>" if state.open else "🔐 Approval request"
+    lines = [head, request_line(ask), "", "<b>Exactly what will be sent:</b>", *_content_lines(ask.content)]
+    lines.append(f"SHA-256 <code>{state.content_hash}</code>")
+    lines.append("")
+    who = ", ".join(esc(name_of(u), 64) for u in sorted(state.approvers))
+    lines.append(f"Needs {state.quorum} of: {who}")
+    if not state.self_approval and state.requester_id in state.approvers:
+        lines.append(f"<i>{esc(ask.requester, 64)}'s own approval does not count.</i>")
+    counted = state.approvals
+    if state.status is ApprovalStatus.CHANGING:
+        lines.append(
+            f"✏️ <b>{esc(ask.requester, 64)} is changing the answer</b>: approvals so far will not count."
+        )
+        return Screen(fit(lines))
+    if pending:
+        if counted:
+            lines.append(f"Approved by {esc(names(counted))}, {len(counted)} of {state.quorum}")
+        if deadline is not None:
+            until = dt.datetime.fromtimestamp(deadline, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+            lines.append(f"<i>Expires {until} if not decided.</i>")
+        data = [Button(Kind.APPROVAL, state.id, state.generation, a).pack() for a in (Action.YES, Action.NO)]
+        keyboard = [[callback_button("✅ Approve", data[0]), callback_button("❌ Reject", data[1])]]
+        return Screen(fit(lines), keyboard)
+    lines.append(decided_line(state))
+    return Screen(fit(lines))
+
+
+def change_screen(ask: ApprovalAsk, state: ApprovalState) -> Screen:
+    """The requester's notice while their answer waits (gate "answers"): a way to change it."""
+    if not state.open:
+        return Screen(f"🔐 Your answer to <b>{esc(ask.server, 64)}</b>'s question: {decided_line(state)}")
+    data = Button(Kind.APPROVAL, state.id, state.generation, Action.EDIT).pack()
+    return Screen(
+        f"⏳ Your answer to <b>{esc(ask.server, 64)}</b>'s question waits for {state.quorum} approval(s).",
+        [[callback_button("✏️ Change answer", data)]],
+    )

@@ -1,0 +1,110 @@
+"""Tests for bot/config.py's `[[approvals]]`."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from bot.config import ApprovalGate, ConfigError, parse_config
+
+BASE = '[telegram]\nallowed_users = [1001]\n[servers.prod]\ncommand = "python"\n[servers.demo]\ncommand = "python"\n'
+
+
+def parse(text: str) -> object:
+    return parse_config(tomllib.loads(BASE + text), {})
+
+
+def problems(text: str) -> tuple[str, ...]:
+    with pytest.raises(ConfigError) as caught:
+        parse(text)
+    return caught.value.problems
+
+
+def test_a_rule_with_only_the_required_keys_takes_the_defaults() -> None:
+    """quorum 1, each approver privately, no self-approval, gate "call"."""
+    config = parse_config(
+        tomllib.loads(BASE + '[[approvals]]\nservers = ["prod"]\ntools = ["deploy*"]\napprovers = [2001]\n'),
+        {},
+    )
+    (rule,) = config.approvals
+    assert rule.quorum == 1 and rule.chat is None and rule.self_approval is False
+    assert rule.gate is ApprovalGate.CALL and rule.timeout_s > 0
+    assert config.approvers == frozenset({2001})
+
+
+def test_tool_patterns_match_shell_style_on_the_named_servers_only() -> None:
+    """`deploy*` covers prod's deploy and deploy_eu, not rollback, and nothing of demo."""
+    config = parse_config(
+        tomllib.loads(
+            BASE
+            + '[[approvals]]\nservers = ["prod"]\ntools = ["deploy*", "rotate_key"]\napprovers = [2001]\n'
+        ),
+        {},
+    )
+    assert config.approval_rule("prod", "deploy") is not None
+    assert config.approval_rule("prod", "deploy_eu") is not None
+    assert config.approval_rule("prod", "rotate_key") is not None
+    assert config.approval_rule("prod", "rollback") is None
+    assert config.approval_rule("demo", "deploy") is None
+
+
+def test_every_key_is_read() -> None:
+    """All eight keys, with a group chat and the answers gate."""
+    config = parse_config(
+        tomllib.loads(
+            BASE
+            + '[[approvals]]\nservers = ["prod"]\ntools = ["*"]\napprovers = [2001, 2002, 2003]\nquorum = 2\n'
+            'chat = -1001234567890\nself_approval = true\ntimeout_s = 60\ngate = "answers"\n'
+        ),
+        {},
+    )
+    (rule,) = config.approvals
+    assert (rule.quorum, rule.chat, rule.self_approval, rule.timeout_s, rule.gate) == (
+        2,
+        -1001234567890,
+        True,
+        60.0,
+        ApprovalGate.ANSWERS,
+    )
+
+
+def test_missing_and_bad_keys_are_named() -> None:
+    """Each problem names its key under approvals[i]."""
+    found = problems(
+        '[[approvals]]\nservers = ["nope"]\ntools = []\nquorum = 0\ngate = "vote"\nchat = "x"\ncolour = 1\n'
+    )
+    assert "approvals[0].servers[0]: no server 'nope' is configured" in found
+    assert "approvals[0].tools: must list at least one" in found
+    assert "approvals[0].approvers: required" in found
+    assert "approvals[0].quorum: must be a positive integer" in found
+    assert any(p.startswith("approvals[0].gate: must be one of 'call', 'answers'") for p in found)
+    assert any(p.startswith("approvals[0].chat: must be a Telegram chat id") for p in found)
+    assert any(p.startswith("approvals[0].colour: unknown key") for p in found)
+
+
+def test_a_quorum_larger_than_the_approvers_is_an_error() -> None:
+    """3 of 2 can never be reached."""
+    found = problems(
+        '[[approvals]]\nservers = ["prod"]\ntools = ["*"]\napprovers = [2001, 2002]\nquorum = 3\n'
+    )
+    assert found == ("approvals[0].quorum: 3 approvals needed but only 2 approvers",)
+
+
+def test_a_quorum_an_approving_requester_could_never_reach_is_an_error() -> None:
+    """2 of 2 with self_approval = false, and approver 1001 may call tools: their own request could never
+    be approved. The same rule with self_approval = true, or approvers who cannot call, is fine."""
+    rule = '[[approvals]]\nservers = ["prod"]\ntools = ["*"]\napprovers = [1001, 2002]\nquorum = 2\n'
+    (found,) = problems(rule)
+    assert found.startswith("approvals[0].quorum: 2 approvals needed, but with self_approval = false")
+    assert "1001 is in telegram.allowed_users" in found
+    parse(rule + "self_approval = true\n")
+    parse(rule.replace("1001, 2002", "2001, 2002"))
+
+
+def test_the_second_rule_is_named_by_its_place() -> None:
+    """Problems in the second table say approvals[1]."""
+    ok = '[[approvals]]\nservers = ["prod"]\ntools = ["*"]\napprovers = [2001]\n'
+    found = problems(ok + '[[approvals]]\nservers = ["prod"]\ntools = ["*"]\napprovers = [0]\n')
+    assert found == ("approvals[1].approvers[0]: not a Telegram user id (a positive integer)",)
+
