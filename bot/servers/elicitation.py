@@ -24,7 +24,7 @@ from mcp.client import ClientRequestContext, IncomingMessage
 from mcp_types import ElicitRequestParams, ElicitResult, ErrorData
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from bot.core import Origin, Outcome, Prompt, PromptRegistry
+from bot.core import Keeper, Origin, Outcome, Prompt, PromptRegistry
 from bot.servers.connections import Connection
 from bot.servers.limits import Limits
 from mapping import (
@@ -149,6 +149,19 @@ class Elicitations:
             logger.exception("elicitation failed on %s", conn.server.name)
             return ErrorData(code=types.INTERNAL_ERROR, message="the client failed to handle the elicitation")
 
+    async def ask_input(
+        self, conn: Connection, params: ElicitRequestParams, keeper: Keeper | None
+    ) -> ElicitResult | ErrorData:
+        """A question of a 2026-07-28 round the bot drives itself (`bot.servers.rounds`), kept by `keeper`."""
+        try:
+            return await self._elicit(conn, params, keeper)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:
+            # The outermost path of a round's question, as `on_elicit` is for the SDK's callback.
+            logger.exception("elicitation failed on %s", conn.server.name)
+            return ErrorData(code=types.INTERNAL_ERROR, message="the client failed to handle the elicitation")
+
     async def on_message(self, conn: Connection, message: IncomingMessage) -> None:
         """Notifications: a URL flow completed, the tool list changed; transport errors are only logged."""
         if isinstance(message, types.ElicitCompleteNotification):
@@ -160,7 +173,9 @@ class Elicitations:
         elif isinstance(message, Exception):
             logger.debug("transport message from %s: %r", conn.server.name, message)
 
-    async def _elicit(self, conn: Connection, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+    async def _elicit(
+        self, conn: Connection, params: ElicitRequestParams, keeper: Keeper | None = None
+    ) -> ElicitResult | ErrorData:
         # Counted from the first moment: a 2026-07-28 round's questions arrive together (the SDK starts one
         # task per question), and each must see the others before any is shown.
         conn.prompt_opened(+1)
@@ -169,11 +184,13 @@ class Elicitations:
                 await (
                     anyio.lowlevel.checkpoint()
                 )  # the round's other tasks, already started, count themselves
-            return await self._ask(conn, params)
+            return await self._ask(conn, params, keeper)
         finally:
             conn.prompt_opened(-1)
 
-    async def _ask(self, conn: Connection, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+    async def _ask(
+        self, conn: Connection, params: ElicitRequestParams, keeper: Keeper | None = None
+    ) -> ElicitResult | ErrorData:
         askers = self._askers(conn)
         origin = askers[0].origin if askers else self._owner(conn)
         wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -218,6 +235,7 @@ class Elicitations:
             elicitation_id=wire.get("elicitationId"),
             scope=conn.key,
             why_withdrawn=lambda: _why_withdrawn(conn),
+            keeper=keeper,
         )
         for caller in askers:
             caller.asking.add(prompt)

@@ -23,10 +23,13 @@ from mcp import MCPError
 from bot.config import Config, ServerConfig
 from bot.core import (
     CallStatus,
+    KeptQuestion,
     Observer,
     Origin,
     Outcome,
+    Prompt,
     PromptRegistry,
+    RoundBook,
     ServerStatus,
     ToolInfo,
     ToolOutcome,
@@ -37,6 +40,7 @@ from bot.servers.elicitation import Elicitations
 from bot.servers.limits import Limits, Refusal
 from bot.servers.pool import Pool, Unavailable
 from bot.servers.results import failure
+from bot.servers.rounds import Rounds
 
 __all__ = ["Hub", "ProgressSink", "Unavailable"]
 
@@ -54,6 +58,7 @@ class Hub:
         transport: Callable[[ServerConfig], Any] | None = None,
         clock: Callable[[], float] | None = None,
         observer: Observer | None = None,
+        book: RoundBook | None = None,
     ) -> None:
         self.config = config
         self.observer = observer
@@ -71,7 +76,7 @@ class Hub:
             clock=clock,
             limits=self.limits,
         )
-        self.calls = Calls(self.pool, prompts, self.elicitations)
+        self.calls = Calls(self.pool, prompts, self.elicitations, Rounds(self.elicitations, book))
         self.servers = self.pool.servers
         self.calls_ended: Counter[CallStatus] = Counter()
         """Tool calls that returned, by how they ended (read by /metrics)."""
@@ -173,15 +178,21 @@ class Hub:
         arguments: dict[str, Any] | None,
         origin: Origin,
         on_progress: ProgressSink | None = None,
+        *,
+        kept: list[KeptQuestion] | None = None,
+        restored: list[tuple[Prompt, KeptQuestion]] | None = None,
     ) -> ToolOutcome:
         """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes.
+
+        With `kept`, the call is a 2026-07-28 round kept from before a restart, resumed (`Calls.call_tool`);
+        its start was audited by the process that began it.
 
         A call past this person's limits is not started: it ends `REFUSED` with one line, empty when they were
         told about that limit recently (say nothing then). Logs one INFO line per call: who, server, tool,
         outcome and duration (never arguments or answers).
         """
         started = anyio.current_time()
-        if self.observer is not None:
+        if self.observer is not None and kept is None:
             await self.observer.call_started(origin, name, tool, arguments)
         server = self.servers.get(name)
         refusal = self.limits.start_call(origin.user_id)
@@ -191,7 +202,9 @@ class Hub:
                 if process is not None:
                     outcome = refused(process)
                 else:
-                    outcome = await self.calls.call_tool(name, tool, arguments, origin, on_progress)
+                    outcome = await self.calls.call_tool(
+                        name, tool, arguments, origin, on_progress, kept=kept, restored=restored
+                    )
             finally:
                 self.limits.end_call(origin.user_id)
         else:

@@ -14,6 +14,7 @@ from bot.config import AuditContent, Config, StorageConfig
 from bot.store.audit import AuditLog
 from bot.store.engine import display_url, open_engine
 from bot.store.observer import AuditObserver
+from bot.store.rounds import RoundStore
 
 __all__ = ["Store", "StoreUnavailable", "open_configured_store", "open_store"]
 
@@ -29,6 +30,8 @@ class Store:
     engine: AsyncEngine
     audit: AuditLog
     observer: AuditObserver
+    rounds: RoundStore
+    """Open questions that outlive the process."""
 
 
 @asynccontextmanager
@@ -47,7 +50,7 @@ async def open_store(
         raise StoreUnavailable(f"database {display_url(url)}: {exc}") from exc
     try:
         log = AuditLog(engine)
-        yield Store(engine, log, AuditObserver(log, content))
+        yield Store(engine, log, AuditObserver(log, content), RoundStore(engine))
     finally:
         with anyio.CancelScope(shield=True):
             await engine.dispose()
