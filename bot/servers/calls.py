@@ -89,7 +89,7 @@ class Calls:
         server = self.pool.servers.get(name)
         if server is None:
             return failure(CallStatus.FAILED, f"unknown server {name!r}")
-        call = _Call(caller=Caller(origin), server=name, tool=tool)
+        call = _Call(caller=Caller(origin, tool=tool, arguments=arguments), server=name, tool=tool)
         self._calls.append(call)
         if self._no_calls.is_set():
             self._no_calls = anyio.Event()

@@ -12,6 +12,7 @@ import contextvars
 import functools
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -24,8 +25,9 @@ from mcp.client import ClientRequestContext, IncomingMessage
 from mcp_types import ElicitRequestParams, ElicitResult, ErrorData
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from bot.core import Keeper, Origin, Outcome, Prompt, PromptRegistry
+from bot.core import Era, Keeper, KeptQuestion, Origin, Outcome, Prompt, PromptRegistry, RoundBook
 from bot.servers.connections import Connection
+from bot.servers.keeper import RoundKeeper
 from bot.servers.limits import Limits
 from mapping import (
     FormSpec,
@@ -51,6 +53,9 @@ class Caller:
 
     origin: Origin
     asking: set[Prompt] = field(default_factory=set[Prompt])
+    tool: str = ""
+    """The tool called (kept with a legacy question, for **Run again** after a restart)."""
+    arguments: dict[str, Any] | None = None
 
 
 _caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("toolnexus_caller", default=None)
@@ -66,9 +71,12 @@ class Elicitations:
         max_open: int = MAX_OPEN_PER_SESSION,
         clock: Callable[[], float] | None = None,
         limits: Limits | None = None,
+        book: RoundBook | None = None,
     ) -> None:
         self.prompts = prompts
         self.limits = limits
+        self.book = book
+        """Where legacy questions are kept, so that a restart can say they were lost (None: not kept)."""
         self._asked: dict[Hashable, anyio.Event] = {}
         """Per serialized session: set when the call holding it asks its person a question."""
         self.max_open = max_open
@@ -227,6 +235,8 @@ class Elicitations:
             reason = "; ".join(check_url(request.url).warnings) or "not a web address"
             await self._report(origin, conn.server.name, request.prompt, f"the link was refused: {reason}")
             return ElicitResult(action="decline")
+        if keeper is None and self.book is not None and len(askers) == 1:
+            keeper = self._legacy_keeper(conn, askers[0], wire)
         prompt = Prompt(
             request=request,
             origin=origin,
@@ -251,6 +261,26 @@ class Elicitations:
         if request.kind is RequestKind.AUTHORIZATION and result["action"] == "accept":
             return ElicitResult(action="accept")  # URL mode: consent only, no content on the wire
         return ElicitResult.model_validate(result)
+
+    def _legacy_keeper(self, conn: Connection, caller: Caller, wire: dict[str, Any]) -> Keeper | None:
+        """A 2025-era question is kept while it is open: it dies with its connection, and after a restart its
+        card says so and offers to run the call again."""
+        if self.book is None or conn.protocol in MODERN_PROTOCOL_VERSIONS:
+            return None
+        question = KeptQuestion(
+            id="",
+            round_id=str(uuid.uuid4()),
+            input_key="",
+            era=Era.LEGACY,
+            server=conn.server.name,
+            tool=caller.tool,
+            arguments=caller.arguments,
+            origin=caller.origin,
+            token="",
+            deadline=0.0,
+            input_requests={"": {"method": "elicitation/create", "params": wire}},
+        )
+        return RoundKeeper(self.book, question)
 
     async def _refuse_too_many(self, conn: Connection, origin: Origin, message: str) -> None:
         """One line to the person, at most every `REFUSAL_LINE_EVERY_S` per session (a flood stays one line)."""

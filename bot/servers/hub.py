@@ -66,7 +66,7 @@ class Hub:
         self.prompts = prompts
         self.limits = Limits(config.limits, clock or time.monotonic)
         """Per-person limits; `limits.refused` counts refusals (read by /metrics)."""
-        self.elicitations = Elicitations(prompts, limits=self.limits)
+        self.elicitations = Elicitations(prompts, limits=self.limits, book=book)
         self.pool = Pool(
             config,
             prompts,

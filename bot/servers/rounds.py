@@ -10,21 +10,21 @@ kept round is resumed on a fresh connection (`Resumed`).
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
 import mcp_types as types
 from mcp import MCPError
 
-from bot.core import Era, KeptQuestion, Origin, Prompt, RoundBook
+from bot.core import Era, KeptQuestion, Origin, RoundBook
 from bot.servers.connections import Connection
 from bot.servers.elicitation import Elicitations
+from bot.servers.keeper import RoundKeeper
 
-__all__ = ["Resumed", "RoundKeeper", "Rounds"]
+__all__ = ["Resumed", "Rounds", "elicit_result"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,44 +42,6 @@ class Resumed:
     responses: types.InputResponses
     request_state: str | None
     question_ids: list[str] = field(default_factory=list[str])
-
-
-class RoundKeeper:
-    """One question's `Keeper`: writes through a `RoundBook`; never raises (a database failure is logged, and the
-    question goes on in memory)."""
-
-    def __init__(self, book: RoundBook, question: KeptQuestion) -> None:
-        self.book = book
-        self.question = question
-
-    async def _write(self, what: str, write: Callable[[], Awaitable[None]]) -> None:
-        try:
-            await write()
-        except Exception:
-            # The outermost store hook: an outage must not turn into a lost answer (the audit log does the same).
-            logger.exception("could not record %s of question %s", what, self.question.id)
-
-    async def shown(self, prompt: Prompt) -> None:
-        self.question = replace(
-            self.question,
-            id=prompt.request.id,
-            token=prompt.token,
-            deadline=time.time() + prompt.seconds_left,
-        )
-        await self._write("the question", lambda: self.book.keep(self.question))
-
-    async def placed(self, prompt: Prompt, chat_id: int, message_id: int) -> None:
-        await self._write("the card", lambda: self.book.placed(self.question.id, chat_id, message_id))
-
-    async def progress(self, prompt: Prompt, progress: dict[str, Any]) -> None:
-        await self._write("the progress", lambda: self.book.progress(self.question.id, progress))
-
-    async def ended(self, prompt: Prompt, answer: dict[str, Any] | None) -> None:
-        if self.question.era is Era.LEGACY or answer is None:
-            await self._write("the end", lambda: self.book.close(self.question.id))
-        else:
-            # Kept until the round went back: a restart before then sends this answer with the others.
-            await self._write("the answer", lambda: self.book.answered(self.question.id, answer))
 
 
 def elicit_result(answer: dict[str, Any], url_mode: bool) -> types.ElicitResult:

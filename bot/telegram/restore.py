@@ -18,7 +18,7 @@ from typing import Any
 from anyio.abc import TaskGroup
 
 from bot.core import Era, KeptQuestion, Observer, Outcome, Prompt, RoundBook, ToolInfo
-from bot.servers.rounds import RoundKeeper
+from bot.servers.keeper import RoundKeeper
 from bot.telegram.render import Card, Screen, settled_screen
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolRunner

@@ -65,7 +65,9 @@ async def durable_server(tmp_path: Path) -> AsyncIterator[Durable]:
                 await server.wait()
 
 
-def write_config(tmp_path: Path, fake: FakeTelegram, server: Durable, store_url: str) -> Path:
+def write_config(
+    tmp_path: Path, fake: FakeTelegram, server: Durable, store_url: str, protocol: str = "auto"
+) -> Path:
     config = tmp_path / "bot.toml"
     config.write_text(
         "[telegram]\n"
@@ -73,7 +75,7 @@ def write_config(tmp_path: Path, fake: FakeTelegram, server: Durable, store_url:
         f'api_base_url = "{fake.base_url}"\n'
         f"allowed_users = [{ALICE}, {BOB}]\n"
         f'[storage]\nurl = "{store_url}"\n'
-        f'[servers.d]\nurl = "{server.url}"\n'
+        f'[servers.d]\nurl = "{server.url}"\nprotocol = "{protocol}"\n'
     )
     return config
 
@@ -136,6 +138,7 @@ async def test_a_question_open_when_the_bot_is_killed_is_answered_after_it_start
             result = await fake.wait_for(lambda m: is_result(m, call), timeout=30)
         assert server.received() == [{"tool": "confirm", "action": "accept", "data": {"sure": True}}]
         assert "deploy: done" in result_body(result)
+        assert await kept_count(store_url) == 0
         audit = verify_audit(config)
         assert audit.returncode == 0, audit.stdout + audit.stderr
 
@@ -228,3 +231,44 @@ async def test_a_question_whose_deadline_passed_while_the_bot_was_down_is_settle
         ).stdout.decode()
         expired = [row for row in map(json.loads, events.splitlines()) if row["event"] == "expired"]
         assert [row["detail"]["outcome"] for row in expired] == ["expired_while_down"]
+
+
+@pytest.mark.anyio
+async def test_a_legacy_question_lost_in_a_restart_says_so_and_runs_again_only_for_its_person(
+    tmp_path: Path, store_url: str
+) -> None:
+    """A 2025-era question open at SIGKILL died with its connection: after the restart its card says so, with
+    Run again; another person's tap is refused with an alert, the caller's runs the same call with the same
+    arguments, which asks again and reaches the server."""
+    async with FakeTelegram() as fake, durable_server(tmp_path) as server:
+        alice = fake.user(id=ALICE, first_name="Alice")
+        bob = fake.user(id=BOB, first_name="Bob")
+        fake.group(GROUP, title="Ops", members=[alice, bob])
+        config = write_config(tmp_path, fake, server, store_url, protocol="legacy")
+        async with bot_process(config, fake) as bot:
+            await alice.send("/call d confirm action=deploy", chat=GROUP)
+            card = await current_card(fake, "Really deploy?")
+            await alice.press(card, "Yes")  # its redraw comes after the card's place was recorded
+            await fake.wait_for(lambda m: m is card and "Submit" in str(m.buttons))
+            await kill(bot)
+        async with bot_process(config, fake):
+            await fake.wait_for(
+                lambda m: m is card and "the server's question was lost" in m.text and bool(m.buttons),
+                timeout=30,
+            )
+            assert card.buttons == ["🔁 Run again"]
+            refused = await bob.press(card, "🔁 Run again", timeout=30)
+            assert refused.show_alert and "Only the person who started the call" in (refused.text or "")
+            await alice.press(card, "🔁 Run again", timeout=30)
+            again = await fake.wait_for(
+                lambda m: m is not card and "Really deploy?" in m.text and bool(m.buttons), timeout=30
+            )
+            await alice.press(again, "Yes")
+            await fake.wait_for(lambda m: m is again and "Submit" in str(m.buttons))
+            await alice.press(again, "✅ Submit")
+            result = await fake.wait_for(lambda m: m.chat_id == GROUP and "deploy: done" in m.text, timeout=30)
+        assert "deploy: done" in result.text
+        assert server.received() == [{"tool": "confirm", "action": "accept", "data": {"sure": True}}]
+        assert await kept_count(store_url) == 0
+        audit = verify_audit(config)
+        assert audit.returncode == 0, audit.stdout + audit.stderr
