@@ -42,6 +42,8 @@ class RoundKeeper:
             deadline=time.time() + prompt.seconds_left,
         )
         await self._write("the question", lambda: self.book.keep(self.question))
+        # What a restart needs is on disk now; the rest of the question's life needs only its id and era.
+        self.question = replace(self.question, arguments=None, input_requests=None, request_state=None)
 
     async def placed(self, prompt: Prompt, chat_id: int, message_id: int) -> None:
         await self._write("the card", lambda: self.book.placed(self.question.id, chat_id, message_id))
