@@ -109,6 +109,8 @@ class Calls:
         except Unavailable as exc:
             return failure(CallStatus.UNAVAILABLE, exc.reason)
         finally:
+            if kept is not None:  # however the resumed call ended, its kept round is done with
+                await self.rounds.forget([q.id for q in kept])
             self._calls.remove(call)
             if not self._calls:
                 self._no_calls.set()

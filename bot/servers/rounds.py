@@ -80,7 +80,7 @@ class Rounds:
             try:
                 result = await send(resumed.responses, resumed.request_state)
             finally:
-                await self._close(resumed.question_ids)
+                await self.forget(resumed.question_ids)
         while isinstance(result, types.InputRequiredResult):
             if not result.input_requests:
                 await anyio.sleep(STATE_ONLY_WAIT_S)
@@ -91,12 +91,13 @@ class Rounds:
                 responses = await self._ask_all(conn, origin, tool, arguments, result, keepers)
                 result = await send(responses, result.request_state)
             finally:
-                await self._close([k.question.id for k in keepers if k.question.id])
+                await self.forget([k.question.id for k in keepers if k.question.id])
         if not isinstance(result, types.CallToolResult):
             raise MCPError(types.INTERNAL_ERROR, "the server answered the call with something else")
         return result
 
-    async def _close(self, ids: list[str]) -> None:
+    async def forget(self, ids: list[str]) -> None:
+        """Close kept questions whose round is over (shielded; a failure is logged)."""
         if self.book is None or not ids:
             return
         with anyio.CancelScope(shield=True):
