@@ -272,3 +272,35 @@ async def test_a_legacy_question_lost_in_a_restart_says_so_and_runs_again_only_f
         assert await kept_count(store_url) == 0
         audit = verify_audit(config)
         assert audit.returncode == 0, audit.stdout + audit.stderr
+
+
+@pytest.mark.anyio
+async def test_a_round_of_two_questions_half_answered_before_a_kill_sends_both_answers_after_it(
+    tmp_path: Path, store_url: str
+) -> None:
+    """One of a round's two cards answered, SIGKILL, restart: the answer given before is kept, the other card
+    still works, and the round goes back with both answers."""
+    async with FakeTelegram() as fake, durable_server(tmp_path) as server:
+        alice = fake.user(id=ALICE, first_name="Alice")
+        config = write_config(tmp_path, fake, server, store_url)
+        async with bot_process(config, fake) as bot:
+            call = await alice.send("/call d pair")
+            left = await current_card(fake, "Pair: left?")
+            right = await current_card(fake, "Pair: right?")
+            await alice.press(left, "Yes")
+            await fake.wait_for(lambda m: m is left and "Submit" in str(m.buttons))
+            await alice.press(left, "✅ Submit")
+            await fake.wait_for(lambda m: m is left and not m.buttons)
+            await kill(bot)
+        async with bot_process(config, fake):
+            await alice.press(right, "No", timeout=30)
+            await fake.wait_for(lambda m: m is right and "Submit" in str(m.buttons))
+            await alice.press(right, "✅ Submit")
+            result = await fake.wait_for(lambda m: is_result(m, call), timeout=30)
+        assert server.received() == [
+            {"tool": "pair", "action": "accept", "data": {"left": {"ok": True}, "right": {"ok": False}}}
+        ]
+        assert "left={'ok': True} right={'ok': False}" in result_body(result)
+        assert await kept_count(store_url) == 0
+        audit = verify_audit(config)
+        assert audit.returncode == 0, audit.stdout + audit.stderr

@@ -16,8 +16,9 @@ import socket
 from typing import Annotated, Literal
 
 import anyio
+import mcp_types as types
 import uvicorn
-from mcp.server.mcpserver import AcceptedElicitation, Elicit, ElicitationResult, MCPServer, Resolve
+from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.request_state import RequestStateSecurity
 from pydantic import BaseModel, Field
 
@@ -51,10 +52,13 @@ def build_server(log: str, key: str) -> MCPServer:
         request_state_security=RequestStateSecurity(keys=[key]),
     )
 
+    def write(entry: dict[str, object]) -> None:
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(json.dumps(entry) + "\n")
+
     def received(tool: str, answer: ElicitationResult[BaseModel]) -> None:
         data = answer.data.model_dump() if isinstance(answer, AcceptedElicitation) else None
-        with open(log, "a", encoding="utf-8") as out:
-            out.write(json.dumps({"tool": tool, "action": answer.action, "data": data}) + "\n")
+        write({"tool": tool, "action": answer.action, "data": data})
 
     @server.tool()
     async def confirm(
@@ -76,6 +80,33 @@ def build_server(log: str, key: str) -> MCPServer:
             b = booking.data
             return f"Booked a {b.size} table for {b.guests} at {restaurant} for {b.name}"
         return f"Booking {booking.action}"
+
+    @server.tool()
+    async def pair(ctx: Context) -> str | types.InputRequiredResult:
+        """Two yes/no questions in one round (both cards out at once); returns both answers."""
+        answers = ctx.input_responses or {}
+        if not answers:
+            schema = {
+                "type": "object",
+                "properties": {"ok": {"type": "boolean", "title": "OK?"}},
+                "required": ["ok"],
+            }
+            asks = {
+                key: types.ElicitRequest.model_validate(
+                    {
+                        "method": "elicitation/create",
+                        "params": {"mode": "form", "message": f"Pair: {key}?", "requestedSchema": schema},
+                    }
+                )
+                for key in ("left", "right")
+            }
+            return types.InputRequiredResult(input_requests=asks, request_state="pair")
+        got = {}
+        for key in ("left", "right"):
+            answer = answers.get(key)
+            got[key] = answer.content if isinstance(answer, types.ElicitResult) else None
+        write({"tool": "pair", "action": "accept", "data": got})
+        return f"left={got['left']} right={got['right']}"
 
     return server
 
