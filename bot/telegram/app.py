@@ -112,11 +112,11 @@ async def _serve(
             await app.bot.set_my_commands(commands.COMMANDS)
             await app.start()
             try:
-                if web is not None:
-                    await tg.start(web.run)
-                if store is not None:  # before updates: a tap on a kept card finds it back
+                if store is not None:  # before updates (polled or delivered): a tap on a kept card finds it
                     servers = set(hub.server_names())
                     await restore_kept(store.rounds, surface, runner, store.observer, tg, servers=servers)
+                if web is not None:
+                    await tg.start(web.run)
                 await _start_updates(app, config, watch)
                 logger.info("bot @%s is running", app.bot.username)
                 if ready is not None:
