@@ -1,5 +1,8 @@
 """Tool calls on pooled sessions: the call's own clock, -32042 authorization rounds, /cancel and shutdown.
 
+A 2026-07-28 call's `input_required` rounds are driven by `bot.servers.rounds` (kept in the store, resumable
+after a restart); a 2025-era call's questions come through the SDK's callback.
+
 Async, does I/O (MCP requests through `bot.servers.pool`). Outcomes are `ToolOutcome` values, never exceptions.
 """
 

@@ -1,7 +1,8 @@
 """The elicitation path: the SDK's callback for both protocol eras, routed to the person whose call asked.
 
 Async, does I/O through the prompt registry (which shows cards on a surface). A server's `elicitation/create`
-(2025 eras) or `input_required` request (2026-07-28) arrives in `on_elicit`, is mapped onto a `mapping.Request`
+(2025 eras) arrives in `on_elicit`, a question of a 2026-07-28 `input_required` round in `ask_input` (the bot
+drives those rounds itself: `bot.servers.rounds`); either is mapped onto a `mapping.Request`
 (forms parsed once per distinct schema), asked through the `PromptRegistry`, and the `Answer` goes back as an
 `ElicitResult`; what cannot be shown becomes a JSON-RPC error and one line to the person.
 """
