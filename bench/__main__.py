@@ -45,6 +45,11 @@ def _parser() -> argparse.ArgumentParser:
         "--users", type=int, default=1000, help="c. people with a prompt pending at once (default 1000)"
     )
     p.add_argument(
+        "--pending-protocol",
+        default="legacy",
+        help="c. the MCP revision of the pending prompts (default legacy; 2026-07-28 keeps resumable rounds)",
+    )
+    p.add_argument(
         "--flood", type=int, default=300, help="d. prompts started within one second (default 300)"
     )
     p.add_argument(
@@ -117,7 +122,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         results["calls_per_kind"] = await scenarios.calls_per_kind(args.per_kind, "legacy")
     if "c" in args.only:
         profile = args.profile_bot.with_suffix(".c") if args.profile_bot else None
-        results["pending"] = await scenarios.pending_users(args.users, profile=profile)
+        results["pending"] = await scenarios.pending_users(
+            args.users, args.pending_protocol, profile=profile
+        )
     if "d" in args.only:
         results["flood"] = await scenarios.flood(args.flood)
     if "e" in args.only:

@@ -174,6 +174,14 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 f"{c['store_rows_written_per_prompt']} | {c['store_cpu_ms_per_prompt']}",
                 f"at most: {c['store_cpu_ms_per_row']} ms CPU per row committed alone (SQLite, measured apart)",
             )
+        if "store_keeping_cpu_ms_per_prompt" in c:  # results from before questions were kept have none
+            add(
+                s,
+                "store: kept questions | writes | CPU ms per prompt",
+                f"{c['store_questions_kept_at_once']} | {c['store_keeping_writes_per_prompt']}"
+                f" | {c['store_keeping_cpu_ms_per_prompt']}",
+                "open questions kept for a restart, at once; keeping one (SQLite, measured apart)",
+            )
         add(
             s,
             "server request -> card ms p50 | p99",

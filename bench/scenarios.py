@@ -510,6 +510,7 @@ async def pending_users(
                 shown_cpu = [b - a for a, b in zip(cpu1, _cpus(bot.pid, server.process.pid), strict=True)]
                 shown_calls = fake.call_counts() - calls_before
                 rss = bot.memory()
+                kept_at_once = kept_rows(bot.database)
                 if memory is not None:
                     bot.profile(False)
                 pending_now = len(cards)
@@ -529,6 +530,7 @@ async def pending_users(
         _, card = cards[int(record["tag"][1:])]
         delays.append(fake.arrived[(card.chat_id, card.message_id)] - record["asked_at"])
     per_row = await store_cost_per_row()
+    per_kept = await kept_question_cost(protocol)
     return {
         "protocol": protocol,
         "transport": "streamable HTTP, one MCP session per person",
@@ -555,6 +557,9 @@ async def pending_users(
         "store_rows_written_per_prompt": round(rows_written / users, 2),
         "store_cpu_ms_per_row": per_row,
         "store_cpu_ms_per_prompt": round(per_row * rows_written / users, 2),
+        "store_questions_kept_at_once": kept_at_once,
+        "store_keeping_writes_per_prompt": per_kept[0],
+        "store_keeping_cpu_ms_per_prompt": per_kept[1],
         "cpu_s_while_showing": {
             "bot": round(shown_cpu[0], 2),
             "mcp_server": round(shown_cpu[1], 2),
@@ -570,6 +575,60 @@ def audit_rows(database: Path | None) -> int:
         return 0
     with contextlib.closing(sqlite3.connect(database)) as db:
         return int(db.execute("select count(*) from audit").fetchone()[0])
+
+
+def kept_rows(database: Path | None) -> int:
+    """Open questions the bot keeps now (`rounds` rows: what a restart would take back up)."""
+    if database is None or not database.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        return int(db.execute("select count(*) from rounds").fetchone()[0])
+
+
+async def kept_question_cost(protocol: str, questions: int = 300) -> tuple[int, float]:
+    """Writes per question, and CPU ms (all threads) of them, for keeping one open question in a SQLite store
+    through its life as the bot keeps it (`bot.servers.keeper`): saved, its card placed, then answered and closed
+    (2026-07-28: the answer is recorded first, until the round went back), measured in this process."""
+    from bot.config import Secret, StorageConfig
+    from bot.core import Era, KeptQuestion, Origin
+    from bot.store import open_store
+
+    era = Era.LEGACY if protocol == "legacy" else Era.MODERN
+    with tempfile.TemporaryDirectory(prefix="toolnexus-bench-store-") as tmp:
+        async with open_store(StorageConfig(Secret(f"sqlite:///{tmp}/bench.db"))) as store:
+            book = store.rounds
+
+            def question(i: int) -> KeptQuestion:
+                origin = Origin(FIRST_USER_ID + i, FIRST_USER_ID + i)
+                params = {"mode": "form", "message": "Pick a colour", "requestedSchema": {"type": "object"}}
+                return KeptQuestion(
+                    id=f"elc-bench-{i}",
+                    round_id=f"r{i}",
+                    input_key="pick",
+                    era=era,
+                    server="bench",
+                    tool="pick",
+                    arguments={"tag": f"c{i}"},
+                    origin=origin,
+                    token=f"t{i}",
+                    deadline=time.time() + 600,
+                    input_requests={"pick": {"method": "elicitation/create", "params": params}},
+                    request_state="v1." + "x" * 200,
+                )
+
+            await book.keep(question(-1))  # warm: connection, statement cache
+            await book.close("elc-bench--1")
+            before, cpu = book.rows_written, time.process_time()
+            for i in range(questions):
+                kept = question(i)
+                await book.keep(kept)
+                await book.placed(kept.id, kept.origin.chat_id, 1000 + i)
+                if era is Era.MODERN:
+                    await book.answered(kept.id, {"action": "accept", "content": {"colour": "red"}})
+                await book.close(kept.id)
+            spent = time.process_time() - cpu
+            writes = (book.rows_written - before) / questions + 1  # + the close
+            return round(writes), round(spent * 1000 / questions, 3)
 
 
 async def store_cost_per_row(rows: int = 300) -> float:

@@ -26,6 +26,8 @@ from mapping.form import (
     Toggle,
     apply,
     check_content,
+    restore,
+    snapshot,
     start,
 )
 from mapping.ids import new_request_id, to_base36
@@ -99,6 +101,8 @@ __all__ = [
     "new_request_id",
     "parse_schema",
     "parse_text",
+    "restore",
+    "snapshot",
     "start",
     "to_base36",
 ]

@@ -36,6 +36,8 @@ __all__ = [
     "Toggle",
     "apply",
     "check_content",
+    "restore",
+    "snapshot",
     "start",
 ]
 
@@ -165,6 +167,57 @@ def start(spec: FormSpec, initial: Mapping[str, object] | None = None) -> FormSt
     queue = tuple(f.name for f in spec.fields if f.name not in values)
     state = FormState(spec, MappingProxyType(values), _review(spec, values), queue)
     return _ask(state, queue, index=0, total=len(queue), editing=False) if queue else state
+
+
+def snapshot(state: FormState) -> dict[str, object]:
+    """Where a walk stands, as a JSON-ready dict (values, the questions left, the step): `restore` takes it back.
+
+    A step's refusal (`error`) is not kept: after a restart the question is asked as it was drawn before.
+    """
+    step = state.step
+    shot: dict[str, object] = {
+        "values": {k: _copy(v) for k, v in state.values.items()},
+        "queue": list(state.queue),
+        "editing": state.editing,
+    }
+    if isinstance(step, Ask):
+        shot["ask"] = {"index": step.index, "total": step.total, "selected": list(step.selected)}
+    return shot
+
+
+def restore(spec: FormSpec, shot: Mapping[str, object]) -> FormState:
+    """The walk `snapshot` saw, on the same `spec`; anything that does not fit the spec (an unknown field, a
+    value it refuses, a malformed snapshot) starts that part over instead. Never raises."""
+    raw_values = shot.get("values")
+    given = raw_values if isinstance(raw_values, Mapping) else {}
+    values: dict[str, Value] = {}
+    for f in spec.fields:
+        value = given.get(f.name)
+        if value is not None and check_value(f, value) is None:
+            values[f.name] = _copy(cast(Value, value))
+    names = {f.name for f in spec.fields}
+    raw_queue = shot.get("queue")
+    queue = tuple(n for n in raw_queue if n in names) if isinstance(raw_queue, list) else ()
+    ask = shot.get("ask")
+    editing = shot.get("editing") is True
+    if not isinstance(ask, Mapping) or not queue:
+        return FormState(spec, MappingProxyType(values), _review(spec, values))
+    index, total = ask.get("index"), ask.get("total")
+    if not isinstance(index, int) or not isinstance(total, int):
+        index, total = 0, len(queue)
+    state = _ask(
+        FormState(spec, MappingProxyType(values), _review(spec, values), queue),
+        queue,
+        index=index,
+        total=total,
+        editing=editing,
+    )
+    selected = ask.get("selected")
+    step = state.step
+    if isinstance(step, Ask) and isinstance(selected, list) and isinstance(step.field, MultiChoiceField):
+        chosen = tuple(o.value for o in step.field.options if o.value in selected)
+        state = _with_step(state, Ask(step.field, step.index, step.total, step.current, chosen, None))
+    return state
 
 
 def apply(state: FormState, user_input: FormInput) -> FormState:

@@ -7,6 +7,7 @@ that cross (`Origin`, `Outcome`, `ToolOutcome`, ...). Imports nothing else of `b
 from bot.core.events import Observer
 from bot.core.prompt import Prompt
 from bot.core.registry import PromptRegistry
+from bot.core.rounds import Era, Keeper, KeptQuestion, RoundBook
 from bot.core.surface import Surface
 from bot.core.values import (
     OUTCOME_TEXT,
@@ -22,12 +23,16 @@ from bot.core.values import (
 __all__ = [
     "OUTCOME_TEXT",
     "CallStatus",
+    "Era",
+    "Keeper",
+    "KeptQuestion",
     "Observer",
     "Origin",
     "Outcome",
     "Progress",
     "Prompt",
     "PromptRegistry",
+    "RoundBook",
     "ServerStatus",
     "Surface",
     "ToolInfo",

@@ -10,11 +10,15 @@ import secrets
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 
 from bot.core.values import Origin, Outcome
 from mapping import Answer, FormSpec, Request
+
+if TYPE_CHECKING:
+    from bot.core.rounds import Keeper
 
 
 @dataclass(eq=False, slots=True)
@@ -38,6 +42,8 @@ class Prompt:
     """`time.monotonic()` after which the prompt expires."""
     token: str = field(default_factory=lambda: secrets.token_urlsafe(9))
     """Short, unguessable handle for surfaces (Telegram callback data); never the server's id."""
+    keeper: Keeper | None = None
+    """Where the question is kept so that it outlives the process (None: in memory only)."""
     outcome: Outcome | None = None
     completed: anyio.Event = field(default_factory=anyio.Event)
     settled: anyio.Event = field(default_factory=anyio.Event)

@@ -102,21 +102,27 @@ class PromptRegistry:
         """Abort every pending prompt (of one MCP session, when `scope` is given); returns how many."""
         return sum(self.abort(p, outcome) for p in self if scope is None or p.scope == scope)
 
-    async def ask(self, prompt: Prompt) -> Answer:
+    async def ask(self, prompt: Prompt, *, restored: bool = False) -> Answer:
         """Show `prompt`, wait for the person (bounded by the timeout), settle the card, return the answer.
 
-        Never raises for outcomes; a cancelled caller (the server withdrew the request, or its session is
-        closing) still gets its card settled before the cancellation propagates.
+        `restored`: the prompt was kept from before a restart and its card is already back on the surface (its
+        deadline is the one it had); it is not shown again. Never raises for outcomes; a cancelled caller (the
+        server withdrew the request, or its session is closing) still gets its card settled before the
+        cancellation propagates.
         """
-        prompt.deadline = time.monotonic() + self.timeout_s
+        if not restored:
+            prompt.deadline = time.monotonic() + self.timeout_s
         self._pending[prompt.token] = prompt
         self._count(prompt, +1)
         try:
-            with self.shielded_io():
-                if self.observer is not None:
-                    await self.observer.prompt_shown(prompt)
-                # A card on its way must land (and be known), or a request withdrawn meanwhile leaves it live.
-                await self.surface.show_prompt(prompt)
+            if not restored:
+                with self.shielded_io():
+                    if self.observer is not None:
+                        await self.observer.prompt_shown(prompt)
+                    if prompt.keeper is not None:
+                        await prompt.keeper.shown(prompt)  # kept (committed) before the card is sent
+                    # A card on its way must land (and be known), or a request withdrawn meanwhile leaves it live.
+                    await self.surface.show_prompt(prompt)
             with anyio.move_on_after(prompt.seconds_left):
                 await prompt._answered.wait()
             answer = prompt._answer
@@ -137,12 +143,16 @@ class PromptRegistry:
                 withdrawn = prompt.why_withdrawn() if prompt.why_withdrawn else Outcome.SERVER_CANCELLED
                 if self.observer is not None:
                     await self.observer.prompt_ended(prompt, prompt._abort or withdrawn, None)
+                if prompt.keeper is not None:
+                    await prompt.keeper.ended(prompt, None)
                 await self._settle(prompt, prompt._abort or withdrawn)
             self._forget(prompt)
             raise
         with self.shielded_io():
             if self.observer is not None:
                 await self.observer.prompt_ended(prompt, outcome, answer)
+            if prompt.keeper is not None:
+                await prompt.keeper.ended(prompt, answer_to_elicit_result(answer))
             if (
                 outcome is Outcome.ANSWERED
                 and prompt.request.url is not None

@@ -37,6 +37,10 @@ class Outcome(enum.StrEnum):
     UNDELIVERABLE = "undeliverable"
     COMPLETED = "completed"
     """A URL prompt the server (or the person, for a retry) reported as done after consent."""
+    EXPIRED_WHILE_DOWN = "expired_while_down"
+    """A kept question whose deadline passed while the bot was not running."""
+    LOST_IN_RESTART = "lost_in_restart"
+    """A legacy question: it died with its connection when the bot restarted."""
 
 
 class CallStatus(enum.StrEnum):
@@ -116,5 +120,7 @@ OUTCOME_TEXT: dict[Outcome, str] = {
     Outcome.SHUTDOWN: "Cancelled: the bot is stopping",
     Outcome.UNDELIVERABLE: "Cancelled: could not be delivered",
     Outcome.COMPLETED: "Done",
+    Outcome.EXPIRED_WHILE_DOWN: "Expired while the bot was down",
+    Outcome.LOST_IN_RESTART: "The bot restarted; the server's question was lost",
 }
 """How each outcome reads on a settled card (both hosts use the same words)."""

@@ -1,5 +1,8 @@
 """Tool calls on pooled sessions: the call's own clock, -32042 authorization rounds, /cancel and shutdown.
 
+A 2026-07-28 call's `input_required` rounds are driven by `bot.servers.rounds` (kept in the store, resumable
+after a restart); a 2025-era call's questions come through the SDK's callback.
+
 Async, does I/O (MCP requests through `bot.servers.pool`). Outcomes are `ToolOutcome` values, never exceptions.
 """
 
@@ -13,13 +16,24 @@ from typing import Any, Final
 import anyio
 import mcp_types as types
 from mcp import MCPError, UrlElicitationRequiredError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from bot.core import CallStatus, Origin, Outcome, Progress, Prompt, PromptRegistry, ToolOutcome
+from bot.core import (
+    CallStatus,
+    KeptQuestion,
+    Origin,
+    Outcome,
+    Progress,
+    Prompt,
+    PromptRegistry,
+    ToolOutcome,
+)
 from bot.servers.connections import describe_error
 from bot.servers.elicitation import Caller, Elicitations
 from bot.servers.pool import Pool, Unavailable
 from bot.servers.results import failure, outcome_of_result
-from mapping import Answer, MappingError, elicitation_to_request
+from bot.servers.rounds import Resumed, Rounds, elicit_result
+from mapping import Answer, MappingError, answer_to_elicit_result, elicitation_to_request
 
 logger = logging.getLogger(__name__)
 
@@ -46,10 +60,14 @@ class _Call:
 class Calls:
     """The running tool calls of the process; one instance per hub."""
 
-    def __init__(self, pool: Pool, prompts: PromptRegistry, elicitations: Elicitations) -> None:
+    def __init__(
+        self, pool: Pool, prompts: PromptRegistry, elicitations: Elicitations, rounds: Rounds | None = None
+    ) -> None:
         self.pool = pool
         self.prompts = prompts
         self.elicitations = elicitations
+        self.rounds = rounds or Rounds(elicitations)
+        """Drives 2026-07-28 calls' `input_required` rounds (and keeps their questions, with a store)."""
         self._calls: list[_Call] = []
         self._no_calls = anyio.Event()
         self._no_calls.set()
@@ -61,19 +79,29 @@ class Calls:
         arguments: dict[str, Any] | None,
         origin: Origin,
         on_progress: ProgressSink | None = None,
+        *,
+        restored: list[tuple[Prompt, KeptQuestion]] | None = None,
+        kept: list[KeptQuestion] | None = None,
     ) -> ToolOutcome:
-        """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes."""
+        """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes.
+
+        With `kept` (a 2026-07-28 round kept from before a restart, all its questions), the call is not sent
+        afresh: the round's open questions (`restored`: their prompts, whose cards are back on the surface) are
+        waited for, then the round is resumed on a fresh connection with all its answers and its `requestState`.
+        """
         server = self.pool.servers.get(name)
         if server is None:
             return failure(CallStatus.FAILED, f"unknown server {name!r}")
-        call = _Call(caller=Caller(origin, tool=tool), server=name, tool=tool)
+        call = _Call(caller=Caller(origin, tool=tool, arguments=arguments), server=name, tool=tool)
         self._calls.append(call)
         if self._no_calls.is_set():
             self._no_calls = anyio.Event()
         try:
             with call.scope:
+                resumed = None if kept is None else await self._answers_of(call, kept, restored or [])
                 for _ in range(MAX_AUTH_ROUNDS):
-                    outcome = await self._call_once(call, arguments, on_progress)
+                    outcome = await self._call_once(call, arguments, on_progress, resumed)
+                    resumed = None
                     if not isinstance(outcome, list):
                         return outcome
                     declined = await self._authorize(call, outcome)
@@ -84,9 +112,37 @@ class Calls:
         except Unavailable as exc:
             return failure(CallStatus.UNAVAILABLE, exc.reason)
         finally:
+            if kept is not None:  # however the resumed call ended, its kept round is done with
+                await self.rounds.forget([q.id for q in kept])
             self._calls.remove(call)
             if not self._calls:
                 self._no_calls.set()
+
+    async def _answers_of(
+        self, call: _Call, kept: list[KeptQuestion], restored: list[tuple[Prompt, KeptQuestion]]
+    ) -> Resumed:
+        """A kept round's answers: those given before the restart, and those its restored cards get now."""
+        responses: types.InputResponses = {}
+        for question in kept:
+            if question.answer is not None:
+                responses[question.input_key] = elicit_result(question.answer, _url_mode(question))
+
+        async def wait(prompt: Prompt, question: KeptQuestion) -> None:
+            prompt.keeper = self.elicitations.deferring(prompt.keeper)
+            call.caller.asking.add(prompt)
+            try:
+                answer = await self.prompts.ask(prompt, restored=True)
+                # Approvals of gate "answers" hold a restored card's answer as they hold any other.
+                result = await self.elicitations.vetted(prompt, question.tool, answer_to_elicit_result(answer))
+            finally:
+                call.caller.asking.discard(prompt)
+            responses[question.input_key] = elicit_result(result, prompt.request.url is not None)
+
+        async with anyio.create_task_group() as tg:
+            for prompt, question in restored:
+                tg.start_soon(wait, prompt, question)
+        first = kept[0]
+        return Resumed(responses, first.request_state, [q.id for q in kept])
 
     def cancel(self, origin: Origin) -> int:
         """/cancel: answer this person's pending questions in this chat with `cancel`, as the Cancel button
@@ -120,6 +176,7 @@ class Calls:
         call: _Call,
         arguments: dict[str, Any] | None,
         on_progress: ProgressSink | None,
+        resumed: Resumed | None = None,
     ) -> ToolOutcome | list[types.ElicitRequestURLParams]:
         async def progress_callback(progress: float, total: float | None, message: str | None) -> None:
             if on_progress is not None:
@@ -141,9 +198,29 @@ class Calls:
             try:
                 with clock.scope:
                     try:
-                        result = await client.call_tool(
-                            call.tool, arguments, progress_callback=progress_callback
-                        )
+                        if conn.protocol in MODERN_PROTOCOL_VERSIONS:
+
+                            async def send(
+                                responses: types.InputResponses | None, state: str | None
+                            ) -> types.Result:
+                                assert client is not None
+                                return await client.session.call_tool(
+                                    call.tool,
+                                    arguments,
+                                    progress_callback=progress_callback,
+                                    input_responses=responses,
+                                    request_state=state,
+                                    allow_input_required=True,
+                                    allow_claimed=True,
+                                )
+
+                            result = await self.rounds.drive(
+                                conn, call.origin, call.tool, arguments, send, resumed
+                            )
+                        else:
+                            result = await client.call_tool(
+                                call.tool, arguments, progress_callback=progress_callback
+                            )
                     except Exception as exc:
                         error = exc
             finally:
@@ -216,3 +293,9 @@ class Calls:
         if waited.cancelled_caught:
             return failure(CallStatus.TIMED_OUT, "authorization was not completed in time")
         return None
+
+
+def _url_mode(question: KeptQuestion) -> bool:
+    request = (question.input_requests or {}).get(question.input_key) or {}
+    params = request.get("params") if isinstance(request, dict) else None
+    return isinstance(params, dict) and params.get("mode") == "url"

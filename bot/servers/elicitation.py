@@ -1,7 +1,8 @@
 """The elicitation path: the SDK's callback for both protocol eras, routed to the person whose call asked.
 
 Async, does I/O through the prompt registry (which shows cards on a surface). A server's `elicitation/create`
-(2025 eras) or `input_required` request (2026-07-28) arrives in `on_elicit`, is mapped onto a `mapping.Request`
+(2025 eras) arrives in `on_elicit`, a question of a 2026-07-28 `input_required` round in `ask_input` (the bot
+drives those rounds itself: `bot.servers.rounds`); either is mapped onto a `mapping.Request`
 (forms parsed once per distinct schema), asked through the `PromptRegistry`, and the `Answer` goes back as an
 `ElicitResult`; what cannot be shown becomes a JSON-RPC error and one line to the person.
 """
@@ -12,6 +13,7 @@ import contextvars
 import functools
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -24,8 +26,9 @@ from mcp.client import ClientRequestContext, IncomingMessage
 from mcp_types import ElicitRequestParams, ElicitResult, ErrorData
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from bot.core import Origin, Outcome, Prompt, PromptRegistry
+from bot.core import Era, Keeper, KeptQuestion, Origin, Outcome, Prompt, PromptRegistry, RoundBook
 from bot.servers.connections import Connection
+from bot.servers.keeper import RoundKeeper
 from bot.servers.limits import Limits
 from mapping import (
     FormSpec,
@@ -51,12 +54,34 @@ class Caller:
 
     origin: Origin
     asking: set[Prompt] = field(default_factory=set[Prompt])
-    tool: str | None = None
-    """The tool being called (approval rules of gate "answers" match it)."""
+    tool: str = ""
+    """The tool called (approval rules of gate "answers" match it; kept with a legacy question, for **Run again**
+    after a restart)."""
+    arguments: dict[str, Any] | None = None
 
 
 Vet = Callable[[Prompt, str | None, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 """(question, tool, accepted content) -> the content to send, or None for `decline`."""
+
+class _AfterVet:
+    """A `Keeper` that leaves an accepted answer unwritten: `Elicitations.vetted` writes what is finally sent."""
+
+    def __init__(self, inner: Keeper) -> None:
+        self.inner = inner
+
+    async def shown(self, prompt: Prompt) -> None:
+        await self.inner.shown(prompt)
+
+    async def placed(self, prompt: Prompt, chat_id: int, message_id: int) -> None:
+        await self.inner.placed(prompt, chat_id, message_id)
+
+    async def progress(self, prompt: Prompt, progress: dict[str, Any]) -> None:
+        await self.inner.progress(prompt, progress)
+
+    async def ended(self, prompt: Prompt, answer: dict[str, Any] | None) -> None:
+        if answer is None or answer.get("action") != "accept":
+            await self.inner.ended(prompt, answer)
+
 
 _caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("toolnexus_caller", default=None)
 
@@ -71,9 +96,12 @@ class Elicitations:
         max_open: int = MAX_OPEN_PER_SESSION,
         clock: Callable[[], float] | None = None,
         limits: Limits | None = None,
+        book: RoundBook | None = None,
     ) -> None:
         self.prompts = prompts
         self.limits = limits
+        self.book = book
+        """Where legacy questions are kept, so that a restart can say they were lost (None: not kept)."""
         self._asked: dict[Hashable, anyio.Event] = {}
         """Per serialized session: set when the call holding it asks its person a question."""
         self.max_open = max_open
@@ -157,6 +185,19 @@ class Elicitations:
             logger.exception("elicitation failed on %s", conn.server.name)
             return ErrorData(code=types.INTERNAL_ERROR, message="the client failed to handle the elicitation")
 
+    async def ask_input(
+        self, conn: Connection, params: ElicitRequestParams, keeper: Keeper | None
+    ) -> ElicitResult | ErrorData:
+        """A question of a 2026-07-28 round the bot drives itself (`bot.servers.rounds`), kept by `keeper`."""
+        try:
+            return await self._elicit(conn, params, keeper)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:
+            # The outermost path of a round's question, as `on_elicit` is for the SDK's callback.
+            logger.exception("elicitation failed on %s", conn.server.name)
+            return ErrorData(code=types.INTERNAL_ERROR, message="the client failed to handle the elicitation")
+
     async def on_message(self, conn: Connection, message: IncomingMessage) -> None:
         """Notifications: a URL flow completed, the tool list changed; transport errors are only logged."""
         if isinstance(message, types.ElicitCompleteNotification):
@@ -168,7 +209,9 @@ class Elicitations:
         elif isinstance(message, Exception):
             logger.debug("transport message from %s: %r", conn.server.name, message)
 
-    async def _elicit(self, conn: Connection, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+    async def _elicit(
+        self, conn: Connection, params: ElicitRequestParams, keeper: Keeper | None = None
+    ) -> ElicitResult | ErrorData:
         # Counted from the first moment: a 2026-07-28 round's questions arrive together (the SDK starts one
         # task per question), and each must see the others before any is shown.
         conn.prompt_opened(+1)
@@ -177,11 +220,13 @@ class Elicitations:
                 await (
                     anyio.lowlevel.checkpoint()
                 )  # the round's other tasks, already started, count themselves
-            return await self._ask(conn, params)
+            return await self._ask(conn, params, keeper)
         finally:
             conn.prompt_opened(-1)
 
-    async def _ask(self, conn: Connection, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+    async def _ask(
+        self, conn: Connection, params: ElicitRequestParams, keeper: Keeper | None = None
+    ) -> ElicitResult | ErrorData:
         askers = self._askers(conn)
         origin = askers[0].origin if askers else self._owner(conn)
         wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -218,6 +263,9 @@ class Elicitations:
             reason = "; ".join(check_url(request.url).warnings) or "not a web address"
             await self._report(origin, conn.server.name, request.prompt, f"the link was refused: {reason}")
             return ElicitResult(action="decline")
+        if keeper is None and self.book is not None and len(askers) == 1:
+            keeper = self._legacy_keeper(conn, askers[0], wire)
+        keeper = self.deferring(keeper)
         prompt = Prompt(
             request=request,
             origin=origin,
@@ -226,6 +274,7 @@ class Elicitations:
             elicitation_id=wire.get("elicitationId"),
             scope=conn.key,
             why_withdrawn=lambda: _why_withdrawn(conn),
+            keeper=keeper,
         )
         for caller in askers:
             caller.asking.add(prompt)
@@ -239,14 +288,45 @@ class Elicitations:
                 caller.asking.discard(prompt)
         result = answer_to_elicit_result(answer)
         if request.kind is RequestKind.AUTHORIZATION and result["action"] == "accept":
-            return ElicitResult(action="accept")  # URL mode: consent only, no content on the wire
-        if self.vet is not None and result["action"] == "accept":
-            tool = askers[0].tool if askers else None
+            result = {"action": "accept"}  # URL mode: consent only, no content on the wire
+        return ElicitResult.model_validate(await self.vetted(prompt, askers[0].tool if askers else None, result))
+
+    def deferring(self, keeper: Keeper | None) -> Keeper | None:
+        """With a `vet`, a question's keeper writes an accepted answer only once `vetted` let it through: a
+        restart while approvers decide finds the question unanswered, never an answer nobody approved."""
+        if keeper is None or self.vet is None or isinstance(keeper, _AfterVet):
+            return keeper
+        return _AfterVet(keeper)
+
+    async def vetted(self, prompt: Prompt, tool: str | None, result: dict[str, Any]) -> dict[str, Any]:
+        """The wire `ElicitResult` to send for `prompt`'s answer: an accepted form answer as `vet` lets it through
+        (`decline` when it does not); then written to the prompt's keeper if it was deferred."""
+        if self.vet is not None and result["action"] == "accept" and prompt.request.kind is RequestKind.INPUT:
             content = await self.vet(prompt, tool, dict(result.get("content") or {}))
-            if content is None:
-                return ElicitResult(action="decline")
-            result = {"action": "accept", "content": content}
-        return ElicitResult.model_validate(result)
+            result = {"action": "decline"} if content is None else {"action": "accept", "content": content}
+        if isinstance(prompt.keeper, _AfterVet):
+            await prompt.keeper.inner.ended(prompt, result)
+        return result
+
+    def _legacy_keeper(self, conn: Connection, caller: Caller, wire: dict[str, Any]) -> Keeper | None:
+        """A 2025-era question is kept while it is open: it dies with its connection, and after a restart its
+        card says so and offers to run the call again."""
+        if self.book is None or conn.protocol in MODERN_PROTOCOL_VERSIONS:
+            return None
+        question = KeptQuestion(
+            id="",
+            round_id=str(uuid.uuid4()),
+            input_key="",
+            era=Era.LEGACY,
+            server=conn.server.name,
+            tool=caller.tool,
+            arguments=caller.arguments,
+            origin=caller.origin,
+            token="",
+            deadline=0.0,
+            input_requests={"": {"method": "elicitation/create", "params": wire}},
+        )
+        return RoundKeeper(self.book, question)
 
     async def _refuse_too_many(self, conn: Connection, origin: Origin, message: str) -> None:
         """One line to the person, at most every `REFUSAL_LINE_EVERY_S` per session (a flood stays one line)."""

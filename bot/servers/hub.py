@@ -24,11 +24,13 @@ from mcp import MCPError
 from bot.config import ApprovalGate, ApprovalRule, Config, ServerConfig
 from bot.core import (
     CallStatus,
+    KeptQuestion,
     Observer,
     Origin,
     Outcome,
     Prompt,
     PromptRegistry,
+    RoundBook,
     ServerStatus,
     ToolInfo,
     ToolOutcome,
@@ -40,6 +42,7 @@ from bot.servers.elicitation import Elicitations
 from bot.servers.limits import Limits, Refusal
 from bot.servers.pool import Pool, Unavailable
 from bot.servers.results import failure
+from bot.servers.rounds import Rounds
 from mapping import new_request_id
 
 __all__ = ["Hub", "ProgressSink", "Unavailable"]
@@ -58,6 +61,7 @@ class Hub:
         transport: Callable[[ServerConfig], Any] | None = None,
         clock: Callable[[], float] | None = None,
         observer: Observer | None = None,
+        book: RoundBook | None = None,
     ) -> None:
         self.config = config
         self.observer = observer
@@ -65,7 +69,7 @@ class Hub:
         self.prompts = prompts
         self.limits = Limits(config.limits, clock or time.monotonic)
         """Per-person limits; `limits.refused` counts refusals (read by /metrics)."""
-        self.elicitations = Elicitations(prompts, limits=self.limits)
+        self.elicitations = Elicitations(prompts, limits=self.limits, book=book)
         self.pool = Pool(
             config,
             prompts,
@@ -75,7 +79,7 @@ class Hub:
             clock=clock,
             limits=self.limits,
         )
-        self.calls = Calls(self.pool, prompts, self.elicitations)
+        self.calls = Calls(self.pool, prompts, self.elicitations, Rounds(self.elicitations, book))
         self.servers = self.pool.servers
         self.calls_ended: Counter[CallStatus] = Counter()
         """Tool calls that returned, by how they ended (read by /metrics)."""
@@ -186,26 +190,31 @@ class Hub:
         on_progress: ProgressSink | None = None,
         *,
         approved: Verdict | None = None,
+        kept: list[KeptQuestion] | None = None,
+        restored: list[tuple[Prompt, KeptQuestion]] | None = None,
     ) -> ToolOutcome:
         """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes.
 
         A call an `[[approvals]]` rule gates waits for the `approver`'s verdict first and is not sent unless
         approved (it ends `REFUSED` with the verdict's line); `approved` is a verdict already reached for exactly
-        these arguments (a request decided after a restart). A call past this person's limits is not started: it ends `REFUSED` with one line, empty when they were
+        these arguments (a request decided after a restart). With `kept`, the call is a 2026-07-28 round kept from
+        before a restart, resumed (`Calls.call_tool`): it was approved and audited by the process that began it.
+
+        A call past this person's limits is not started: it ends `REFUSED` with one line, empty when they were
         told about that limit recently (say nothing then). Logs one INFO line per call: who, server, tool,
         outcome and duration (never arguments or answers).
         """
         started = anyio.current_time()
         rule = self.config.approval_rule(name, tool)
         # With nobody to ask (the console), a call whose answers are gated is refused too: never half run.
-        if rule is not None and (rule.gate is ApprovalGate.CALL or self.approver is None):
+        if kept is None and rule is not None and (rule.gate is ApprovalGate.CALL or self.approver is None):
             verdict = approved if approved is not None else await self._approval(rule, name, tool, arguments, origin)
             if not verdict.approved:
                 outcome = failure(CallStatus.REFUSED, verdict.text)
                 self.calls_ended[outcome.status] += 1
                 log_call(origin, name, tool, outcome, anyio.current_time() - started)
                 return outcome
-        if self.observer is not None:
+        if self.observer is not None and kept is None:
             await self.observer.call_started(origin, name, tool, arguments)
         server = self.servers.get(name)
         refusal = self.limits.start_call(origin.user_id)
@@ -215,7 +224,9 @@ class Hub:
                 if process is not None:
                     outcome = refused(process)
                 else:
-                    outcome = await self.calls.call_tool(name, tool, arguments, origin, on_progress)
+                    outcome = await self.calls.call_tool(
+                        name, tool, arguments, origin, on_progress, kept=kept, restored=restored
+                    )
             finally:
                 self.limits.end_call(origin.user_id)
         else:

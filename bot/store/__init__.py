@@ -7,6 +7,7 @@ hub and the prompt registry report to.
 from bot.store.audit import AuditEvent, AuditLog, AuditRow, ChainBreak, canonical_form
 from bot.store.engine import current_revision, database_url, display_url, open_engine, upgrade
 from bot.store.observer import AuditObserver
+from bot.store.rounds import RoundStore
 from bot.store.store import Store, StoreUnavailable, open_configured_store, open_store
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "AuditObserver",
     "AuditRow",
     "ChainBreak",
+    "RoundStore",
     "Store",
     "StoreUnavailable",
     "canonical_form",

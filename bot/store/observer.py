@@ -28,6 +28,8 @@ _EVENT_OF_OUTCOME: Final = {
     Outcome.DECLINED: AuditEvent.ANSWERED,
     Outcome.CANCELLED: AuditEvent.ANSWERED,
     Outcome.EXPIRED: AuditEvent.EXPIRED,
+    Outcome.EXPIRED_WHILE_DOWN: AuditEvent.EXPIRED,
+    Outcome.LOST_IN_RESTART: AuditEvent.WITHDRAWN,
     Outcome.SHUTDOWN: AuditEvent.CANCELLED,
     Outcome.UNDELIVERABLE: AuditEvent.CANCELLED,
     Outcome.SERVER_CANCELLED: AuditEvent.WITHDRAWN,
@@ -75,7 +77,8 @@ class AuditObserver:
 
     async def call_ended(self, origin: Origin, server: str, tool: str, outcome: ToolOutcome) -> None:
         running = self._tools[(origin, server)]
-        running.remove(tool)
+        if tool in running:  # a call resumed after a restart started in the process before
+            running.remove(tool)
         if not running:
             del self._tools[(origin, server)]
         detail: dict[str, Any] = {"status": outcome.status.value}

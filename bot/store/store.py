@@ -15,6 +15,7 @@ from bot.store.approvals import ApprovalStore
 from bot.store.audit import AuditLog
 from bot.store.engine import display_url, open_engine
 from bot.store.observer import AuditObserver
+from bot.store.rounds import RoundStore
 
 __all__ = ["Store", "StoreUnavailable", "open_configured_store", "open_store"]
 
@@ -32,6 +33,8 @@ class Store:
     observer: AuditObserver
     approvals: ApprovalStore
     """Approval requests and votes (`[[approvals]]`)."""
+    rounds: RoundStore
+    """Open questions that outlive the process."""
 
 
 @asynccontextmanager
@@ -50,7 +53,7 @@ async def open_store(
         raise StoreUnavailable(f"database {display_url(url)}: {exc}") from exc
     try:
         log = AuditLog(engine)
-        yield Store(engine, log, AuditObserver(log, content), ApprovalStore(engine, log, content))
+        yield Store(engine, log, AuditObserver(log, content), ApprovalStore(engine, log, content), RoundStore(engine))
     finally:
         with anyio.CancelScope(shield=True):
             await engine.dispose()

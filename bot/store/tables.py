@@ -54,7 +54,12 @@ rounds = Table(
     Column("input_requests", Text, comment="JSON: the round's inputRequests"),
     Column("request_state", Text, comment="the server's opaque requestState"),
     Column("deadline", Float, nullable=False, comment="Unix time after which the question expires"),
+    Column("round_id", String(36), comment="a uuid4 shared by the questions of one round"),
+    Column("input_key", String(256), comment="this question's key in the round's inputRequests"),
+    Column("token", String(32), comment="the card's callback-data token (random; never a counter)"),
+    Column("answer", Text, comment="JSON: the ElicitResult once answered, until the round is resumed"),
 )
+Index("ix_rounds_round_id", rounds.c.round_id)
 
 approvals = Table(
     "approvals",

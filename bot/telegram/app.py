@@ -32,6 +32,7 @@ from bot.telegram.handlers import access, audit, commands, forms
 from bot.telegram.handlers import approvals as approval_taps
 from bot.telegram.handlers.deps import Deps
 from bot.telegram.handlers.errors import on_error
+from bot.telegram.restore import restore_kept
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolButtons, ToolRunner
 from bot.web import Webhook, WebServer, build_app, metrics_registry
@@ -82,7 +83,8 @@ async def serve(
     async with open_configured_store(config) as store:
         observer = None if store is None else store.observer  # the audit log: told of every event first
         prompts = PromptRegistry(surface, config.elicitation.timeout_s, observer)
-        async with Hub(config, prompts, transport=transport, observer=observer) as hub:
+        book = None if store is None else store.rounds  # open questions outlive the process
+        async with Hub(config, prompts, transport=transport, observer=observer, book=book) as hub:
             await _serve(config, app, watch, surface, prompts, hub, stop, ready, store, allowed, clock)
 
 
@@ -116,6 +118,9 @@ async def _serve(
             await app.bot.set_my_commands(commands.COMMANDS)
             await app.start()
             try:
+                if store is not None:  # before updates (polled or delivered): a tap on a kept card finds it
+                    servers = set(hub.server_names())
+                    await restore_kept(store.rounds, surface, runner, store.observer, tg, servers=servers)
                 if approvals is not None:
                     await approvals.start(tg)
                 if web is not None:

@@ -1,8 +1,9 @@
 """The only place that knows the `callback_data` format. Pure.
 
 `<kind>:<token>:<version>:<action>[:<arg>]` — the token is a short random handle looked up server-side
-(never the server's ids, never trusted), `version` ties a button to the card state it was drawn for, so a
-tap on an outdated keyboard is refused instead of being applied to a different question.
+(never the server's ids, never trusted, never a counter of one process: a kept question's token is saved with
+it, so its buttons work again after a restart), `version` ties a button to the card state it was drawn for, so
+a tap on an outdated keyboard is refused instead of being applied to a different question.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ class Kind(enum.StrEnum):
     """A tool button of /tools."""
     APPROVAL = "a"
     """Approve (`YES`) or Reject (`NO`) on an approval card; the token is the request's durable id."""
+    RERUN = "r"
+    """**Run again** on a legacy card whose question was lost in a restart."""
 
 
 class Action(enum.StrEnum):

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import anyio
 from telegram import User
@@ -54,6 +54,8 @@ from mapping import (
     apply,
     check_url,
     display_value,
+    restore,
+    snapshot,
     start,
 )
 
@@ -147,9 +149,30 @@ class TelegramSurface:
                 logger.exception("could not show prompt %s", prompt.request.id)
                 self._answer(prompt, Answer(prompt.request.id, ok=False, reason=Outcome.UNDELIVERABLE.value))
                 return
-            self._place(card, message_id)
+            await self._placed(card, message_id)
         if card.chat_id != prompt.origin.chat_id:
             await self._note_private(prompt)
+
+    def restore_prompt(self, prompt: Prompt, chat_id: int, message_id: int, progress: Mapping[str, Any]) -> None:
+        """Take back the card of a prompt kept from before a restart, as it stood (`_progress`): its buttons
+        (same token, same version) and replies to it work again. Sends nothing."""
+        card = Card(prompt=prompt, chat_id=chat_id)
+        if prompt.form is not None:
+            shot = progress.get("form")
+            card.state = restore(prompt.form, shot) if isinstance(shot, Mapping) else start(prompt.form)
+        version, page = progress.get("version"), progress.get("page")
+        card.version = version if isinstance(version, int) else 0
+        card.page = page if isinstance(page, int) else 0
+        self.cards[prompt.token] = card
+        self._busy[prompt.token] = anyio.Lock(fast_acquire=True)
+        self._place(card, message_id)
+
+    async def settle_message(self, chat_id: int, message_id: int, screen: Screen) -> None:
+        """Edit a card this process never showed (kept from before a restart) to its final screen."""
+        try:
+            await self.edit(chat_id, message_id, screen)
+        except TelegramError:
+            logger.exception("could not settle the kept card %s/%s", chat_id, message_id)
 
     async def settle_prompt(self, prompt: Prompt, outcome: Outcome) -> None:
         card = self.cards.get(prompt.token)
@@ -394,6 +417,27 @@ class TelegramSurface:
         card.message_id = message_id
         self._by_message[(card.chat_id, message_id)] = card.prompt.token
 
+    async def _placed(self, card: Card, message_id: int) -> None:
+        """`_place`, and tell the prompt's keeper where its card now stands."""
+        self._place(card, message_id)
+        keeper = card.prompt.keeper
+        if keeper is not None:
+            with anyio.CancelScope(shield=True):
+                await keeper.placed(card.prompt, card.chat_id, message_id)
+
+    async def _keep_progress(self, card: Card) -> None:
+        """Record how far the card's form got (before the card is drawn so), for a restart to restore."""
+        keeper = card.prompt.keeper
+        if keeper is None:
+            return
+        progress = {
+            "version": card.version,
+            "page": card.page,
+            "form": None if card.state is None else snapshot(card.state),
+        }
+        with anyio.CancelScope(shield=True):
+            await keeper.progress(card.prompt, progress)
+
     def _forget(self, card: Card) -> None:
         self.cards.pop(card.prompt.token, None)
         self._busy.pop(card.prompt.token, None)
@@ -473,16 +517,17 @@ class TelegramSurface:
         screen = prompt_screen(card)
         if card.message_id is None:
             return
+        await self._keep_progress(card)
         if moved:
             # After a typed answer the card would sit above the reply: send it again below and retire the old one.
             old = card.message_id
             with card_first():  # the next question: its person is waiting for it
-                self._place(card, await self.send(card.chat_id, screen))
+                await self._placed(card, await self.send(card.chat_id, screen))
             await self._retire(card.chat_id, old)
             return
         resent = await self.edit(card.chat_id, card.message_id, screen)
         if resent is not None:
-            self._place(card, resent)
+            await self._placed(card, resent)
 
     async def _retire(self, chat_id: int, message_id: int) -> None:
         try:

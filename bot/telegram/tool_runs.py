@@ -15,12 +15,22 @@ from typing import Any, Final
 import anyio
 from telegram.error import TelegramError
 
-from bot.core import CallStatus, Origin, Progress, Prompt, PromptRegistry, ToolInfo, ToolOutcome
+from bot.core import (
+    CallStatus,
+    KeptQuestion,
+    Origin,
+    Progress,
+    Prompt,
+    PromptRegistry,
+    ToolInfo,
+    ToolOutcome,
+)
 from bot.core.call_args import missing_required, sub_schema
 from bot.servers.hub import Hub
 from bot.telegram.access import Access
+from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.flood import Withdrawn, unless
-from bot.telegram.render import Screen, clip, esc, progress_text
+from bot.telegram.render import InlineButton, Screen, callback_button, clip, esc, progress_text
 from bot.telegram.surface import TelegramSurface
 from mapping import Request, RequestKind, UnsupportedSchema, new_request_id, parse_schema
 
@@ -30,6 +40,8 @@ CHUNK: Final = 3500
 MAX_MESSAGES: Final = 4
 PROGRESS_EVERY_S: Final = 1.0
 """Telegram allows about one message per second per chat; progress edits never go faster."""
+RERUNS_KEPT: Final = 5000
+"""**Run again** buttons remembered (oldest forgotten)."""
 STATUS_AFTER_S: Final = 1.0
 """A call gets its status message once it has run this long (or at its first progress report): a quicker call
 shows only its result, so it costs one message, not two, of the 30 a second Telegram allows a bot."""
@@ -149,13 +161,23 @@ class ToolRunner:
         self.prompts = prompts
         self.surface = surface
         self.access = access
+        self._reruns: OrderedDict[str, tuple[str, str, dict[str, Any], Origin]] = OrderedDict()
         self._running: Counter[tuple[Origin, str]] = Counter()
         """Calls running per person and server: a result is folded into an answered card only when just one
         call could have asked it."""
 
-    async def run(self, tool: ToolInfo, args: dict[str, Any], origin: Origin) -> None:
+    async def run(
+        self,
+        tool: ToolInfo,
+        args: dict[str, Any],
+        origin: Origin,
+        kept: list[KeptQuestion] | None = None,
+        restored: list[tuple[Prompt, KeptQuestion]] | None = None,
+    ) -> None:
         """Ask for missing required arguments, then call and report; never raises for outcomes. A person not
-        allowed gets nothing run and nothing sent (the gate should have stopped them; this holds if it did not)."""
+        allowed gets nothing run and nothing sent (the gate should have stopped them; this holds if it did not).
+
+        With `kept`, the call is a round kept from before a restart (`bot.telegram.restore`), resumed."""
         if not self.access.allows(origin.user_id):
             logger.warning(
                 "a call of %s for user %s, who is not allowed, was refused", tool.name, origin.user_id
@@ -164,15 +186,46 @@ class ToolRunner:
         key = (origin, tool.server)
         self._running[key] += 1
         try:
-            await self._run(tool, args, origin)
+            await self._run(tool, args, origin, kept, restored)
         finally:
             self._running[key] -= 1
             if not self._running[key]:
                 del self._running[key]
 
-    async def _run(self, tool: ToolInfo, args: dict[str, Any], origin: Origin) -> None:
+    async def resume(
+        self,
+        tool: ToolInfo,
+        args: dict[str, Any],
+        origin: Origin,
+        kept: list[KeptQuestion],
+        restored: list[tuple[Prompt, KeptQuestion]],
+    ) -> None:
+        """A round kept from before a restart: wait for its cards, resume the call, show the result."""
+        await self.run(tool, args, origin, kept, restored)
+
+    def run_again_button(self, question: KeptQuestion) -> InlineButton:
+        """**Run again** for a legacy question lost in a restart: the same call, the same arguments, only for
+        the same person (the button's token is looked up here; nothing in it is trusted)."""
+        token = secrets.token_urlsafe(9)
+        self._reruns[token] = (question.server, question.tool, question.arguments or {}, question.origin)
+        while len(self._reruns) > RERUNS_KEPT:
+            self._reruns.popitem(last=False)
+        return callback_button("🔁 Run again", Button(Kind.RERUN, token, 0, Action.CALL).pack())
+
+    def rerun(self, token: str) -> tuple[str, str, dict[str, Any], Origin] | None:
+        """What a **Run again** button repeats (server, tool, arguments, whose call), or None when unknown."""
+        return self._reruns.get(token)
+
+    async def _run(
+        self,
+        tool: ToolInfo,
+        args: dict[str, Any],
+        origin: Origin,
+        kept: list[KeptQuestion] | None = None,
+        restored: list[tuple[Prompt, KeptQuestion]] | None = None,
+    ) -> None:
         """Ask for missing required arguments, then call and report; never raises for outcomes."""
-        missing = missing_required(tool.input_schema, args)
+        missing = [] if kept is not None else missing_required(tool.input_schema, args)
         if missing:
             extra = await self._ask_arguments(tool, missing, origin)
             if extra is None:
@@ -210,7 +263,9 @@ class ToolRunner:
             # cost more than the message it saves.
             timer = loop.call_later(STATUS_AFTER_S, status_due)
             try:
-                outcome = await self.hub.call_tool(tool.server, tool.name, args, origin, on_progress)
+                outcome = await self.hub.call_tool(
+                    tool.server, tool.name, args, origin, on_progress, kept=kept, restored=restored
+                )
             finally:
                 timer.cancel()
             if status.keeper:  # a status task runs (most calls end before one starts)

@@ -4,6 +4,7 @@ written down, several people in an approval group, and a SQLite store."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -286,3 +287,21 @@ async def test_a_changed_answer_resets_the_approvals_given_so_far(tmp_path: Path
         await o.carol.press(card, "✅ Approve")
         result = await s.fake.wait_for(lambda m: is_result(m, call))
     assert json.loads(result_body(result)) == {"action": "accept", "content": {"owner": "yan"}}
+
+
+async def test_an_answer_waiting_for_approval_is_not_kept_as_answered(tmp_path: Path) -> None:
+    """Gate "answers" on a 2026-07-28 round: while approvers decide, the kept question has no answer, so a
+    restart then could never send an answer nobody approved; once approved, the round goes back and is closed."""
+    db = tmp_path / "bot.db"
+    async with ops_scene(tmp_path, **ANSWERS) as o:
+        s = o.s
+        call = await answer_owner(o, "zoe")
+        card = await s.fake.wait_for(lambda m: o.card(m) and bool(m.reply_markup))
+        with sqlite3.connect(db) as conn:
+            kept = conn.execute("SELECT era, answer FROM rounds").fetchall()
+        assert kept == [("2026-07-28", None)]
+        await s.bob.press(card, "✅ Approve")
+        await o.carol.press(card, "✅ Approve")
+        await s.fake.wait_for(lambda m: is_result(m, call))
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("SELECT count(*) FROM rounds").fetchone() == (0,)

@@ -60,6 +60,8 @@ EXPECTED = [
     "new_request_id",
     "parse_schema",
     "parse_text",
+    "restore",
+    "snapshot",
     "start",
     "to_base36",
 ]

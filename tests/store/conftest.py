@@ -1,66 +1,13 @@
-"""Store fixtures: every store test runs on SQLite and on a real PostgreSQL server started for the session.
-
-PostgreSQL comes from the distribution's binaries (`pg_ctl` on PATH or under /usr/lib/postgresql/*/bin;
-`.ci/run` installs them), started by pytest-postgresql through `pg_ctl.sh` (which runs it as the
-`postgres` user when the tests run as root). Nothing is skipped when they are missing: the tests fail.
-"""
+"""Store fixtures: `store` opens the store on `store_url` (tests/conftest.py: SQLite, and a real PostgreSQL)."""
 
 from __future__ import annotations
 
-import os
-import pwd
-import shutil
-import tempfile
-import uuid
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
-from port_for import get_port
-from pytest_postgresql.executors.proc import PostgreSQLExecutor
-from pytest_postgresql.janitor import DatabaseJanitor
 
 from bot.config import AuditContent, Secret, StorageConfig
 from bot.store import Store, open_store
-
-PG_CTL = Path(__file__).with_name("pg_ctl.sh")
-
-
-@pytest.fixture(scope="session")
-def postgresql_server() -> Iterator[PostgreSQLExecutor]:
-    """One PostgreSQL server on 127.0.0.1 for the whole session, in a folder of its own."""
-    base = Path(tempfile.mkdtemp(prefix="toolnexus-pg-"))
-    if os.geteuid() == 0:
-        owner = pwd.getpwnam("postgres")
-        os.chown(base, owner.pw_uid, owner.pw_gid)
-    base.chmod(0o755)
-    executor = PostgreSQLExecutor(
-        executable=str(PG_CTL),
-        host="127.0.0.1",
-        port=get_port(None),
-        datadir=str(base / "data"),
-        unixsocketdir=str(base),
-        logfile=str(base / "log"),
-        startparams="-w",
-        dbname="tests",
-    )
-    try:
-        with executor:
-            yield executor
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database: a SQLite file, or a new database on the session's PostgreSQL server."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'toolnexus.db'}"
-        return
-    server: PostgreSQLExecutor = request.getfixturevalue("postgresql_server")
-    name = "t_" + uuid.uuid4().hex[:12]
-    with DatabaseJanitor(user=server.user, host=server.host, port=server.port, dbname=name):
-        yield f"postgresql://{server.user}@{server.host}:{server.port}/{name}"
 
 
 @pytest.fixture

@@ -35,6 +35,20 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
             await query.answer(f"Calling {tool}…")
             await start_tool(deps, context, update, server, tool, {}, owner.chat_id)
             return
+        if button.kind is Kind.RERUN:
+            rerun = deps.runner.rerun(button.token)
+            if rerun is None:
+                await query.answer(EXPIRED, show_alert=True)
+                return
+            server, tool, args, owner = rerun
+            if owner.user_id != query.from_user.id:
+                await query.answer(
+                    "Only the person who started the call can run it again.", show_alert=True
+                )
+                return
+            await query.answer(f"Running {tool} again…")
+            await start_tool(deps, context, update, server, tool, dict(args), owner.chat_id)
+            return
         reply = await deps.surface.on_button(query.from_user, button)
         await query.answer(reply.text, show_alert=reply.alert)
 

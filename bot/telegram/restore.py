@@ -1,0 +1,130 @@
+"""After a restart: the questions kept from before are settled or taken back up. Does I/O (store, Bot API).
+
+A 2026-07-28 round whose questions are still open comes back as it stood: its cards keep their buttons (same
+token, same version), and once answered the round is resumed on a fresh connection and the result reaches its
+person as any call's does. A round whose deadline passed meanwhile is settled on its card as "expired while the
+bot was down". A legacy question died with its connection: its card says so, with **Run again** (the same call,
+the same arguments, for the same person: `ToolRunner.run_again`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import defaultdict
+from typing import Any
+
+from anyio.abc import TaskGroup
+
+from bot.core import Era, KeptQuestion, Observer, Outcome, Prompt, RoundBook, ToolInfo
+from bot.servers.keeper import RoundKeeper
+from bot.telegram.render import Card, Screen, settled_screen
+from bot.telegram.surface import TelegramSurface
+from bot.telegram.tool_runs import ToolRunner
+from mapping import Answer, MappingError, RequestKind, elicitation_to_request, parse_schema
+
+__all__ = ["restore_kept"]
+
+logger = logging.getLogger(__name__)
+
+
+async def restore_kept(
+    book: RoundBook,
+    surface: TelegramSurface,
+    runner: ToolRunner,
+    observer: Observer | None,
+    tg: TaskGroup,
+    *,
+    servers: set[str],
+) -> int:
+    """Settle or take back up every kept question; resumed rounds run in `tg`. Returns how many rounds were
+    taken back up. Call once Telegram is reachable and before updates are taken."""
+    try:
+        questions = await book.open_questions()
+    except Exception:
+        logger.exception("could not read the questions kept from before the restart")
+        return 0
+    rounds: defaultdict[str, list[KeptQuestion]] = defaultdict(list)
+    for question in questions:
+        rounds[question.round_id].append(question)
+    resumed = 0
+    for kept in rounds.values():
+        first = kept[0]
+        open_ = [q for q in kept if q.answer is None]
+        if first.era is Era.LEGACY or first.server not in servers:
+            await _settle(book, surface, observer, kept, Outcome.LOST_IN_RESTART, runner)
+        elif any(q.deadline <= time.time() for q in open_):
+            await _settle(book, surface, observer, kept, Outcome.EXPIRED_WHILE_DOWN, runner)
+        else:
+            restored = []
+            for question in open_:
+                prompt = _prompt(question, book)
+                if prompt is None:
+                    continue
+                if question.card_message_id is not None and question.card_chat_id is not None:
+                    surface.restore_prompt(
+                        prompt, question.card_chat_id, question.card_message_id, question.progress
+                    )
+                else:  # killed between saving the question and knowing its card: it is asked again
+                    await surface.show_prompt(prompt)
+                restored.append((prompt, question))
+            tool = ToolInfo(first.server, first.tool, None, None, {})
+            tg.start_soon(runner.resume, tool, first.arguments or {}, first.origin, kept, restored)
+            resumed += 1
+    if rounds:
+        logger.info("questions kept from before the restart: %d round(s), %d resumed", len(rounds), resumed)
+    return resumed
+
+
+def _prompt(question: KeptQuestion, book: RoundBook) -> Prompt | None:
+    """The kept question as a prompt again: the same id and token, its deadline, its form."""
+    request_wire = (question.input_requests or {}).get(question.input_key)
+    params = request_wire.get("params") if isinstance(request_wire, dict) else None
+    if not isinstance(params, dict):
+        return None
+    try:
+        request = dataclasses.replace(elicitation_to_request(params), id=question.id)
+        schema = (request.data or {}).get("schema")
+        form = parse_schema(schema) if request.kind is RequestKind.INPUT else None
+    except MappingError:
+        return None  # it could be shown before this build; it cannot now
+    return Prompt(
+        request=request,
+        origin=question.origin,
+        server=question.server,
+        form=form,
+        token=question.token,
+        deadline=time.monotonic() + (question.deadline - time.time()),
+        keeper=RoundKeeper(book, question),
+    )
+
+
+async def _settle(
+    book: RoundBook,
+    surface: TelegramSurface,
+    observer: Observer | None,
+    kept: list[KeptQuestion],
+    outcome: Outcome,
+    runner: ToolRunner,
+) -> None:
+    """Settle a kept round's open cards with `outcome` (audited), and forget the round."""
+    for question in kept:
+        if question.answer is not None:
+            continue
+        prompt = _prompt(question, book)
+        if prompt is not None and observer is not None:
+            answer = Answer(id=question.id, ok=False, reason=outcome.value)
+            await observer.prompt_ended(prompt, outcome, answer)
+        if prompt is None or question.card_chat_id is None or question.card_message_id is None:
+            continue
+        card = Card(prompt=prompt, chat_id=question.card_chat_id, message_id=question.card_message_id)
+        screen = settled_screen(card, outcome)
+        if outcome is Outcome.LOST_IN_RESTART:
+            keyboard: Any = [[runner.run_again_button(question)]]
+            screen = Screen(screen.text, keyboard)
+        await surface.settle_message(question.card_chat_id, question.card_message_id, screen)
+    try:
+        await book.close(*(q.id for q in kept))
+    except Exception:
+        logger.exception("could not forget the kept questions of a settled round")
