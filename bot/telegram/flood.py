@@ -6,8 +6,8 @@ that applies to it has room, in the order requests arrive, except that a new car
 someone is waiting to be asked) may overtake, overall, requests to other chats that are still waiting, up to
 MAX_OVERTAKEN times each; a request made `unless(withdraw)` that is moot when its turn comes books no place.
 Overall, requests are also counted as they go, so that no second holds more than the bucket allows in one
-even after the event loop was held up. A 429 all the same (Telegram keeps its own count) pauses every request for its
-`retry_after`; then the refused request is sent again, up to MAX_RETRIES times.
+even after the event loop was held up. A 429 all the same (Telegram keeps its own count) pauses every
+request for its `retry_after`; then the refused request is sent again, up to MAX_RETRIES times.
 
 Ours rather than PTB's `AIORateLimiter` because that one has no bucket for a private chat's own limit (about
 one message a second); with room in its buckets, a request here costs a few comparisons.
