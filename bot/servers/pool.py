@@ -23,7 +23,7 @@ from bot.servers.connections import Connection, ElicitHandler, MessageHandler
 from bot.servers.limits import Limits, Refusal
 
 BACKOFF_CAP_S: Final = 60.0
-OPENING_AT_ONCE: Final = 8
+OPENING_AT_ONCE: Final = 16
 """Sessions of one server being opened at once; more wait their turn in order. Under a burst of first calls
 (a flood of people at once), opening every session together shares the process between them all, so even
 the first person's question comes only once nearly all are open; in turn, the first come first."""
