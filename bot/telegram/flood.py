@@ -36,6 +36,10 @@ pauses all sending for its retry_after."""
 OVERALL_BURST: Final = 1
 """No burst overall: a sliding window of one second holds a bucket's burst plus a second's worth of requests,
 so any burst would have to come out of the rate, and the rate is what a flood of prompts waits on."""
+OVERALL_LATE_SHARE: Final = 0.5
+"""How late (a share of the interval between two places overall) a request may go without pushing the places
+after it back. Two requests may then go closer together than the interval, but never more in one second than
+the bucket allows (requests are also counted as they go)."""
 MAX_OVERTAKEN: Final = 280
 """How many new cards may go before a waiting request overall (about ten seconds of sending): a flood of
 prompts reaches everyone first, and a result or a redraw still goes within a bounded wait."""
@@ -89,11 +93,15 @@ class _Bucket:
     one addition, and the time a request may go is known when it arrives, so requests go in arrival order.
     """
 
-    __slots__ = ("_full_at", "_interval", "_tolerance")
+    __slots__ = ("_full_at", "_interval", "_late", "_tolerance")
 
-    def __init__(self, burst: int, period_s: float) -> None:
+    def __init__(self, burst: int, period_s: float, *, late_share: float = 0.0) -> None:
         self._interval = period_s / burst
         self._tolerance = period_s - self._interval
+        self._late = late_share * self._interval
+        """How late a request may go and leave the places after it where they were (a share of the
+        interval): a sleeper is woken a little after its time, and each such delay would otherwise push
+        every later place back, so the rate would fall short of the bucket's."""
         self._full_at = 0.0
 
     def earliest(self, now: float) -> float:
@@ -102,7 +110,8 @@ class _Bucket:
 
     def book(self, at: float) -> None:
         """Count a request sent at `at` (not before `earliest`)."""
-        self._full_at = max(self._full_at, at) + self._interval
+        on_time = at <= self._full_at + self._late  # or only a little late: the places after it stay
+        self._full_at = (self._full_at if on_time else at) + self._interval
 
     def refilled(self, now: float) -> bool:
         return self._full_at <= now
@@ -137,7 +146,11 @@ class FloodLimiter(BaseRateLimiter[int]):
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
-        self._overall = _Bucket(overall_burst, overall_burst / overall_per_s) if overall_per_s else None
+        self._overall = (
+            _Bucket(overall_burst, overall_burst / overall_per_s, late_share=OVERALL_LATE_SHARE)
+            if overall_per_s
+            else None
+        )
         self._sent: deque[float] = deque(maxlen=max(1, overall_burst - 1 + overall_per_s))
         """When the latest requests counted overall went, as many as the bucket allows in one second."""
         self._second_lock = anyio.Lock(fast_acquire=True)

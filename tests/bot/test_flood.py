@@ -371,3 +371,25 @@ async def test_requests_whose_places_passed_while_the_loop_was_held_up_keep_to_t
     await time.run(*cards, held_up)
     assert sorted(chat for _, chat, _ in sent) == list(range(8))
     assert busiest_second([at for _, _, at in sent]) == 4
+
+
+class LateTime(VirtualTime):
+    """`VirtualTime` whose sleepers are woken a little after their time, as a busy event loop wakes them."""
+
+    LATE = 0.01
+
+    async def sleep(self, seconds: float) -> None:
+        await super().sleep(seconds + self.LATE)
+
+
+async def test_requests_woken_a_little_late_keep_the_overall_rate() -> None:
+    """Requests waiting overall that are each woken a little late still go at the bucket's rate: a late one
+    does not push every place after it back (and still no second holds more than the rate)."""
+    time = LateTime()
+    limiter = FloodLimiter(overall_per_s=4, clock=time.clock, sleep=time.sleep)
+    sent, request = recorder(time)
+    edits = [functools.partial(request, limiter, "editMessageText", chat) for chat in range(9)]
+    await time.run(*edits)
+    times = [at - 1000.0 for _, _, at in sent]
+    assert times[-1] == pytest.approx(8 * 0.25 + LateTime.LATE)
+    assert busiest_second(times) == 4
