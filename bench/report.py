@@ -231,6 +231,22 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             f"{d.get('everything_over_theory', '?')}x",
         )
         add(s, "429s from the fake", d["fake_429s"], f"other errors {d['other_errors']}")
+        if "first_question_asked_s" in d:
+            add(
+                s,
+                "questions asked from/until s",
+                f"{d['first_question_asked_s']}-{d['last_question_asked_s']}",
+                "the server's questions reaching the bot (sessions opening, calls reaching the server)",
+            )
+        if "cpu_s" in d:
+            cpu, load = d["cpu_s"], d["load_average_1min"]
+            add(
+                s,
+                "CPU s: bot / MCP server / fake",
+                f"{cpu['bot']} / {cpu['mcp_server']} / {cpu['bench_fake_and_people']}",
+                f"the fake and the scripted people in the bench's process; machine load average "
+                f"{load['before']} -> {load['after']} (other jobs share the cores)",
+            )
     e = results.get("public_demo")
     if e:
         s = "e. public demo"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
 import shutil
 import sqlite3
@@ -665,12 +666,14 @@ async def flood(prompts: int, protocol: str = "legacy", within_s: float = 1.0) -
             rate_limited_fake() as fake,
             bot_process(
                 fake, http_server_entry(server.url, protocol), unthrottled=False, max_open=prompts + 100
-            ),
+            ) as bot,
         ):
             people = _users(fake, prompts)
             progress(f"d. flood: {prompts} prompts within {within_s:g} s, fake limited to 30 messages/s")
             before = fake.call_counts()
             answered: list[flows.Answered] = []
+            load_before = os.getloadavg()[0]
+            cpu0 = _cpus(bot.pid, server.process.pid)
             t0 = time.monotonic()
 
             async def one(user: FakeUser) -> None:
@@ -679,6 +682,8 @@ async def flood(prompts: int, protocol: str = "legacy", within_s: float = 1.0) -
 
             await _each(people, one)
             total_s = time.monotonic() - t0
+            cpu = [b - a for a, b in zip(cpu0, _cpus(bot.pid, server.process.pid), strict=True)]
+            load_after = os.getloadavg()[0]
             calls = fake.call_counts() - before
             statuses = _status_messages(fake, people)
         records = server.read_log()
@@ -706,9 +711,16 @@ async def flood(prompts: int, protocol: str = "legacy", within_s: float = 1.0) -
         "everything_over_theory": round(total_s / messages_theory, 2),
         "submit_to_result_ms": _submit_to_result_ms(answered),
         "status_messages": statuses,
+        "first_question_asked_s": round(min(asked.values(), default=t0) - t0, 2),
         "last_question_asked_s": round(max(asked.values(), default=t0) - t0, 2),
         "question_to_card_ms_p50": round(percentile(to_card, 50) * 1000, 1),
         "question_to_card_ms_max": round(max(to_card, default=float("nan")) * 1000, 1),
         "fake_429s": len(too_many),
         "other_errors": len([e for e in fake.errors if e.status != 429]),
+        "cpu_s": {
+            "bot": round(cpu[0], 2),
+            "mcp_server": round(cpu[1], 2),
+            "bench_fake_and_people": round(cpu[2], 2),
+        },
+        "load_average_1min": {"before": round(load_before, 2), "after": round(load_after, 2)},
     }

@@ -66,6 +66,8 @@ async def test_the_flood_scenario_delivers_every_card_and_loses_no_answer_under_
     assert result["cards_delivered"] == 10
     assert result["answers_reached_server"] == 10
     assert result["other_errors"] == 0
+    assert 0 <= result["first_question_asked_s"] <= result["last_question_asked_s"]
+    assert result["cpu_s"]["bot"] > 0 and result["cpu_s"]["mcp_server"] > 0
 
 
 def test_the_report_has_a_row_for_every_scenario_it_is_given() -> None:

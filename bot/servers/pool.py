@@ -1,6 +1,7 @@
 """The MCP session pool: one session per (server, chat, user), or per server when shared. Async, does I/O.
 
-Sessions open on first use, back off after a failed connect, make room past `sessions.max_open` by closing
+Sessions open on first use (at most `OPENING_AT_ONCE` at a time per server, first asked first opened), back
+off after a failed connect, make room past `sessions.max_open` by closing
 the least recently used idle one, and close after `sessions.idle_timeout_s` unused. Past `limits.stdio_processes`
 server processes, an unshared stdio session closes the least recently used idle one or is refused. Each `Connection` lives
 in an owner task of the pool's task group (anyio contexts exit in the task that entered them).
@@ -22,6 +23,10 @@ from bot.servers.connections import Connection, ElicitHandler, MessageHandler
 from bot.servers.limits import Limits, Refusal
 
 BACKOFF_CAP_S: Final = 60.0
+OPENING_AT_ONCE: Final = 16
+"""Sessions of one server being opened at once; more wait their turn in order. Under a burst of first calls
+(a flood of people at once), opening every session together shares the process between them all, so even
+the first person's question comes only once nearly all are open; in turn, the first come first."""
 
 
 class Unavailable(Exception):
@@ -67,6 +72,7 @@ class Pool:
         self._now = clock or anyio.current_time
         self._tg: TaskGroup | None = None
         self._spawning = 0
+        self._opening = {name: anyio.Semaphore(OPENING_AT_ONCE) for name in self.servers}
 
     def start(self, tg: TaskGroup) -> None:
         """Owner tasks and the idle sweep run in `tg` from now on."""
@@ -144,7 +150,10 @@ class Pool:
         conn = self.connections.get(key)
         if conn is not None and not conn.gone.is_set():
             return conn  # the common case, without the lock (it only orders first connects and reconnects)
-        async with self._connecting.setdefault(key, anyio.Lock(fast_acquire=True)):
+        async with (
+            self._connecting.setdefault(key, anyio.Lock(fast_acquire=True)),
+            self._opening[server.name],
+        ):
             conn = self.connections.get(key)
             if conn is not None and not conn.gone.is_set():
                 return conn

@@ -4,8 +4,10 @@ Telegram lets a bot send about 30 messages a second overall, 20 a minute to one 
 chat a short burst, then about one a second. Each limit is a bucket here; a request is sent once every bucket
 that applies to it has room, in the order requests arrive, except that a new card (sent inside `card_first()`:
 someone is waiting to be asked) may overtake, overall, requests to other chats that are still waiting, up to
-MAX_OVERTAKEN times each. A 429 all the same (Telegram keeps its own count) pauses every request for its
-`retry_after`; then the refused request is sent again, up to MAX_RETRIES times.
+MAX_OVERTAKEN times each; a request made `unless(withdraw)` that is moot when its turn comes books no place.
+Overall, requests are also counted as they go, so that no second holds more than the bucket allows in one
+even after the event loop was held up. A 429 all the same (Telegram keeps its own count) pauses every
+request for its `retry_after`; then the refused request is sent again, up to MAX_RETRIES times.
 
 Ours rather than PTB's `AIORateLimiter` because that one has no bucket for a private chat's own limit (about
 one message a second); with room in its buckets, a request here costs a few comparisons.
@@ -16,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -34,6 +36,10 @@ pauses all sending for its retry_after."""
 OVERALL_BURST: Final = 1
 """No burst overall: a sliding window of one second holds a bucket's burst plus a second's worth of requests,
 so any burst would have to come out of the rate, and the rate is what a flood of prompts waits on."""
+OVERALL_LATE_SHARE: Final = 0.5
+"""How late (a share of the interval between two places overall) a request may go without pushing the places
+after it back. Two requests may then go closer together than the interval, but never more in one second than
+the bucket allows (requests are also counted as they go)."""
 MAX_OVERTAKEN: Final = 280
 """How many new cards may go before a waiting request overall (about ten seconds of sending): a flood of
 prompts reaches everyone first, and a result or a redraw still goes within a bounded wait."""
@@ -87,11 +93,15 @@ class _Bucket:
     one addition, and the time a request may go is known when it arrives, so requests go in arrival order.
     """
 
-    __slots__ = ("_full_at", "_interval", "_tolerance")
+    __slots__ = ("_full_at", "_interval", "_late", "_tolerance")
 
-    def __init__(self, burst: int, period_s: float) -> None:
+    def __init__(self, burst: int, period_s: float, *, late_share: float = 0.0) -> None:
         self._interval = period_s / burst
         self._tolerance = period_s - self._interval
+        self._late = late_share * self._interval
+        """How late a request may go and leave the places after it where they were (a share of the
+        interval): a sleeper is woken a little after its time, and each such delay would otherwise push
+        every later place back, so the rate would fall short of the bucket's."""
         self._full_at = 0.0
 
     def earliest(self, now: float) -> float:
@@ -100,7 +110,8 @@ class _Bucket:
 
     def book(self, at: float) -> None:
         """Count a request sent at `at` (not before `earliest`)."""
-        self._full_at = max(self._full_at, at) + self._interval
+        on_time = at <= self._full_at + self._late  # or only a little late: the places after it stay
+        self._full_at = (self._full_at if on_time else at) + self._interval
 
     def refilled(self, now: float) -> bool:
         return self._full_at <= now
@@ -135,7 +146,14 @@ class FloodLimiter(BaseRateLimiter[int]):
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
-        self._overall = _Bucket(overall_burst, overall_burst / overall_per_s) if overall_per_s else None
+        self._overall = (
+            _Bucket(overall_burst, overall_burst / overall_per_s, late_share=OVERALL_LATE_SHARE)
+            if overall_per_s
+            else None
+        )
+        self._sent: deque[float] = deque(maxlen=max(1, overall_burst - 1 + overall_per_s))
+        """When the latest requests counted overall went, as many as the bucket allows in one second."""
+        self._second_lock = anyio.Lock(fast_acquire=True)
         self._group_limit = (group_burst, group_period_s) if group_burst else None
         self._chat_limit = (chat_burst, chat_period_s) if chat_burst else None
         self._groups: dict[int | str, _Bucket] = {}
@@ -155,9 +173,11 @@ class FloodLimiter(BaseRateLimiter[int]):
         self._queued_chats: Counter[object] = Counter()
         self._abandoned: set[int] = set()
         self._queued_since: dict[int, int] = {}
+        """Each waiting ticket: `_cards_booked` when it arrived."""
         self._granted: dict[int, float] = {}
         """Places booked by a card for the queue's first request, once it may be overtaken no more."""
-        """Each waiting ticket: `_cards_booked` when it arrived."""
+        self._withdraws: dict[int, Callable[[], bool]] = {}
+        """The waiting tickets made `unless(withdraw)`: whether each is moot now."""
 
     async def initialize(self) -> None:
         """Nothing to set up: buckets are made as chats appear."""
@@ -180,9 +200,14 @@ class FloodLimiter(BaseRateLimiter[int]):
         refused = 0
         card, withdraw = _CARD.get(), _UNLESS.get()
         while True:
-            await self._turn(buckets, chat_id, card, ordered=withdraw is None)
+            try:
+                await self._turn(buckets, chat_id, card, withdraw)
+            except Withdrawn:
+                raise Withdrawn(endpoint) from None
             if withdraw is not None and withdraw():
                 raise Withdrawn(endpoint)
+            if self._overall is not None and buckets and buckets[-1] is self._overall:
+                await self._within_second()
             try:
                 return await callback(*args, **kwargs)
             except RetryAfter as exc:
@@ -195,10 +220,18 @@ class FloodLimiter(BaseRateLimiter[int]):
                 self._resume_at = max(self._resume_at, self._clock() + pause)
 
     async def _turn(
-        self, buckets: list[_Bucket], chat_id: object, card: bool, *, ordered: bool = True
+        self,
+        buckets: list[_Bucket],
+        chat_id: object,
+        card: bool,
+        withdraw: Callable[[], bool] | None = None,
     ) -> None:
         """Wait until this request may go, booking its place in each bucket in turn (the overall one last: a
-        chat's own wait can be long, and a place booked overall would hold up every other chat meanwhile)."""
+        chat's own wait can be long, and a place booked overall would hold up every other chat meanwhile).
+
+        Raises:
+            Withdrawn: `withdraw()` held when the request's turn came overall (no place was booked there).
+        """
         for bucket in buckets:
             if bucket is not self._overall:
                 await self._book(bucket)
@@ -208,11 +241,22 @@ class FloodLimiter(BaseRateLimiter[int]):
                 self._cards_booked += 1
                 await self._book(bucket)
             else:
-                await self._book_queued(bucket, chat_id if ordered else None)
+                await self._book_queued(bucket, chat_id if withdraw is None else None, withdraw)
         while (pause := self._resume_at - self._clock()) > 0:  # a 429 came: wait it out, then space again
             await self._sleep(pause)
             if buckets:
                 await self._book(buckets[-1])
+
+    async def _within_second(self) -> None:
+        """Wait until sending now keeps every second within what the overall bucket allows in one (its burst
+        and a second's worth of its rate), counted when requests go. The bucket spaces the places it books,
+        but the requests whose places passed while the event loop was held up would all go at once, more
+        than the rate in one second (and Telegram counts them as they come)."""
+        async with self._second_lock:
+            sent = self._sent
+            while len(sent) == sent.maxlen and (wait := sent[0] + 1.0 - self._clock()) > 0:
+                await self._sleep(wait)
+            sent.append(self._clock())
 
     async def _book(self, bucket: _Bucket) -> None:
         now = self._clock()
@@ -221,11 +265,17 @@ class FloodLimiter(BaseRateLimiter[int]):
         if at > now:
             await self._sleep(at - now)
 
-    async def _book_queued(self, bucket: _Bucket, chat_id: object) -> None:
-        """Book overall in queue order, once the bucket has room now or enough cards went first."""
+    async def _book_queued(
+        self, bucket: _Bucket, chat_id: object, withdraw: Callable[[], bool] | None = None
+    ) -> None:
+        """Book overall in queue order, once the bucket has room now or enough cards went first; a request
+        that `withdraw()` has made moot by then leaves the queue without booking (`Withdrawn`), so the place
+        goes to the next request instead of to nobody."""
         ticket, self._queue_tail = self._queue_tail, self._queue_tail + 1
         cards_before = self._queued_since[ticket] = self._cards_booked
         self._queued_chats[chat_id] += 1
+        if withdraw is not None:
+            self._withdraws[ticket] = withdraw
         try:
             while ticket != self._queue_head:
                 await self._queue_moved.wait()
@@ -237,11 +287,14 @@ class FloodLimiter(BaseRateLimiter[int]):
                     break
                 at = max(now, self._resume_at, bucket.earliest(now))
                 if at <= now or self._cards_booked - cards_before >= self._max_overtaken:
+                    if withdraw is not None and withdraw():
+                        raise Withdrawn()
                     bucket.book(at)
                     break
                 await self._sleep(at - now)  # cards booked meanwhile push it back; look again then
         finally:
             self._granted.pop(ticket, None)
+            self._withdraws.pop(ticket, None)
             del self._queued_since[ticket]
             self._queued_chats[chat_id] -= 1
             if not self._queued_chats[chat_id]:
@@ -256,9 +309,12 @@ class FloodLimiter(BaseRateLimiter[int]):
     def _starving(self) -> bool:
         """Whether the request first in the queue has had as many cards go before it as it may (and has no
         place booked for it yet)."""
-        since = self._queued_since.get(self._queue_head)
+        head = self._queue_head
+        since = self._queued_since.get(head)
         starving = since is not None and self._cards_booked - since >= self._max_overtaken
-        return starving and self._queue_head not in self._granted
+        withdraw = self._withdraws.get(head)
+        moot = withdraw is not None and withdraw()  # it leaves without a place when it next looks
+        return starving and head not in self._granted and not moot
 
     def _grant_head(self, bucket: _Bucket) -> None:
         """Book the next place for the queue's first request (it takes it when it next looks)."""

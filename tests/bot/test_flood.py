@@ -283,3 +283,113 @@ async def test_a_request_made_moot_by_a_card_gives_way_and_is_not_sent() -> None
     )
     assert sent == [("editMessageText", 2, 1000.0), ("sendMessage", 1, 1000.25)]  # the card, in the next place
     assert withdrawn == ["status"]
+
+
+async def test_a_request_made_moot_before_its_turn_books_no_place_the_next_one_takes_it() -> None:
+    """A status made moot while it waited leaves the queue without booking: the request behind it is sent in
+    the place it would have wasted."""
+    time = VirtualTime()
+    limiter = FloodLimiter(overall_per_s=4, clock=time.clock, sleep=time.sleep)
+    sent, request = recorder(time)
+    card_out = False
+    withdrawn: list[str] = []
+
+    async def status() -> None:
+        with unless(lambda: card_out):
+            try:
+                await request(limiter, "sendMessage", 1)
+            except Withdrawn:
+                withdrawn.append("status")
+
+    async def the_card() -> None:
+        nonlocal card_out
+        card_out = True
+        await card(request)(limiter, "sendMessage", 1)
+
+    await time.run(
+        functools.partial(request, limiter, "editMessageText", 2),  # fills the bucket: the others wait
+        status,
+        functools.partial(request, limiter, "editMessageText", 3),
+        the_card,
+    )
+    assert [(chat, at - 1000.0) for _, chat, at in sent] == [(2, 0.0), (1, 0.25), (3, 0.5)]
+    assert withdrawn == ["status"]
+
+
+async def test_no_place_is_booked_for_a_moot_request_that_may_be_overtaken_no_more() -> None:
+    """Once a moot status may be overtaken no more, the next card books no place for it: the card goes
+    next, and so does the request waiting behind the status."""
+    time = VirtualTime()
+    limiter = FloodLimiter(overall_per_s=4, max_overtaken=1, clock=time.clock, sleep=time.sleep)
+    sent, request = recorder(time)
+    card_out = False
+    withdrawn: list[str] = []
+
+    async def status() -> None:
+        with unless(lambda: card_out):
+            try:
+                await request(limiter, "sendMessage", 1)
+            except Withdrawn:
+                withdrawn.append("status")
+
+    async def the_card() -> None:
+        nonlocal card_out
+        card_out = True
+        await card(request)(limiter, "sendMessage", 1)
+
+    await time.run(
+        functools.partial(request, limiter, "editMessageText", 2),  # fills the bucket: the others wait
+        status,
+        functools.partial(request, limiter, "editMessageText", 3),
+        the_card,
+        functools.partial(card(request), limiter, "sendMessage", 4),
+    )
+    assert [(chat, at - 1000.0) for _, chat, at in sent] == [(2, 0.0), (1, 0.25), (4, 0.5), (3, 0.75)]
+    assert withdrawn == ["status"]
+
+
+def busiest_second(times: list[float]) -> int:
+    """The most requests sent within one second (a half-open window, as Telegram's is counted)."""
+    times = sorted(times)
+    return max(sum(1 for t in times if end - 1.0 < t <= end) for end in times)
+
+
+async def test_requests_whose_places_passed_while_the_loop_was_held_up_keep_to_the_rate_in_every_second() -> (
+    None
+):
+    """After the event loop was held up, the cards whose places (booked as they came) passed meanwhile go no
+    faster than the overall bucket allows in one second, counted when they are sent; none is dropped."""
+    time = VirtualTime()
+    limiter = FloodLimiter(overall_per_s=4, clock=time.clock, sleep=time.sleep)
+    sent, request = recorder(time)
+
+    async def held_up() -> None:
+        await time.sleep(0.1)
+        time.now += 1.0  # the loop ran something else for a second: no request could go meanwhile
+
+    cards = [functools.partial(card(request), limiter, "sendMessage", chat) for chat in range(8)]
+    await time.run(*cards, held_up)
+    assert sorted(chat for _, chat, _ in sent) == list(range(8))
+    assert busiest_second([at for _, _, at in sent]) == 4
+
+
+class LateTime(VirtualTime):
+    """`VirtualTime` whose sleepers are woken a little after their time, as a busy event loop wakes them."""
+
+    LATE = 0.01
+
+    async def sleep(self, seconds: float) -> None:
+        await super().sleep(seconds + self.LATE)
+
+
+async def test_requests_woken_a_little_late_keep_the_overall_rate() -> None:
+    """Requests waiting overall that are each woken a little late still go at the bucket's rate: a late one
+    does not push every place after it back (and still no second holds more than the rate)."""
+    time = LateTime()
+    limiter = FloodLimiter(overall_per_s=4, clock=time.clock, sleep=time.sleep)
+    sent, request = recorder(time)
+    edits = [functools.partial(request, limiter, "editMessageText", chat) for chat in range(9)]
+    await time.run(*edits)
+    times = [at - 1000.0 for _, _, at in sent]
+    assert times[-1] == pytest.approx(8 * 0.25 + LateTime.LATE)
+    assert busiest_second(times) == 4
