@@ -54,6 +54,7 @@ class Hub:
         transport: Callable[[ServerConfig], Any] | None = None,
         clock: Callable[[], float] | None = None,
         observer: Observer | None = None,
+        auth: Callable[[ServerConfig, Origin], Any] | None = None,
     ) -> None:
         self.config = config
         self.observer = observer
@@ -70,6 +71,7 @@ class Hub:
             transport=transport,
             clock=clock,
             limits=self.limits,
+            auth=auth,
         )
         self.calls = Calls(self.pool, prompts, self.elicitations)
         self.servers = self.pool.servers

@@ -56,6 +56,12 @@ class AuditEvent(enum.StrEnum):
     """The server withdrew the question, or its session ended."""
     CALL_ENDED = "call_ended"
     """A call's outcome."""
+    SIGNED_IN = "signed_in"
+    """A person signed in to a server with OAuth (the issuer; never a token)."""
+    REFRESH_FAILED = "refresh_failed"
+    """The authorization server refused to refresh a person's token (they are asked to sign in again)."""
+    LOGGED_OUT = "logged_out"
+    """A person signed out of a server (`/logout`); whether the token was revoked."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,9 @@ makes two appenders racing for the same place fail instead of forking the chain.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Float, Index, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Column, Float, Index, MetaData, String, Table, Text, UniqueConstraint
 
-__all__ = ["audit", "metadata", "rounds"]
+__all__ = ["audit", "metadata", "oauth_accounts", "rounds"]
 
 metadata = MetaData(
     naming_convention={
@@ -54,4 +54,18 @@ rounds = Table(
     Column("input_requests", Text, comment="JSON: the round's inputRequests"),
     Column("request_state", Text, comment="the server's opaque requestState"),
     Column("deadline", Float, nullable=False, comment="Unix time after which the question expires"),
+)
+
+oauth_accounts = Table(
+    "oauth_accounts",
+    metadata,
+    Column("id", String(36), primary_key=True, comment="a uuid4"),
+    Column("user_id", BigInteger, nullable=False, comment="the Telegram user who signed in"),
+    Column("server", String(64), nullable=False),
+    Column("issuer", String(512), comment="the authorization server the tokens and registration belong to"),
+    Column("tokens", Text, comment="sealed JSON (Fernet, [storage] secret_key): the OAuth token response"),
+    Column("client", Text, comment="sealed JSON: the client registration used with this issuer"),
+    Column("expires_at", Float, comment="Unix time the access token expires (the SDK keeps no expiry)"),
+    Column("updated_at", String(32), nullable=False, comment="UTC, ISO 8601"),
+    UniqueConstraint("user_id", "server", name="uq_oauth_accounts_user_id_server"),
 )

@@ -22,18 +22,20 @@ from telegram.ext import Application, ApplicationBuilder
 from bot.config import Config, ServerConfig, TelegramMode
 from bot.core import PromptRegistry
 from bot.servers.hub import Hub
+from bot.servers.oauth import SignIns, sign_ins
 from bot.store import Store, open_configured_store
 from bot.telegram.access import Access, Refusals
 from bot.telegram.api_watch import ApiWatch
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.flood import FloodLimiter
-from bot.telegram.handlers import access, audit, commands, forms
+from bot.telegram.handlers import access, audit, commands, forms, signin
 from bot.telegram.handlers.deps import Deps
 from bot.telegram.handlers.errors import on_error
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolButtons, ToolRunner
 from bot.web import Webhook, WebServer, build_app, metrics_registry
 from bot.web.miniapp import MiniApp
+from bot.web.oauth import callback_routes
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +82,10 @@ async def serve(
     async with open_configured_store(config) as store:
         observer = None if store is None else store.observer  # the audit log: told of every event first
         prompts = PromptRegistry(surface, config.elicitation.timeout_s, observer)
-        async with Hub(config, prompts, transport=transport, observer=observer) as hub:
-            await _serve(config, app, watch, surface, prompts, hub, stop, ready, store, allowed, clock)
+        signins = None if store is None else sign_ins(config, store.signins, prompts, store.audit_sign_in)
+        auth = None if signins is None else signins.auth_for
+        async with Hub(config, prompts, transport=transport, observer=observer, auth=auth) as hub:
+            await _serve(config, app, watch, surface, prompts, hub, stop, ready, store, allowed, clock, signins)
 
 
 async def _serve(
@@ -96,6 +100,7 @@ async def _serve(
     store: Store | None,
     allowed: Access,
     clock: Callable[[], float],
+    signins: SignIns | None = None,
 ) -> None:
     async with anyio.create_task_group() as tg:
         runner = ToolRunner(hub, prompts, surface, allowed)
@@ -103,9 +108,10 @@ async def _serve(
         app.add_handlers(access.handlers(allowed, Refusals(clock=clock)), group=-1)
         # The handlers match disjoint updates; taps (two of every three updates) are checked first.
         admin = [] if store is None else audit.handlers(config.telegram.admins, store.audit, surface)
-        app.add_handlers(forms.handlers(deps) + admin + commands.handlers(deps))
+        signing = [] if signins is None else signin.handlers(allowed, signins, hub, surface)
+        app.add_handlers(signing + forms.handlers(deps) + admin + commands.handlers(deps))
         app.add_error_handler(on_error)
-        web = _web_server(config, app, watch, prompts, hub, stop, surface)
+        web = _web_server(config, app, watch, prompts, hub, stop, surface, signins)
         async with app:
             await app.bot.set_my_commands(commands.COMMANDS)
             await app.start()
@@ -140,6 +146,7 @@ def _web_server(
     hub: Hub,
     stop: anyio.Event,
     surface: TelegramSurface,
+    signins: SignIns | None = None,
 ) -> WebServer | None:
     """The web endpoint, when `[web]` is configured: health and metrics, and the webhook in webhook mode."""
     if config.web is None:
@@ -157,7 +164,8 @@ def _web_server(
         reachable=reachable,
         metrics=metrics_registry(prompts, hub, watch),
         webhook=webhook,
-        routes=_mini_app(config, prompts, surface),
+        routes=_mini_app(config, prompts, surface)
+        + ([] if signins is None else callback_routes(signins, lambda: app.bot.username)),
     )
     return WebServer(web_app, config.web.listen, config.web.port)
 

@@ -414,13 +414,11 @@ class TelegramSurface:
         self._answer(prompt, Answer(prompt.request.id, ok=False, reason=Outcome.UNDELIVERABLE.value))
 
     async def _note_private(self, prompt: Prompt) -> None:
+        text = f"🔐 <b>{esc(prompt.server, 64)}</b> asked for a link; I sent it to you in a private chat."
+        if prompt.sign_in:
+            text = f"🔑 I sent you a sign-in link for <b>{esc(prompt.server, 64)}</b> in private."
         try:
-            await self.send(
-                prompt.origin.chat_id,
-                Screen(
-                    f"🔐 <b>{esc(prompt.server, 64)}</b> asked for a link; I sent it to you in a private chat."
-                ),
-            )
+            await self.send(prompt.origin.chat_id, Screen(text))
         except TelegramError:
             logger.exception("could not post the private-chat note")
 

@@ -62,6 +62,10 @@ class Chat:
     """Set once serve() has returned."""
 
 
+def _key(secret_key: str | None) -> dict[str, str]:
+    return {} if secret_key is None else {"secret_key": secret_key}
+
+
 @asynccontextmanager
 async def bot_scene(
     *,
@@ -75,12 +79,13 @@ async def bot_scene(
     web: dict[str, Any] | None = None,
     clock: Callable[[], float] = time.monotonic,
     storage: str | None = None,
+    secret_key: str | None = None,
     **telegram: Any,
 ) -> AsyncIterator[Chat]:
     """Run the bot with `demo` and `t` (the elicit test server) in-process unless told otherwise.
 
     `web` is the `[web]` table (none by default: the endpoint is off); `storage` is `[storage] url` (none by
-    default: no database); `telegram` adds to `[telegram]`.
+    default: no database), `secret_key` its key for OAuth tokens; `telegram` adds to `[telegram]`.
 
     With `world` (an earlier scene), a new bot process runs against that scene's fake and people: a restart.
     `clock` is the time the bot rations refusals to strangers by.
@@ -108,7 +113,7 @@ async def bot_scene(
             },
             elicitation={"timeout_s": timeout_s},
             **({} if web is None else {"web": web}),
-            **({} if storage is None else {"storage": {"url": storage}}),
+            **({} if storage is None else {"storage": {"url": storage, **_key(secret_key)}}),
         )
 
         def transport(server: ServerConfig) -> Any:
