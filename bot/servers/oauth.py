@@ -11,8 +11,10 @@ the card; the SDK checks it again, with PKCE S256, `iss` and `resource`. The con
 goes on by itself, and with it the person's call.
 
 The SDK keeps no expiry with stored tokens, and a provider rebuilt after a restart would send a stale token
-and answer the 401 with a whole new sign-in; the store keeps the expiry, and every provider treats a token as
-expired `REFRESH_MARGIN_S` early, so it is refreshed before it runs out, before and after a restart.
+and answer the 401 with a whole new sign-in; the store keeps the expiry, and before each request a token
+within `REFRESH_MARGIN_S` of it is marked due, so the provider refreshes it first, before and after a restart.
+(The SDK has one expiry for "refresh it" and "send it", so the mark is set per request, not stored: a token
+living less than the margin is refreshed before every request.)
 """
 
 from __future__ import annotations
@@ -234,10 +236,11 @@ class SignIns:
             if waiting is not None:
                 await self.prompts.settle_completed(waiting)
             return pending.result
-        if waiting is not None:
-            await self.prompts.settle_completed(waiting, Outcome.EXPIRED)
         if pending.failure is None:
             pending.failure = "was not completed in time"
+        if waiting is not None:
+            timed_out = pending.failure == "was not completed in time"
+            await self.prompts.settle_completed(waiting, Outcome.EXPIRED if timed_out else Outcome.CANCELLED)
         raise SignInFailed(account.server.name, pending.failure)
 
     async def _ask(self, pending: _Pending) -> None:
@@ -290,6 +293,8 @@ class _Account:
         self.user_id = user_id
         self.origin: Origin | None = None
         """Where the person's latest request on this server came from (a group note names it)."""
+        self.expires_at: float | None = None
+        """When the access token held runs out (Unix time), as the store keeps it."""
         self._url: str | None = None
         self._signing_in = False
         oauth = server.oauth
@@ -347,16 +352,21 @@ class _Account:
         except ValidationError:
             return None
         # Loaded after a restart (or after a failed refresh): the SDK would think it never expires.
-        self.context.token_expiry_time = None if expires_at is None else expires_at - REFRESH_MARGIN_S
+        self.expires_at = expires_at
+        self.context.token_expiry_time = expires_at
+        if expires_at is not None and time.time() >= expires_at - REFRESH_MARGIN_S:
+            self.context.token_expiry_time = 1.0  # due (the provider sets `current_tokens` after this returns)
         return token
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
         expires_at = None if tokens.expires_in is None else time.time() + tokens.expires_in
-        # The SDK has just set its expiry from `expires_in`; move it earlier so the token is refreshed in time.
-        self.context.token_expiry_time = None if expires_at is None else expires_at - REFRESH_MARGIN_S
-        await self.signins.store.save_tokens(
-            self.user_id, self.server.name, tokens.model_dump_json(exclude_none=True), expires_at, self.issuer
-        )
+        self.expires_at = expires_at
+        # Shielded: the server may already have rotated the refresh token; losing the new one to a cancelled
+        # session (shutdown) would mean signing in again.
+        with anyio.CancelScope(shield=True):
+            await self.signins.store.save_tokens(
+                self.user_id, self.server.name, tokens.model_dump_json(exclude_none=True), expires_at, self.issuer
+            )
         if self._signing_in:
             self._signing_in = False
             await self.signins._audit("signed_in", self.user_id, self.server.name, {"issuer": self.issuer or ""})
@@ -389,6 +399,12 @@ class _Account:
 
     # -- watching the flow -----------------------------------------------------------------------------
 
+    def mark_due(self) -> None:
+        """A held token within `REFRESH_MARGIN_S` of its expiry is due: the provider refreshes it first."""
+        held = self.expires_at is not None and self.context.current_tokens is not None
+        if held and time.time() >= (self.expires_at or 0.0) - REFRESH_MARGIN_S:
+            self.context.token_expiry_time = 1.0  # (0 would read as "no expiry")
+
     async def observe(self, request: httpx2.Request, response: httpx2.Response) -> None:
         """A refresh the token endpoint refused: the tokens are dropped (the next request asks the person to
         sign in again) and the failure is audited."""
@@ -413,6 +429,7 @@ class _BoundAuth(httpx2.Auth):
 
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         self.account.origin = self.origin
+        self.account.mark_due()
         flow = self.account.provider.async_auth_flow(request)
         try:
             outgoing = await flow.__anext__()
