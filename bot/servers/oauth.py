@@ -54,6 +54,7 @@ __all__ = [
     "SignInAudit",
     "SignInFailed",
     "SignIns",
+    "loopback_redirect_uri",
     "redirect_uri_of",
     "sign_ins",
 ]
@@ -84,12 +85,18 @@ class Delivery:
 
 
 def sign_ins(
-    config: Config, tokens: SignInStore | None, prompts: PromptRegistry, audit: SignInAudit | None = None
+    config: Config,
+    tokens: SignInStore | None,
+    prompts: PromptRegistry,
+    audit: SignInAudit | None = None,
+    *,
+    redirect_uri: str | None = None,
 ) -> SignIns | None:
     """The process's `SignIns` when a server uses OAuth and the store can keep tokens; else None."""
     if tokens is None or not any(server.oauth is not None for server in config.servers):
         return None
-    return SignIns(config, tokens, prompts, audit=audit)
+    paste = redirect_uri is None  # the console passes its own loopback address, and takes no pasted one
+    return SignIns(config, tokens, prompts, audit=audit, redirect_uri=redirect_uri, paste=paste)
 
 
 def redirect_uri_of(config: Config) -> str:
@@ -97,7 +104,13 @@ def redirect_uri_of(config: Config) -> str:
     web = config.web
     if web is not None and web.public_url is not None:
         return web.public_url.rstrip("/") + CALLBACK_PATH
-    return f"http://127.0.0.1:{web.port if web is not None else LOOPBACK_PORT}{CALLBACK_PATH}"
+    return loopback_redirect_uri(config)
+
+
+def loopback_redirect_uri(config: Config) -> str:
+    """`http://127.0.0.1:<[web] port, or 8080>/oauth/callback` (the console's, and the bot's without a public URL)."""
+    port = config.web.port if config.web is not None else LOOPBACK_PORT
+    return f"http://127.0.0.1:{port}{CALLBACK_PATH}"
 
 
 @dataclass(eq=False, slots=True)
@@ -124,14 +137,16 @@ class SignIns:
         *,
         audit: SignInAudit | None = None,
         redirect_uri: str | None = None,
+        paste: bool = True,
     ) -> None:
         self.config = config
         self.store = store
         self.prompts = prompts
         self.audit = audit
         self.redirect_uri = redirect_uri or redirect_uri_of(config)
-        self.loopback = urlsplit(self.redirect_uri).hostname == "127.0.0.1"
-        """No public URL: the browser may not reach the redirect, so the person may paste it."""
+        self.loopback = paste and urlsplit(self.redirect_uri).hostname == "127.0.0.1"
+        """No public URL: the browser may not reach the redirect, so the person may paste it (in the chat;
+        the console's browser is on its own machine)."""
         self._accounts: dict[tuple[int, str], _Account] = {}
         self._pending: dict[str, _Pending] = {}
 

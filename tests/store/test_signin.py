@@ -4,12 +4,17 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from anyio.streams.text import TextReceiveStream
 from port_for import get_port
 from sqlalchemy import select
 
@@ -26,6 +31,7 @@ pytestmark = pytest.mark.anyio
 
 KEY = "ZE684GUyyWUEIP44cl3mB7pQEbd5iodm_LILuxrMOH4="
 PUBLIC = "https://bot.example.com"
+EXE = Path(sys.executable).with_name("toolnexus-bot")
 CONSENT = "Open 127.0.0.1"
 
 
@@ -248,3 +254,55 @@ def test_scripted_browser_helpers_parse_queries() -> None:
     """query_of reads a redirect's parameters."""
     assert query_of("http://h/cb?code=a&state=b") == {"code": "a", "state": "b"}
 
+
+
+async def test_the_console_signs_in_through_its_loopback_redirect(store_url: str, tmp_path: Path) -> None:
+    """`toolnexus-bot console`: the sign-in link is printed, the browser comes back to the console's loopback
+    page, and the call completes."""
+    port = get_port(None)
+    async with serve_protected() as (server, url):
+        config = tmp_path / "bot.toml"
+        config.write_text(
+            f'[web]\nport = {port}\n[storage]\nurl = "{store_url}"\nsecret_key = "{KEY}"\n'
+            f'[servers.gh]\nurl = "{url}"\nauth = "oauth"\n'
+        )
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        process = await anyio.open_process(
+            [str(EXE), "console", "--config", str(config)], env=env, stderr=subprocess.STDOUT
+        )
+        try:
+            assert process.stdin is not None and process.stdout is not None
+            lines = TextReceiveStream(process.stdout)
+            seen = ""
+
+            async def until(text: str, after: str = "") -> str:
+                """Read the console's output until `text` shows (after `after`, when given)."""
+                nonlocal seen
+                with anyio.fail_after(30):
+                    while text not in (seen.partition(after)[2] if after else seen):
+                        try:
+                            seen += await lines.receive()
+                        except anyio.EndOfStream:
+                            raise AssertionError(seen) from None
+                return seen
+
+            await process.stdin.send(b"/call gh whoami\n")
+            await until("[y]es")
+            await process.stdin.send(b"y\n")
+            after = "Open this link in your browser:\n"
+            link = (await until("scope=tools", after)).split(after, 1)[1].split()[0]
+            back = await sign_in(link, "carol")
+            assert back.startswith(f"http://127.0.0.1:{port}/oauth/callback?")
+            page = await follow(back, f"http://127.0.0.1:{port}")
+            assert page.status_code == 200 and "You can go back to Telegram" in page.text
+            await until("you are carol")
+            assert "Signed in to gh" in seen
+            await process.stdin.send(b"/quit\n")
+            with anyio.fail_after(15):
+                assert await process.wait() == 0
+        finally:
+            if process.returncode is None:
+                process.kill()
+            with anyio.CancelScope(shield=True):
+                await process.aclose()
+    assert server.subjects_seen == ["carol"]
