@@ -306,3 +306,28 @@ async def test_the_console_signs_in_through_its_loopback_redirect(store_url: str
             with anyio.CancelScope(shield=True):
                 await process.aclose()
     assert server.subjects_seen == ["carol"]
+
+
+async def test_tools_asks_to_sign_in_and_then_lists_the_tools(store_url: str) -> None:
+    """/tools for a server with no token: the sign-in card, then the tool list by itself."""
+    async with serve_protected() as (_, url), scene(url, store_url) as (s, local):
+        await s.alice.send("/tools gh")
+        card, link = await consent(s, s.alice, ALICE_ID)
+        await follow(await sign_in(link, "alice"), local)
+        listing = await s.fake.next_message(s.alice, containing="tap a tool", timeout=15)
+        assert "whoami" in listing.buttons
+
+
+async def test_a_cancelled_sign_in_ends_the_call_and_the_next_call_asks_again_at_once(store_url: str) -> None:
+    """Cancel on the card: the call ends with one plain line (no stack), and the server is not put on
+    back-off for it: the next call shows a new card straight away."""
+    async with serve_protected() as (server, url), scene(url, store_url) as (s, _):
+        await s.alice.send("/call gh whoami")
+        card = await s.fake.wait_for(is_sign_in_card(ALICE_ID), timeout=15)
+        await s.alice.press(card, "Cancel")
+        told = await s.fake.wait_for(lambda m: m.chat_id == ALICE_ID and "sign-in to gh was cancelled" in m.text)
+        assert "Traceback" not in told.text and "retrying" not in told.text
+        await s.alice.send("/call gh whoami")
+        again = await next_result(s, ALICE_ID, "needs you to sign in", told)
+        assert CONSENT in again.buttons
+    assert server.subjects_seen == []
