@@ -18,7 +18,8 @@ from anyio.streams.text import TextReceiveStream
 from port_for import get_port
 from sqlalchemy import select
 
-from bot.config import Secret, StorageConfig
+from bot.config import Secret, StorageConfig, parse_config
+from bot.servers.check import probe
 from bot.store import open_store
 from bot.store.crypto import new_key
 from bot.store.tables import audit, oauth_accounts
@@ -229,7 +230,8 @@ async def test_tokens_are_unreadable_without_the_key_and_never_logged(
 ) -> None:
     """The database holds no token in the clear, the columns do not open with another key, and no log line
     carries a token, the code or the client secret."""
-    caplog.set_level(logging.DEBUG)
+    for name in ("", "httpx2", "httpcore2", "mcp", "bot"):  # another test's set-up may have raised some
+        caplog.set_level(logging.DEBUG, logger=name)
     async with serve_protected() as (server, url), scene(url, store_url) as (s, local):
         await signed_in_call(s, local, s.alice, ALICE_ID, "alice")
     async with open_store(StorageConfig(Secret(store_url))) as store, store.engine.connect() as conn:
@@ -312,7 +314,7 @@ async def test_tools_asks_to_sign_in_and_then_lists_the_tools(store_url: str) ->
     """/tools for a server with no token: the sign-in card, then the tool list by itself."""
     async with serve_protected() as (_, url), scene(url, store_url) as (s, local):
         await s.alice.send("/tools gh")
-        card, link = await consent(s, s.alice, ALICE_ID)
+        _, link = await consent(s, s.alice, ALICE_ID)
         await follow(await sign_in(link, "alice"), local)
         listing = await s.fake.next_message(s.alice, containing="tap a tool", timeout=15)
         assert "whoami" in listing.buttons
@@ -331,3 +333,14 @@ async def test_a_cancelled_sign_in_ends_the_call_and_the_next_call_asks_again_at
         again = await next_result(s, ALICE_ID, "needs you to sign in", told)
         assert CONSENT in again.buttons
     assert server.subjects_seen == []
+
+
+async def test_check_reports_an_oauth_server_as_reachable_and_asking_for_sign_in() -> None:
+    """`toolnexus-bot check` has no person to sign in: a 401 from an OAuth server is its expected answer."""
+    async with serve_protected() as (_, url):
+        config = parse_config(
+            {"servers": {"gh": {"url": url, "auth": "oauth"}}, "storage": {"url": "sqlite:///x", "secret_key": KEY}},
+            {},
+        )
+        result = await probe(config.servers[0], 10)
+    assert result.ok and "asks each person to sign in" in result.line
