@@ -240,25 +240,30 @@ class SignIns:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._ask, pending)
-                with anyio.move_on_after(self.prompts.timeout_s):
-                    await pending.done.wait()
+                async with anyio.create_task_group() as watch:
+                    watch.start_soon(_cancelled_by_hand, pending)
+                    with anyio.move_on_after(self.prompts.timeout_s):
+                        await pending.done.wait()
+                    watch.cancel_scope.cancel()
                 if prompt.pending:  # the code came back before the consent tap: signing in is consent
                     self.prompts.answer(prompt, Answer(id=prompt.request.id, ok=True))
         finally:
             del self._pending[state]
-        waiting = self.prompts.complete(prompt.scope, prompt.elicitation_id or "")
+        self.prompts.complete(prompt.scope, prompt.elicitation_id or "")  # off the awaiting list, if still on it
+        consented = prompt.outcome is Outcome.ANSWERED  # its card shows the link and waits: settle it now
         if pending.result is not None:
-            if waiting is not None:
-                await self.prompts.settle_completed(waiting)
+            if consented:
+                await self.prompts.settle_completed(prompt)
             return pending.result
         if pending.failure is None:
             pending.failure = "was not completed in time"
-        if waiting is not None:
+        if consented:
             timed_out = pending.failure == "was not completed in time"
-            await self.prompts.settle_completed(waiting, Outcome.EXPIRED if timed_out else Outcome.CANCELLED)
+            await self.prompts.settle_completed(prompt, Outcome.EXPIRED if timed_out else Outcome.CANCELLED)
         raise SignInFailed(account.server.name, pending.failure)
 
     async def _ask(self, pending: _Pending) -> None:
+        """Show the card; a refusal (Decline, Cancel, expiry) ends the wait for the browser."""
         answer = await self.prompts.ask(pending.prompt)
         if not answer.ok and not pending.done.is_set():
             pending.failure = {"declined": "was declined", "timeout": "was not completed in time"}.get(
@@ -457,6 +462,14 @@ class _BoundAuth(httpx2.Auth):
             return
         finally:
             await flow.aclose()
+
+
+async def _cancelled_by_hand(pending: _Pending) -> None:
+    """The person tapped Cancel on the consented card (it marks the prompt completed by hand)."""
+    await pending.prompt.completed.wait()
+    if not pending.done.is_set():
+        pending.failure = "was cancelled"
+        pending.done.set()
 
 
 def _form(request: httpx2.Request) -> dict[str, str]:

@@ -247,6 +247,8 @@ def consented_screen(card: Card) -> Screen:
     if card.prompt.awaits_completion:
         lines.append("Tap <b>I've finished</b> when you are done there; the tool call is then retried.")
         rows.append([_btn(card, "I've finished", Action.FINISHED)])
+    if card.prompt.sign_in:
+        rows.append([_btn(card, "Cancel", Action.CANCEL)])
     return Screen(fit(lines), rows or None)
 
 

@@ -344,3 +344,17 @@ async def test_check_reports_an_oauth_server_as_reachable_and_asking_for_sign_in
         )
         result = await probe(config.servers[0], 10)
     assert result.ok and "asks each person to sign in" in result.line
+
+
+async def test_cancel_after_consent_ends_the_sign_in_and_its_link(store_url: str) -> None:
+    """The consented card keeps a Cancel button: it settles the card and ends the call; the link's state
+    is dead from then on."""
+    async with serve_protected() as (server, url), scene(url, store_url) as (s, local):
+        await s.alice.send("/call gh whoami")
+        card, link = await consent(s, s.alice, ALICE_ID)
+        await s.alice.press(card, "Cancel")
+        await s.fake.wait_for(lambda m: m is card and "Cancelled" in m.text and not m.buttons)
+        await s.fake.wait_for(lambda m: m.chat_id == ALICE_ID and "sign-in to gh was cancelled" in m.text)
+        late = await follow(await sign_in(link, "alice"), local)
+        assert late.status_code == 400
+    assert server.subjects_seen == []
