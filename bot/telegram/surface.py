@@ -293,6 +293,9 @@ class TelegramSurface:
             if prompt.complete_by_hand():
                 return Reply("Thanks, retrying the call.")
             return Reply(EXPIRED, alert=True)
+        if button.action is Action.CANCEL and prompt.sign_in and not prompt.pending:
+            # A consented sign-in card: the person gives up waiting for the browser (`bot.servers.oauth`).
+            return Reply("Cancelled.") if prompt.complete_by_hand() else Reply(EXPIRED, alert=True)
         if not prompt.pending:
             return Reply(EXPIRED, alert=True)
         if button.action is Action.DECLINE:
