@@ -160,6 +160,10 @@ class SignIns:
             account = self._accounts[key] = _Account(self, server, origin.user_id)
         return _BoundAuth(account, origin)
 
+    async def signed_in(self, user_id: int, server: str) -> bool:
+        """Whether the person holds tokens for `server` (they may still need refreshing)."""
+        return await self.store.tokens(user_id, server) is not None
+
     async def accounts(self, user_id: int) -> list[Account]:
         """The person's sign-ins (server, issuer, expiry; never token material)."""
         return [a for a in await self.store.accounts(user_id) if a.signed_in]

@@ -84,7 +84,10 @@ async def serve(
         prompts = PromptRegistry(surface, config.elicitation.timeout_s, observer)
         signins = None if store is None else sign_ins(config, store.signins, prompts, store.audit_sign_in)
         auth = None if signins is None else signins.auth_for
-        async with Hub(config, prompts, transport=transport, observer=observer, auth=auth) as hub:
+        signed_in = None if signins is None else signins.signed_in
+        async with Hub(
+            config, prompts, transport=transport, observer=observer, auth=auth, signed_in=signed_in
+        ) as hub:
             await _serve(config, app, watch, surface, prompts, hub, stop, ready, store, allowed, clock, signins)
 
 

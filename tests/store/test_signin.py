@@ -358,3 +358,17 @@ async def test_cancel_after_consent_ends_the_sign_in_and_its_link(store_url: str
         late = await follow(await sign_in(link, "alice"), local)
         assert late.status_code == 400
     assert server.subjects_seen == []
+
+
+async def test_servers_does_not_send_sign_in_cards(store_url: str) -> None:
+    """/servers names an OAuth server the person is not signed in to, with the way to sign in, and sends no
+    card; once signed in, it lists its tools."""
+    async with serve_protected() as (_, url), scene(url, store_url) as (s, local):
+        await s.alice.send("/servers")
+        listed = await s.fake.next_message(s.alice, containing="Servers", timeout=15)
+        assert "sign in first (/tools gh)" in listed.text
+        assert not any("needs you to sign in" in m.text for m in s.fake.messages(ALICE_ID))
+        await signed_in_call(s, local, s.alice, ALICE_ID, "alice")
+        await s.alice.send("/servers")
+        again = await s.fake.next_message(s.alice, containing="Servers", timeout=15)
+        assert "gh</b>: 1 tools" in again.html or "gh: 1 tools" in again.text
