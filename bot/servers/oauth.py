@@ -149,6 +149,15 @@ class SignIns:
         the console's browser is on its own machine)."""
         self._accounts: dict[tuple[int, str], _Account] = {}
         self._pending: dict[str, _Pending] = {}
+        self.stopping = False
+
+    def stop(self) -> None:
+        """Shutdown: every sign-in still waiting for its browser ends now (its connect, and its call, too)."""
+        self.stopping = True
+        for pending in list(self._pending.values()):
+            if not pending.done.is_set():
+                pending.failure = "was cancelled: the bot is stopping"
+                pending.done.set()
 
     def auth_for(self, server: ServerConfig, origin: Origin) -> httpx2.Auth | None:
         """The `httpx2.Auth` for `origin`'s session on `server` (None for a server without OAuth)."""
@@ -263,7 +272,8 @@ class SignIns:
             pending.failure = "was not completed in time"
         if consented:
             timed_out = pending.failure == "was not completed in time"
-            await self.prompts.settle_completed(prompt, Outcome.EXPIRED if timed_out else Outcome.CANCELLED)
+            ended = Outcome.SHUTDOWN if self.stopping else Outcome.EXPIRED if timed_out else Outcome.CANCELLED
+            await self.prompts.settle_completed(prompt, ended)
         raise SignInFailed(account.server.name, pending.failure)
 
     async def _ask(self, pending: _Pending) -> None:

@@ -129,6 +129,8 @@ async def _serve(
                 logger.info("stopping: cancelling pending prompts")
                 if web is not None:
                     web.stop()
+                if signins is not None:
+                    signins.stop()  # sign-ins waiting for a browser end with their cards
                 await hub.aclose()  # settles every card while Telegram is still reachable
                 await surface.settle_parked()  # and answered ones still waiting for a result
             finally:

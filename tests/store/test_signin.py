@@ -372,3 +372,14 @@ async def test_servers_does_not_send_sign_in_cards(store_url: str) -> None:
         await s.alice.send("/servers")
         again = await s.fake.next_message(s.alice, containing="Servers", timeout=15)
         assert "gh</b>: 1 tools" in again.html or "gh: 1 tools" in again.text
+
+
+async def test_stopping_the_bot_settles_a_consented_sign_in_card(store_url: str) -> None:
+    """SIGTERM while the browser is still out: the consented card says the bot is stopping, no buttons."""
+    async with serve_protected() as (_, url), scene(url, store_url) as (s, _):
+        await s.alice.send("/call gh whoami")
+        card, _link = await consent(s, s.alice, ALICE_ID)
+        s.stop.set()
+        with anyio.fail_after(10):
+            await s.stopped.wait()
+        assert "the bot is stopping" in card.text and not card.buttons
