@@ -1,4 +1,4 @@
-"""Command line: `toolnexus-bot [--config PATH]`, `check`, `console`, `audit`, `db upgrade`. Does I/O.
+"""Command line: `toolnexus-bot [--config PATH]`, `check`, `console`, `audit`, `db upgrade`, `keygen`. Does I/O.
 
 Config is read here and only here. Exit status: 0 fine, 1 a server check failed (or the audit chain is
 broken, or the database cannot be used), 2 a bad config.
@@ -50,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
         parents=[_options(defaults=True)],
     )
     parser.add_argument("--version", action="version", version=f"toolnexus-bot {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="{run,check,console,audit,db}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,check,console,audit,db,keygen}")
     sub.add_parser("run", parents=[common], help="run the Telegram bot (the default)")
     check = sub.add_parser("check", parents=[common], help="validate the config and connect to every server")
     _check_options(check)
@@ -58,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         "console", parents=[common], help="the bridge in this terminal (demo server without --config)"
     )
     _store_parsers(sub, common)
+    sub.add_parser("keygen", help="print a fresh [storage] secret_key (it encrypts OAuth tokens)")
     return parser
 
 
@@ -82,6 +83,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `toolnexus-bot` script and `python -m bot`."""
     args = _parser().parse_args(argv)
     command = args.command or "run"
+    if command == "keygen":
+        from bot.store.crypto import new_key
+
+        # The key alone is the last word, so a script can take it (`... | tail -n1`).
+        print("A new [storage] secret_key (keep it secret: without it stored sign-ins cannot be read):")
+        print(new_key())
+        return 0
     try:
         config = _load(args.config, command)
         if command == "run":
@@ -154,7 +162,11 @@ def _secrets(config: Config) -> tuple[str, ...]:
     credential of a `Bearer ...` value on its own, when it is long enough not to be a common word)."""
     telegram = config.telegram
     found = [s.get() for s in (telegram.token, telegram.webhook_secret) if s is not None]
+    if config.storage is not None and config.storage.secret_key is not None:
+        found.append(config.storage.secret_key.get())
     for server in config.servers:
+        if server.oauth is not None and server.oauth.client_secret is not None:
+            found.append(server.oauth.client_secret.get())
         for value in server.reveal_headers().values():
             credential = value.partition(" ")[2]
             found += [value, credential if len(credential) >= 8 else ""]

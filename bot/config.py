@@ -8,6 +8,7 @@ Strings may use `${VAR}` (an unset VAR is a problem) or `${VAR:-default}` (used 
 
 from __future__ import annotations
 
+import base64
 import enum
 import fnmatch
 import os
@@ -36,7 +37,9 @@ __all__ = [
     "ElicitationConfig",
     "LimitsConfig",
     "MiniAppConfig",
+    "OAuthClient",
     "Secret",
+    "ServerAuth",
     "ServerConfig",
     "ServerProtocol",
     "SessionsConfig",
@@ -118,6 +121,36 @@ class AuditContent(enum.StrEnum):
     """Only the field names."""
     NONE = "none"
     """Neither."""
+
+
+class ServerAuth(enum.StrEnum):
+    """How the bot authenticates to a `url` server."""
+
+    NONE = "none"
+    """No sign-in (static `headers` may still carry a key)."""
+    OAUTH = "oauth"
+    """MCP authorization: each person signs in with OAuth from the chat (DESIGN §12)."""
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class OAuthClient:
+    """How the bot presents itself to an OAuth server; all optional (dynamic registration without them)."""
+
+    client_id: str | None = None
+    """A pre-registered client id."""
+    client_secret: Secret | None = None
+    """Its secret, for a confidential pre-registered client."""
+    client_metadata_url: str | None = None
+    """An https URL of a client ID metadata document (used as the client id where the server accepts it)."""
+    scopes: tuple[str, ...] = ()
+    """Scopes to ask for (default: what the server advertises)."""
+
+    def __repr__(self) -> str:
+        secret = None if self.client_secret is None else _MASK
+        return (
+            f"OAuthClient(client_id={self.client_id!r}, client_secret={secret!r}, "
+            f"client_metadata_url={self.client_metadata_url!r}, scopes={self.scopes!r})"
+        )
 
 
 class Transport(enum.StrEnum):
@@ -243,6 +276,8 @@ class StorageConfig:
     url: Secret
     """`sqlite:///<absolute path>` (a relative path in the file is resolved against the config's folder)
     or `postgresql://user:password@host/db`; a `Secret` because a PostgreSQL URL may carry a password."""
+    secret_key: Secret | None = None
+    """Encrypts OAuth tokens at rest (a Fernet key, `toolnexus-bot keygen`); required once a server uses OAuth."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,10 +351,14 @@ class ServerConfig:
     """Bounds a tool call's own rounds; time a person spends answering a prompt never counts."""
     title: str | None = None
     """Display name (surfaces fall back to `name`)."""
+    oauth: OAuthClient | None = None
+    """Set when `auth = "oauth"`: each person signs in (a `url` server, never `shared`)."""
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
             raise ValueError(f"server {self.name!r}: give either command or url, not both or neither")
+        if self.oauth is not None and (self.url is None or self.shared):
+            raise ValueError(f"server {self.name!r}: OAuth needs a url server that is not shared")
         headers = {name: _as_secret(value) for name, value in self.headers.items()}
         object.__setattr__(self, "args", tuple(self.args))
         object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
@@ -328,6 +367,10 @@ class ServerConfig:
     @property
     def transport(self) -> Transport:
         return Transport.STDIO if self.command is not None else Transport.HTTP
+
+    @property
+    def auth(self) -> ServerAuth:
+        return ServerAuth.NONE if self.oauth is None else ServerAuth.OAUTH
 
     def reveal_headers(self) -> dict[str, str]:
         """The headers with their real values, for the HTTP client only."""
@@ -469,6 +512,14 @@ def parse_config(
     servers = _servers(root)
     miniapp = _miniapp(root.section("miniapp"))
     storage = _storage(root, base_dir)
+    if any(server.oauth is not None for server in servers) and (
+        storage is None or storage.secret_key is None
+    ):
+        root.problem(
+            'required once a server uses auth = "oauth" (secret_key = "${TOOLNEXUS_SECRET_KEY}"; '
+            "make one with toolnexus-bot keygen)",
+            "storage.secret_key",
+        )
     a = root.section("audit")
     a.only(("content",))
     audit = AuditConfig(content=a.get("content", read.one_of(AuditContent), AuditContent.FULL))
@@ -573,17 +624,30 @@ def _chat_id(value: object, environ: Mapping[str, str]) -> int:
 
 def _storage(root: read.Section, base_dir: str | None) -> StorageConfig | None:
     st = root.section("storage")
-    st.only(("url",))
+    st.only(("url", "secret_key"))
+    key = st.get("secret_key", _secret_key, None)
+    secret_key = None if key is None else Secret(key)
     if not st.has("url"):
         if base_dir is None:
             return None
-        return StorageConfig(Secret("sqlite:///" + os.path.join(base_dir, STORAGE_FILE)))
+        return StorageConfig(Secret("sqlite:///" + os.path.join(base_dir, STORAGE_FILE)), secret_key)
     url = st.get("url", _storage_url, None)
     if url is None:
         return None
     if url.startswith("sqlite:///") and not os.path.isabs(url[len("sqlite:///") :]):
         url = "sqlite:///" + os.path.join(base_dir or os.getcwd(), url[len("sqlite:///") :])
-    return StorageConfig(Secret(url))
+    return StorageConfig(Secret(url), secret_key)
+
+
+def _secret_key(value: object, environ: Mapping[str, str]) -> str:
+    key = read.string(value, environ)
+    try:
+        raw = base64.urlsafe_b64decode(key.encode("ascii"))
+    except (ValueError, UnicodeEncodeError):
+        raw = b""
+    if len(key) != 44 or len(raw) != 32:
+        raise read.Invalid("not a key made by toolnexus-bot keygen (44 characters of URL-safe base64)")
+    return key
 
 
 def _storage_url(value: object, environ: Mapping[str, str]) -> str:
@@ -686,7 +750,9 @@ def _web(root: read.Section, mode: TelegramMode) -> WebConfig | None:
 _SERVER_KEYS: Final = (
     *("command", "args", "env", "cwd", "url", "headers"),
     *("protocol", "shared", "call_timeout_s", "title"),
+    *("auth", "client_id", "client_secret", "client_metadata_url", "scopes"),
 )
+_OAUTH_KEYS: Final = ("client_id", "client_secret", "client_metadata_url", "scopes")
 
 
 def _servers(root: read.Section) -> list[ServerConfig]:
@@ -724,13 +790,60 @@ def _servers(root: read.Section) -> list[ServerConfig]:
         shared = s.get("shared", read.boolean, False)
         call_timeout_s = s.get("call_timeout_s", read.positive, 300.0)
         title = s.get("title", read.text, None)
+        oauth = _oauth(s, url is not None, shared)
         if len(t.problems) == before:  # else ServerConfig would refuse it (and we raise anyway)
             servers.append(
                 ServerConfig(
-                    name, command, args, env, cwd, url, headers, protocol, shared, call_timeout_s, title
+                    name,
+                    command,
+                    args,
+                    env,
+                    cwd,
+                    url,
+                    headers,
+                    protocol,
+                    shared,
+                    call_timeout_s,
+                    title,
+                    oauth,
                 )
             )
     return servers
+
+
+def _oauth(s: read.Section, has_url: bool, shared: bool) -> OAuthClient | None:
+    """`auth = "oauth"` and its keys; they are problems on a server without it, a stdio or a shared one."""
+    auth = s.get("auth", read.one_of(ServerAuth), ServerAuth.NONE)
+    if auth is not ServerAuth.OAUTH:
+        for key in _OAUTH_KEYS:
+            if key in s.values:
+                s.problem('only with auth = "oauth"', key)
+        return None
+    if s.has("command"):
+        s.problem("OAuth sign-in is for a server reached by url", "auth")
+    if shared:
+        s.problem(
+            'a shared session cannot hold several people\'s tokens: shared = true and auth = "oauth" '
+            "do not go together",
+            "auth",
+        )
+    if not has_url:
+        return None
+    metadata_url = s.get("client_metadata_url", read.http_url, None)
+    if metadata_url is not None and (
+        urlsplit(metadata_url).scheme != "https" or urlsplit(metadata_url).path in ("", "/")
+    ):
+        s.problem("must be an https:// URL with a path", "client_metadata_url")
+    secret = s.get("client_secret", read.text, None)
+    client_id = s.get("client_id", read.text, None)
+    if secret is not None and client_id is None:
+        s.problem("needs client_id", "client_secret")
+    return OAuthClient(
+        client_id=client_id,
+        client_secret=None if secret is None else Secret(secret),
+        client_metadata_url=metadata_url,
+        scopes=s.get("scopes", read.str_list, ()),
+    )
 
 
 def _bot_token(value: object, environ: Mapping[str, str]) -> str:

@@ -104,7 +104,9 @@ class Console:
                 self._question_opened()
                 self._tg.start_soon(self._await_completion, prompt)
             return
-        if outcome is not Outcome.ANSWERED:
+        if prompt.sign_in and outcome is Outcome.COMPLETED:
+            self.say(f"  [{prompt.server}] Signed in to {prompt.server}.")
+        elif outcome is not Outcome.ANSWERED:
             self.say(f"  [{prompt.server}] {OUTCOME_TEXT[outcome]}.")
 
     async def report_unsupported(self, origin: Origin, server: str, message: str, reason: str) -> None:

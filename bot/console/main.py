@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import signal
-from contextlib import ExitStack
+from contextlib import AsyncExitStack
+from urllib.parse import urlsplit
 
 import anyio
+from anyio.abc import TaskGroup
 from prompt_toolkit.patch_stdout import patch_stdout
+from starlette.applications import Starlette
 
 from bot.config import Config
 from bot.console.host import Console
 from bot.console.terminal import LineReader, choose_reader
 from bot.core import PromptRegistry
 from bot.servers.hub import Hub
+from bot.servers.oauth import SignIns, loopback_redirect_uri, sign_ins
+from bot.store import open_configured_store
+from bot.web import WebServer
+from bot.web.oauth import callback_routes
 
 INTERRUPTED = 130
 """The exit status after SIGINT or SIGTERM with nothing to cancel (128 + SIGINT, as shells report it)."""
@@ -30,24 +37,44 @@ async def run_console(config: Config) -> int:
     console = Console(reader)
     prompts = PromptRegistry(console, config.elicitation.timeout_s)
     interrupted = False
-    with ExitStack() as stack:
+    oauth = any(server.oauth is not None for server in config.servers)
+    async with AsyncExitStack() as stack:
         if reader.interactive:
             stack.enter_context(patch_stdout(raw=True))  # output from other tasks lands above the prompt
-        async with Hub(config, prompts) as hub, anyio.create_task_group() as tg:
-            hub.no_approver_reason = "the console has no approvers"  # gated calls are refused, never run
+        store = await stack.enter_async_context(open_configured_store(config)) if oauth else None
+        signins = None
+        if store is not None:  # the console's browser is on this machine: the loopback redirect
+            redirect = loopback_redirect_uri(config)
+            signins = sign_ins(config, store.signins, prompts, store.audit_sign_in, redirect_uri=redirect)
+        auth = None if signins is None else signins.auth_for
+        hub = await stack.enter_async_context(Hub(config, prompts, auth=auth))
+        hub.no_approver_reason = "the console has no approvers"  # gated calls are refused, never run
+        tg = await stack.enter_async_context(anyio.create_task_group())
+        if signins is not None:
+            await _serve_callback(signins, tg, console)
 
+        async def on_signal() -> None:
+            nonlocal interrupted
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    if signum == signal.SIGINT and console.hub is not None and console.interrupt():
+                        continue
+                    interrupted = True
+                    tg.cancel_scope.cancel()
+                    return
 
-            async def on_signal() -> None:
-                nonlocal interrupted
-                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                    async for signum in signals:
-                        if signum == signal.SIGINT and console.hub is not None and console.interrupt():
-                            continue
-                        interrupted = True
-                        tg.cancel_scope.cancel()
-                        return
-
-            tg.start_soon(on_signal)
-            await console.run(hub, prompts)
-            tg.cancel_scope.cancel()
+        tg.start_soon(on_signal)
+        await console.run(hub, prompts)
+        tg.cancel_scope.cancel()
     return INTERRUPTED if interrupted else 0
+
+
+async def _serve_callback(signins: SignIns, tg: TaskGroup, console: Console) -> None:
+    """The loopback page a browser on this machine returns to after signing in (`/oauth/callback`)."""
+    where = urlsplit(signins.redirect_uri)
+    server = WebServer(Starlette(routes=callback_routes(signins, lambda: None)), "127.0.0.1", where.port or 80)
+    try:
+        await tg.start(server.run)
+    except OSError as exc:
+        console.say(f"  Sign-in links cannot come back to this console: {exc.strerror or exc}")
+        return

@@ -34,6 +34,8 @@ class Prompt:
     """URL mode on 2025-11-25: what `notifications/elicitation/complete` names."""
     awaits_completion: bool = False
     """A -32042 authorization: the call is retried once this completes (the person may say so by hand)."""
+    sign_in: bool = False
+    """An OAuth sign-in card (the bot's own, not a server's question): settles "Signed in to <server>"."""
     scope: Hashable = None
     """The MCP session the request came from (completion notifications are matched within it)."""
     why_withdrawn: Callable[[], Outcome] | None = None

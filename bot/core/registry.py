@@ -200,10 +200,10 @@ class PromptRegistry:
             self._release(prompt)
         return dropped
 
-    async def settle_completed(self, prompt: Prompt) -> None:
-        """Tell the surface a consented URL prompt is done."""
+    async def settle_completed(self, prompt: Prompt, outcome: Outcome = Outcome.COMPLETED) -> None:
+        """Tell the surface a consented URL prompt is done (or, with `outcome`, how else it ended)."""
         with self.shielded_io():
-            await self._settle(prompt, Outcome.COMPLETED)
+            await self._settle(prompt, outcome)
 
     async def wait_settled(self, scope: Hashable) -> None:
         """Wait until every prompt of one MCP session still in flight has been settled towards the surface."""

@@ -181,6 +181,9 @@ async def probe(server: ServerConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> C
                 True,
                 f"protocol {protocol or 'unknown'}, {tools} tools{_sharing(server, protocol)}",
             )
+        if server.oauth is not None and evidence.http_status == 401:
+            # Reached, and asking for a person's sign-in: all `check` can see without a person.
+            return CheckResult(server.name, True, "reachable; asks each person to sign in (OAuth) first")
         return CheckResult(server.name, False, _reason(server, evidence, error, timed_out, timeout_s))
 
 

@@ -27,6 +27,7 @@ from mcp_types import ElicitRequestParams, ElicitResult, ErrorData, Implementati
 
 from bot.config import ServerConfig
 from bot.core import ToolInfo
+from bot.servers.signin_errors import SignInFailed
 
 TransportStreams: TypeAlias = tuple[Any, Any]
 """The (read, write) streams a `Transport` yields (the SDK names their type only in a private module)."""
@@ -80,10 +81,10 @@ class _WatchedStream:
         return getattr(self._inner, name)
 
 
-def default_transport(server: ServerConfig) -> Transport:
-    """stdio for `command`, streamable HTTP (with the configured headers) for `url`."""
+def default_transport(server: ServerConfig, auth: httpx2.Auth | None = None) -> Transport:
+    """stdio for `command`, streamable HTTP (with the configured headers, and `auth`: OAuth) for `url`."""
     if server.url is not None:
-        return _http(server)
+        return _http(server, auth)
     assert server.command is not None
     params = StdioServerParameters(
         command=server.command, args=list(server.args), env=dict(server.env) or None, cwd=server.cwd
@@ -99,13 +100,17 @@ def _tls_context() -> ssl.SSLContext:
 
 
 @asynccontextmanager
-async def _http(server: ServerConfig) -> AsyncIterator[TransportStreams]:
+async def _http(server: ServerConfig, auth: httpx2.Auth | None = None) -> AsyncIterator[TransportStreams]:
     # The SDK leaves a client it was given open, so this transport owns (and closes) its own.
     assert server.url is not None
     timeout = httpx2.Timeout(30.0, read=300.0)
     async with (
         httpx2.AsyncClient(
-            headers=server.reveal_headers(), timeout=timeout, follow_redirects=False, verify=_tls_context()
+            headers=server.reveal_headers(),
+            timeout=timeout,
+            follow_redirects=False,
+            verify=_tls_context(),
+            auth=auth,
         ) as http,
         streamable_http_client(server.url, http_client=http) as streams,
     ):
@@ -155,8 +160,13 @@ class Connection:
         on_elicit: ElicitHandler,
         on_message: MessageHandler,
         transport: Callable[[ServerConfig], Any] | None = None,
+        auth: httpx2.Auth | None = None,
     ) -> None:
         self.server = server
+        self.auth = auth
+        """OAuth for this session's HTTP requests (`bot.servers.oauth`), with the default transport."""
+        self.sign_in_failed = False
+        """The connect ended because the person did not sign in (not the server's fault: no backoff)."""
         self.key = key
         self.client: Client | None = None
         self.gone = anyio.Event()
@@ -174,7 +184,8 @@ class Connection:
         self._clocks: set[CallClock] = set()
         self._on_elicit = on_elicit
         self._on_message = on_message
-        self._transport = transport or default_transport
+        # An OAuth session is HTTP with its auth whatever `transport` says (an in-process stand-in has no HTTP).
+        self._transport = functools.partial(default_transport, auth=auth) if auth else transport or default_transport
 
     @property
     def protocol(self) -> str | None:
@@ -241,7 +252,9 @@ class Connection:
                     await self._stop.wait()
                     tg.cancel_scope.cancel()
         except Exception as exc:
-            self.error = describe_error(exc, self.server)
+            failed = _sign_in_failure(exc)
+            self.sign_in_failed = failed is not None
+            self.error = failed.reason if failed is not None else describe_error(exc, self.server)
             if not self.closing:
                 logger.warning("MCP server %s: %s", self.server.name, self.error)
         finally:
@@ -257,6 +270,19 @@ class Connection:
 
     async def _message(self, message: IncomingMessage) -> None:
         await self._on_message(self, message)
+
+
+def _sign_in_failure(exc: BaseException) -> SignInFailed | None:
+    """The `SignInFailed` an exception (group) carries, if any."""
+    for cause in _chain(exc):
+        if isinstance(cause, SignInFailed):
+            return cause
+        if isinstance(cause, BaseExceptionGroup):
+            for inner in cause.exceptions:
+                found = _sign_in_failure(inner)
+                if found is not None:
+                    return found
+    return None
 
 
 def _is_transport(target: object) -> bool:

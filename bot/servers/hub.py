@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -62,8 +62,12 @@ class Hub:
         clock: Callable[[], float] | None = None,
         observer: Observer | None = None,
         book: RoundBook | None = None,
+        auth: Callable[[ServerConfig, Origin], Any] | None = None,
+        signed_in: Callable[[int, str], Awaitable[bool]] | None = None,
     ) -> None:
         self.config = config
+        self._signed_in = signed_in
+        """Whether a person holds tokens for an OAuth server (`SignIns.signed_in`): /servers asks it first."""
         self.observer = observer
         """Told of each call's start and outcome before the server or the person is (the audit log)."""
         self.prompts = prompts
@@ -78,6 +82,7 @@ class Hub:
             transport=transport,
             clock=clock,
             limits=self.limits,
+            auth=auth,
         )
         self.calls = Calls(self.pool, prompts, self.elicitations, Rounds(self.elicitations, book))
         self.servers = self.pool.servers
@@ -130,6 +135,15 @@ class Hub:
     async def probe(self, name: str, origin: Origin) -> ServerStatus:
         """Connect (if needed) and count tools; errors are reported in the status, not raised."""
         server = self.servers[name]
+        if (
+            server.oauth is not None
+            and self._signed_in is not None
+            and self.pool.get(server, origin) is None
+            and not await self._signed_in(origin.user_id, name)
+        ):
+            # Listing servers must not send a sign-in card per OAuth server: that is for /tools and calls.
+            reason = f"sign in first (/tools {name})"
+            return ServerStatus(name, server.title, server.transport, False, error=reason)
         try:
             tools = await self.list_tools(name, origin)
         except Unavailable as exc:

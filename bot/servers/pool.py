@@ -58,8 +58,11 @@ class Pool:
         transport: Callable[[ServerConfig], Any] | None = None,
         clock: Callable[[], float] | None = None,
         limits: Limits | None = None,
+        auth: Callable[[ServerConfig, Origin], Any] | None = None,
     ) -> None:
         self.config = config
+        self._auth = auth
+        """OAuth per (server, person): `SignIns.auth_for` (`bot.servers.oauth`)."""
         self.limits = limits if limits is not None else Limits(config.limits)
         self.prompts = prompts
         self.servers: Mapping[str, ServerConfig] = {s.name: s for s in config.servers}
@@ -136,6 +139,12 @@ class Pool:
                 for prompt in self.prompts.drop_awaiting(conn.key):
                     await self.prompts.settle_completed(prompt)
 
+    def close_person(self, server: str, user_id: int) -> None:
+        """Close one person's sessions on `server`, in every chat (they signed out)."""
+        for key, conn in list(self.connections.items()):
+            if conn.server.name == server and not conn.server.shared and key[1].user_id == user_id:  # type: ignore[index]
+                conn.close()
+
     def close_all(self) -> None:
         """Ask every session to close (each leaves in its own owner task)."""
         for conn in list(self.connections.values()):
@@ -167,7 +176,8 @@ class Pool:
             if refusal is not None:
                 raise Unavailable(server.name, refusal.reason)
             self._make_room()
-            conn = Connection(server, key, self._on_elicit, self._on_message, self._transport)
+            auth = None if self._auth is None or server.shared else self._auth(server, origin)
+            conn = Connection(server, key, self._on_elicit, self._on_message, self._transport, auth)
             assert self._tg is not None, "Pool.start() was not called"
             spawns = server.transport is Transport.STDIO
             self._spawning += spawns
@@ -175,6 +185,8 @@ class Pool:
                 await self._tg.start(self._own, conn)
             finally:
                 self._spawning -= spawns
+            if conn.client is None and conn.sign_in_failed:
+                raise Unavailable(server.name, conn.error or "sign-in was not completed")
             if conn.client is None:
                 health.failures += 1
                 health.last_error = conn.error or "connection failed"

@@ -68,6 +68,12 @@ class AuditEvent(enum.StrEnum):
     """Gate "answers": the requester changed the answer; approvals given before no longer count."""
     APPROVAL_CANCELLED = "approval_cancelled"
     """The call went away before a decision (the bot stopped, its requester cancelled it)."""
+    SIGNED_IN = "signed_in"
+    """A person signed in to a server with OAuth (the issuer; never a token)."""
+    REFRESH_FAILED = "refresh_failed"
+    """The authorization server refused to refresh a person's token (they are asked to sign in again)."""
+    LOGGED_OUT = "logged_out"
+    """A person signed out of a server (`/logout`); whether the token was revoked."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -12,10 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.config import AuditContent, Config, StorageConfig
 from bot.store.approvals import ApprovalStore
-from bot.store.audit import AuditLog
+from bot.store.audit import AuditEvent, AuditLog
 from bot.store.engine import display_url, open_engine
 from bot.store.observer import AuditObserver
 from bot.store.rounds import RoundStore
+from bot.store.tokens import SignInStore
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["Store", "StoreUnavailable", "open_configured_store", "open_store"]
 
@@ -35,6 +39,15 @@ class Store:
     """Approval requests and votes (`[[approvals]]`)."""
     rounds: RoundStore
     """Open questions that outlive the process."""
+    signins: SignInStore | None = None
+    """Per-person OAuth tokens, when `[storage] secret_key` is set."""
+
+    async def audit_sign_in(self, event: str, user_id: int, server: str, detail: dict[str, str]) -> None:
+        """Record a sign-in, a refresh failure or a logout (`bot.servers.oauth.SignInAudit`); never raises."""
+        try:
+            await self.audit.append(AuditEvent(event), user_id=user_id, server=server, detail=detail)
+        except SQLAlchemyError:
+            logger.exception("could not write the audit event %s", event)
 
 
 @asynccontextmanager
@@ -53,7 +66,11 @@ async def open_store(
         raise StoreUnavailable(f"database {display_url(url)}: {exc}") from exc
     try:
         log = AuditLog(engine)
-        yield Store(engine, log, AuditObserver(log, content), ApprovalStore(engine, log, content), RoundStore(engine))
+        key = storage.secret_key
+        signins = None if key is None else SignInStore(engine, key.get())
+        yield Store(
+            engine, log, AuditObserver(log, content), ApprovalStore(engine, log, content), RoundStore(engine), signins
+        )
     finally:
         with anyio.CancelScope(shield=True):
             await engine.dispose()

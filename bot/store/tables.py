@@ -7,9 +7,21 @@ makes two appenders racing for the same place fail instead of forking the chain.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, Float, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 
-__all__ = ["approval_votes", "approvals", "audit", "metadata", "rounds"]
+__all__ = ["approval_votes", "approvals", "audit", "metadata", "oauth_accounts", "rounds"]
 
 metadata = MetaData(
     naming_convention={
@@ -101,3 +113,17 @@ approval_votes = Table(
     Column("at", String(32), nullable=False),
 )
 Index("ix_approval_votes_approval_id", approval_votes.c.approval_id)
+
+oauth_accounts = Table(
+    "oauth_accounts",
+    metadata,
+    Column("id", String(36), primary_key=True, comment="a uuid4"),
+    Column("user_id", BigInteger, nullable=False, comment="the Telegram user who signed in"),
+    Column("server", String(64), nullable=False),
+    Column("issuer", String(512), comment="the authorization server the tokens and registration belong to"),
+    Column("tokens", Text, comment="sealed JSON (Fernet, [storage] secret_key): the OAuth token response"),
+    Column("client", Text, comment="sealed JSON: the client registration used with this issuer"),
+    Column("expires_at", Float, comment="Unix time the access token expires (the SDK keeps no expiry)"),
+    Column("updated_at", String(32), nullable=False, comment="UTC, ISO 8601"),
+    UniqueConstraint("user_id", "server", name="uq_oauth_accounts_user_id_server"),
+)

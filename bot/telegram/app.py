@@ -22,13 +22,14 @@ from telegram.ext import Application, ApplicationBuilder
 from bot.config import Config, ServerConfig, TelegramMode
 from bot.core import PromptRegistry
 from bot.servers.hub import Hub
+from bot.servers.oauth import SignIns, sign_ins
 from bot.store import Store, open_configured_store
 from bot.telegram.access import Access, Refusals
 from bot.telegram.api_watch import ApiWatch
 from bot.telegram.approvals import TelegramApprovals
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.flood import FloodLimiter
-from bot.telegram.handlers import access, audit, commands, forms
+from bot.telegram.handlers import access, audit, commands, forms, signin
 from bot.telegram.handlers import approvals as approval_taps
 from bot.telegram.handlers.deps import Deps
 from bot.telegram.handlers.errors import on_error
@@ -37,6 +38,7 @@ from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolButtons, ToolRunner
 from bot.web import Webhook, WebServer, build_app, metrics_registry
 from bot.web.miniapp import MiniApp
+from bot.web.oauth import callback_routes
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +86,13 @@ async def serve(
         observer = None if store is None else store.observer  # the audit log: told of every event first
         prompts = PromptRegistry(surface, config.elicitation.timeout_s, observer)
         book = None if store is None else store.rounds  # open questions outlive the process
-        async with Hub(config, prompts, transport=transport, observer=observer, book=book) as hub:
-            await _serve(config, app, watch, surface, prompts, hub, stop, ready, store, allowed, clock)
+        signins = None if store is None else sign_ins(config, store.signins, prompts, store.audit_sign_in)
+        auth = None if signins is None else signins.auth_for
+        signed_in = None if signins is None else signins.signed_in
+        async with Hub(
+            config, prompts, transport=transport, observer=observer, book=book, auth=auth, signed_in=signed_in
+        ) as hub:
+            await _serve(config, app, watch, surface, prompts, hub, stop, ready, store, allowed, clock, signins)
 
 
 async def _serve(
@@ -100,6 +107,7 @@ async def _serve(
     store: Store | None,
     allowed: Access,
     clock: Callable[[], float],
+    signins: SignIns | None = None,
 ) -> None:
     async with anyio.create_task_group() as tg:
         runner = ToolRunner(hub, prompts, surface, allowed)
@@ -111,9 +119,10 @@ async def _serve(
         # The handlers match disjoint updates; taps (two of every three updates) are checked first.
         admin = [] if store is None else audit.handlers(config.telegram.admins, store.audit, surface)
         gated = [] if approvals is None else approval_taps.handlers(approvals)
-        app.add_handlers(gated + forms.handlers(deps) + admin + commands.handlers(deps))
+        signing = [] if signins is None else signin.handlers(allowed, signins, hub, surface)
+        app.add_handlers(gated + signing + forms.handlers(deps) + admin + commands.handlers(deps))
         app.add_error_handler(on_error)
-        web = _web_server(config, app, watch, prompts, hub, stop, surface)
+        web = _web_server(config, app, watch, prompts, hub, stop, surface, signins)
         async with app:
             await app.bot.set_my_commands(commands.COMMANDS)
             await app.start()
@@ -135,6 +144,8 @@ async def _serve(
                     web.stop()
                 if approvals is not None:
                     approvals.stop()  # calls waiting for approval end; their requests stay in the store
+                if signins is not None:
+                    signins.stop()  # sign-ins waiting for a browser end with their cards
                 await hub.aclose()  # settles every card while Telegram is still reachable
                 await surface.settle_parked()  # and answered ones still waiting for a result
             finally:
@@ -167,6 +178,7 @@ def _web_server(
     hub: Hub,
     stop: anyio.Event,
     surface: TelegramSurface,
+    signins: SignIns | None = None,
 ) -> WebServer | None:
     """The web endpoint, when `[web]` is configured: health and metrics, and the webhook in webhook mode."""
     if config.web is None:
@@ -184,7 +196,8 @@ def _web_server(
         reachable=reachable,
         metrics=metrics_registry(prompts, hub, watch),
         webhook=webhook,
-        routes=_mini_app(config, prompts, surface),
+        routes=_mini_app(config, prompts, surface)
+        + ([] if signins is None else callback_routes(signins, lambda: app.bot.username)),
     )
     return WebServer(web_app, config.web.listen, config.web.port)
 

@@ -197,12 +197,13 @@ def _review_screen(card: Card, step: Review) -> Screen:
 
 
 def _url_lines(card: Card, check: UrlCheck) -> list[str]:
-    lines = [
-        f"🔐 <b>{esc(card.prompt.server, 64)}</b> asks you to open a link:",
-        esc(card.prompt.request.prompt, URL_MESSAGE_CLIP),
-        "",
-        f"Host: <b>{esc(check.host, MAX_HOST + 1)}</b>" if check.host else "Host: none",
-    ]
+    if card.prompt.sign_in:  # the bot's own card: the authorization server is who the person signs in with
+        head = f"🔑 <b>{esc(card.prompt.server, 64)}</b> needs you to sign in:"
+        host = f"Authorization server: <b>{esc(check.host, MAX_HOST + 1)}</b>"
+    else:
+        head = f"🔐 <b>{esc(card.prompt.server, 64)}</b> asks you to open a link:"
+        host = f"Host: <b>{esc(check.host, MAX_HOST + 1)}</b>"
+    lines = [head, esc(card.prompt.request.prompt, URL_MESSAGE_CLIP), "", host if check.host else "Host: none"]
     lines += [f"⚠️ {esc(w, 300)}" for w in check.warnings]
     lines.append(f"<code>{esc(check.shown)}</code>")
     if check.too_long:
@@ -246,6 +247,8 @@ def consented_screen(card: Card) -> Screen:
     if card.prompt.awaits_completion:
         lines.append("Tap <b>I've finished</b> when you are done there; the tool call is then retried.")
         rows.append([_btn(card, "I've finished", Action.FINISHED)])
+    if card.prompt.sign_in:
+        rows.append([_btn(card, "Cancel", Action.CANCEL)])
     return Screen(fit(lines), rows or None)
 
 
@@ -253,6 +256,8 @@ def settled_screen(card: Card, outcome: Outcome) -> Screen:
     """The final card: what was asked, how it ended, no buttons."""
     icon = {Outcome.ANSWERED: "✅", Outcome.COMPLETED: "✅", Outcome.DECLINED: "🚫"}.get(outcome, "⏹")
     url = card.prompt.request.url
+    if card.prompt.sign_in and outcome is Outcome.COMPLETED:
+        return Screen(f"✅ <b>Signed in to {esc(card.prompt.server, 64)}</b>", None)
     lines = _url_lines(card, check_url(url)) if url is not None else [_header(card.prompt)]
     by = ""
     if card.answered_by and outcome is Outcome.ANSWERED and not card.prompt.origin.is_private:

@@ -316,6 +316,9 @@ class TelegramSurface:
             if prompt.complete_by_hand():
                 return Reply("Thanks, retrying the call.")
             return Reply(EXPIRED, alert=True)
+        if button.action is Action.CANCEL and prompt.sign_in and not prompt.pending:
+            # A consented sign-in card: the person gives up waiting for the browser (`bot.servers.oauth`).
+            return Reply("Cancelled.") if prompt.complete_by_hand() else Reply(EXPIRED, alert=True)
         if not prompt.pending:
             return Reply(EXPIRED, alert=True)
         if button.action is Action.DECLINE:
@@ -458,13 +461,11 @@ class TelegramSurface:
         self._answer(prompt, Answer(prompt.request.id, ok=False, reason=Outcome.UNDELIVERABLE.value))
 
     async def _note_private(self, prompt: Prompt) -> None:
+        text = f"🔐 <b>{esc(prompt.server, 64)}</b> asked for a link; I sent it to you in a private chat."
+        if prompt.sign_in:
+            text = f"🔑 I sent you a sign-in link for <b>{esc(prompt.server, 64)}</b> in private."
         try:
-            await self.send(
-                prompt.origin.chat_id,
-                Screen(
-                    f"🔐 <b>{esc(prompt.server, 64)}</b> asked for a link; I sent it to you in a private chat."
-                ),
-            )
+            await self.send(prompt.origin.chat_id, Screen(text))
         except TelegramError:
             logger.exception("could not post the private-chat note")
 

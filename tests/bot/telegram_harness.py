@@ -62,6 +62,10 @@ class Chat:
     """Set once serve() has returned."""
 
 
+def _key(secret_key: str | None) -> dict[str, str]:
+    return {} if secret_key is None else {"secret_key": secret_key}
+
+
 @asynccontextmanager
 async def bot_scene(
     *,
@@ -76,12 +80,14 @@ async def bot_scene(
     clock: Callable[[], float] = time.monotonic,
     storage: str | None = None,
     approvals: list[dict[str, Any]] | None = None,
+    secret_key: str | None = None,
     **telegram: Any,
 ) -> AsyncIterator[Chat]:
     """Run the bot with `demo` and `t` (the elicit test server) in-process unless told otherwise.
 
     `web` is the `[web]` table (none by default: the endpoint is off); `storage` is `[storage] url` (none by
-    default: no database); `approvals` is `[[approvals]]`; `telegram` adds to `[telegram]`.
+    default: no database), `secret_key` its key for OAuth tokens; `approvals` is `[[approvals]]`; `telegram` adds
+    to `[telegram]`.
 
     With `world` (an earlier scene), a new bot process runs against that scene's fake and people: a restart.
     `clock` is the time the bot rations refusals to strangers by.
@@ -109,7 +115,7 @@ async def bot_scene(
             },
             elicitation={"timeout_s": timeout_s},
             **({} if web is None else {"web": web}),
-            **({} if storage is None else {"storage": {"url": storage}}),
+            **({} if storage is None else {"storage": {"url": storage, **_key(secret_key)}}),
             **({} if approvals is None else {"approvals": approvals}),
         )
 

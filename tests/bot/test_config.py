@@ -20,6 +20,7 @@ from bot.config import (
     ElicitationConfig,
     LimitsConfig,
     MiniAppConfig,
+    OAuthClient,
     Secret,
     ServerConfig,
     ServerProtocol,
@@ -509,9 +510,15 @@ def test_the_example_config_shows_every_option_and_its_commented_ones_are_valid(
     lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
     uncommented = "\n".join(re.sub(r"^# (?=\[|[a-z_]+ = )", "", line) for line in lines)
     data = tomllib.loads(uncommented)
-    env = {"TELEGRAM_BOT_TOKEN": TOKEN, "TELEGRAM_WEBHOOK_SECRET": "s", "REMOTE_TOKEN": "t"}
+    env = {
+        "TELEGRAM_BOT_TOKEN": TOKEN,
+        "TELEGRAM_WEBHOOK_SECRET": "s",
+        "REMOTE_TOKEN": "t",
+        "TOOLNEXUS_SECRET_KEY": "ZE684GUyyWUEIP44cl3mB7pQEbd5iodm_LILuxrMOH4=",
+        "OAUTH_CLIENT_SECRET": "c",
+    }
     config = parse_config(data, env)
-    assert [s.transport for s in config.servers] == ["stdio", "http"]
+    assert [s.transport for s in config.servers] == ["stdio", "http", "http"]
 
     def keys(cls: type) -> set[str]:
         return {f.name for f in dataclasses.fields(cls)}
@@ -529,4 +536,5 @@ def test_the_example_config_shows_every_option_and_its_commented_ones_are_valid(
     assert set(data["sessions"]) == keys(SessionsConfig)
     assert set(data["storage"]) == keys(StorageConfig)
     assert set(data["audit"]) == keys(AuditConfig)
-    assert set(data["servers"]["demo"]) | set(data["servers"]["remote"]) == keys(ServerConfig) - {"name"}
+    assert set(data["servers"]["demo"]) | set(data["servers"]["remote"]) == keys(ServerConfig) - {"name", "oauth"}
+    assert set(data["servers"]["signin"]) - {"url"} == {"auth"} | keys(OAuthClient)

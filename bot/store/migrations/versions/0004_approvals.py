@@ -1,7 +1,7 @@
 """Approval requests (`approvals`) and the votes cast on them (`approval_votes`).
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0004"
-down_revision = "0002"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,525 @@
+"""Per-person OAuth sign-in to remote MCP servers, on the SDK's own `OAuthClientProvider`. Async, does I/O.
+
+    SignInFailed          the person did not finish signing in (cancelled, declined, expired); ends the connect
+
+One provider per (Telegram user, server), kept for the life of the process, its `TokenStorage` in the store
+(`bot.store.tokens`, sealed). When the server answers 401, the provider asks for the authorization code:
+here that is a sign-in card (a URL `Prompt` through the registry, in the person's private chat) and a wait
+for the browser's return, which arrives at `<public_url>/oauth/callback` (`deliver`) or as the address the
+person pastes into the chat (`deliver_pasted`). `state` is single use, bound to the person, and expires with
+the card; the SDK checks it again, with PKCE S256, `iss` and `resource`. The connect that hit the 401 then
+goes on by itself, and with it the person's call.
+
+The SDK keeps no expiry with stored tokens, and a provider rebuilt after a restart would send a stale token
+and answer the 401 with a whole new sign-in; the store keeps the expiry, and before each request a token
+within `REFRESH_MARGIN_S` of it is marked due, so the provider refreshes it first, before and after a restart.
+(The SDK has one expiry for "refresh it" and "send it", so the mark is set per request, not stored: a token
+living less than the margin is refreshed before every request.)
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import httpx2
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.oauth2 import OAuthContext
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthMetadata,
+    OAuthToken,
+)
+from pydantic import AnyUrl, ValidationError
+
+from bot.config import Config, ServerConfig
+from bot.core import Origin, Outcome, Prompt, PromptRegistry
+from bot.servers.signin_errors import SignInFailed
+from bot.store.tokens import Account, SignInStore
+from mapping import Answer, Request, RequestKind, new_request_id
+from mapping.urls import check_url
+
+__all__ = [
+    "CALLBACK_PATH",
+    "REFRESH_MARGIN_S",
+    "Delivery",
+    "SignInAudit",
+    "SignInFailed",
+    "SignIns",
+    "loopback_redirect_uri",
+    "redirect_uri_of",
+    "sign_ins",
+]
+
+logger = logging.getLogger(__name__)
+
+CALLBACK_PATH: Final = "/oauth/callback"
+REFRESH_MARGIN_S: Final = 60.0
+"""A token this close to its expiry is refreshed before it is used."""
+LOOPBACK_PORT: Final = 8080
+"""The loopback redirect's port when there is no `[web]` table (the web endpoint's default port)."""
+_HTTP_TIMEOUT: Final = httpx2.Timeout(30.0)
+
+
+class SignInAudit(Protocol):
+    """Where sign-ins, refresh failures and logouts are recorded (the audit log); never tokens."""
+
+    async def __call__(self, event: str, user_id: int, server: str, detail: dict[str, str]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What became of a browser's return (or a pasted address): `ok`, or the reason it was refused."""
+
+    ok: bool
+    reason: str = ""
+    server: str | None = None
+
+
+def sign_ins(
+    config: Config,
+    tokens: SignInStore | None,
+    prompts: PromptRegistry,
+    audit: SignInAudit | None = None,
+    *,
+    redirect_uri: str | None = None,
+) -> SignIns | None:
+    """The process's `SignIns` when a server uses OAuth and the store can keep tokens; else None."""
+    if tokens is None or not any(server.oauth is not None for server in config.servers):
+        return None
+    paste = redirect_uri is None  # the console passes its own loopback address, and takes no pasted one
+    return SignIns(config, tokens, prompts, audit=audit, redirect_uri=redirect_uri, paste=paste)
+
+
+def redirect_uri_of(config: Config) -> str:
+    """`<public_url>/oauth/callback`, or the loopback address on the web endpoint's port (native-app style)."""
+    web = config.web
+    if web is not None and web.public_url is not None:
+        return web.public_url.rstrip("/") + CALLBACK_PATH
+    return loopback_redirect_uri(config)
+
+
+def loopback_redirect_uri(config: Config) -> str:
+    """`http://127.0.0.1:<[web] port, or 8080>/oauth/callback` (the console's, and the bot's without a public URL)."""
+    port = config.web.port if config.web is not None else LOOPBACK_PORT
+    return f"http://127.0.0.1:{port}{CALLBACK_PATH}"
+
+
+@dataclass(eq=False, slots=True)
+class _Pending:
+    """A sign-in card out, waiting for the browser to come back with `state`."""
+
+    state: str
+    account: _Account
+    prompt: Prompt
+    deadline: float
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: AuthorizationCodeResult | None = None
+    failure: str | None = None
+
+
+class SignIns:
+    """Every person's OAuth providers and pending sign-ins; one per process (`auth_for` feeds the pool)."""
+
+    def __init__(
+        self,
+        config: Config,
+        store: SignInStore,
+        prompts: PromptRegistry,
+        *,
+        audit: SignInAudit | None = None,
+        redirect_uri: str | None = None,
+        paste: bool = True,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.prompts = prompts
+        self.audit = audit
+        self.redirect_uri = redirect_uri or redirect_uri_of(config)
+        self.loopback = paste and urlsplit(self.redirect_uri).hostname == "127.0.0.1"
+        """No public URL: the browser may not reach the redirect, so the person may paste it (in the chat;
+        the console's browser is on its own machine)."""
+        self._accounts: dict[tuple[int, str], _Account] = {}
+        self._pending: dict[str, _Pending] = {}
+        self.stopping = False
+
+    def stop(self) -> None:
+        """Shutdown: every sign-in still waiting for its browser ends now (its connect, and its call, too)."""
+        self.stopping = True
+        for pending in list(self._pending.values()):
+            if not pending.done.is_set():
+                pending.failure = "was cancelled: the bot is stopping"
+                pending.done.set()
+
+    def auth_for(self, server: ServerConfig, origin: Origin) -> httpx2.Auth | None:
+        """The `httpx2.Auth` for `origin`'s session on `server` (None for a server without OAuth)."""
+        if server.oauth is None:
+            return None
+        key = (origin.user_id, server.name)
+        account = self._accounts.get(key)
+        if account is None:
+            account = self._accounts[key] = _Account(self, server, origin.user_id)
+        return _BoundAuth(account, origin)
+
+    async def signed_in(self, user_id: int, server: str) -> bool:
+        """Whether the person holds tokens for `server` (they may still need refreshing)."""
+        return await self.store.tokens(user_id, server) is not None
+
+    async def accounts(self, user_id: int) -> list[Account]:
+        """The person's sign-ins (server, issuer, expiry; never token material)."""
+        return [a for a in await self.store.accounts(user_id) if a.signed_in]
+
+    async def logout(self, user_id: int, server: ServerConfig) -> bool:
+        """Forget the person's tokens for `server`, revoking them first where the server offers it; False when
+        they were not signed in. The caller closes their open sessions on it."""
+        account = self._accounts.pop((user_id, server.name), None)
+        found = await self.store.tokens(user_id, server.name)
+        revoked = False
+        if found is not None:
+            revoked = await self._revoke(account, user_id, server, found[0])
+        deleted = await self.store.delete(user_id, server.name)
+        if deleted and found is not None:
+            await self._audit("logged_out", user_id, server.name, {"revoked": "yes" if revoked else "no"})
+        return deleted and found is not None
+
+    def deliver(self, params: dict[str, str]) -> Delivery:
+        """The browser came back to the callback with `code`, `state` (and maybe `iss` or `error`)."""
+        pending = self._pending.get(params.get("state", ""))
+        if pending is None or pending.done.is_set() or time.monotonic() > pending.deadline:
+            return Delivery(False, "This sign-in link is unknown, was already used, or has expired.")
+        return self._finish(pending, params)
+
+    def deliver_pasted(self, user_id: int, text: str) -> Delivery:
+        """A person pasted the address the browser could not open: accepted from that person only."""
+        params = _callback_params(text.strip(), self.redirect_uri)
+        if params is None:
+            return Delivery(False, "That is not the sign-in address I am waiting for.")
+        pending = self._pending.get(params.get("state", ""))
+        if pending is None or pending.account.user_id != user_id or pending.done.is_set():
+            return Delivery(False, "That sign-in address is unknown, not yours, or was already used.")
+        if time.monotonic() > pending.deadline:
+            return Delivery(False, "That sign-in has expired.")
+        return self._finish(pending, params)
+
+    def _finish(self, pending: _Pending, params: dict[str, str]) -> Delivery:
+        server = pending.account.server.name
+        issuer = pending.account.issuer
+        if "iss" in params and issuer is not None and params["iss"] != issuer:
+            # RFC 9207: a response naming another issuer is a mix-up attack; the SDK would refuse it too.
+            pending.failure = "was refused: the answer came from another authorization server"
+        elif "error" in params:
+            pending.failure = "was refused by the server" + (
+                f" ({params['error'][:100]})" if params["error"].isprintable() else ""
+            )
+        elif not params.get("code"):
+            pending.failure = "came back without an authorization code"
+        else:
+            pending.result = AuthorizationCodeResult(
+                code=params["code"], state=params["state"], iss=params.get("iss")
+            )
+        pending.done.set()
+        if pending.failure is not None:
+            return Delivery(False, f"Sign-in to {server} {pending.failure}.", server)
+        return Delivery(True, server=server)
+
+    async def _await_code(self, account: _Account, url: str) -> AuthorizationCodeResult:
+        """The provider's callback handler: show the card, wait for the browser (or the pasted address)."""
+        origin = account.origin
+        state = _query(url).get("state", "")
+        if origin is None or not state:
+            raise SignInFailed(account.server.name, "could not start")
+        host = check_url(url).host
+        text = f"Sign in to {account.server.title or account.server.name} at {host}."
+        if self.loopback:
+            text += " If the page does not load after you sign in, copy its address and send it here."
+        prompt = Prompt(
+            request=Request(id=new_request_id(), kind=RequestKind.AUTHORIZATION, prompt=text, url=url),
+            origin=origin,
+            server=account.server.name,
+            elicitation_id="signin-" + secrets.token_urlsafe(8),
+            scope=("signin", account.user_id, account.server.name),
+            sign_in=True,
+        )
+        pending = _Pending(state, account, prompt, time.monotonic() + self.prompts.timeout_s)
+        self._pending[state] = pending
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._ask, pending)
+                async with anyio.create_task_group() as watch:
+                    watch.start_soon(_cancelled_by_hand, pending)
+                    with anyio.move_on_after(self.prompts.timeout_s):
+                        await pending.done.wait()
+                    watch.cancel_scope.cancel()
+                if prompt.pending:  # the code came back before the consent tap: signing in is consent
+                    self.prompts.answer(prompt, Answer(id=prompt.request.id, ok=True))
+        finally:
+            del self._pending[state]
+        self.prompts.complete(prompt.scope, prompt.elicitation_id or "")  # off the awaiting list, if still on it
+        consented = prompt.outcome is Outcome.ANSWERED  # its card shows the link and waits: settle it now
+        if pending.result is not None:
+            if consented:
+                await self.prompts.settle_completed(prompt)
+            return pending.result
+        if pending.failure is None:
+            pending.failure = "was not completed in time"
+        if consented:
+            timed_out = pending.failure == "was not completed in time"
+            ended = Outcome.SHUTDOWN if self.stopping else Outcome.EXPIRED if timed_out else Outcome.CANCELLED
+            await self.prompts.settle_completed(prompt, ended)
+        raise SignInFailed(account.server.name, pending.failure)
+
+    async def _ask(self, pending: _Pending) -> None:
+        """Show the card; a refusal (Decline, Cancel, expiry) ends the wait for the browser."""
+        answer = await self.prompts.ask(pending.prompt)
+        if not answer.ok and not pending.done.is_set():
+            pending.failure = {"declined": "was declined", "timeout": "was not completed in time"}.get(
+                answer.reason or "", "was cancelled"
+            )
+            pending.done.set()
+
+    async def _revoke(self, account: _Account | None, user_id: int, server: ServerConfig, tokens: str) -> bool:
+        """RFC 7009 revocation of the refresh (else access) token, where the server's metadata offers it."""
+        try:
+            token = OAuthToken.model_validate_json(tokens)
+            client_json = await self.store.client(user_id, server.name)
+            client = None if client_json is None else OAuthClientInformationFull.model_validate_json(client_json)
+        except ValidationError:
+            return False
+        if client is None:
+            return False
+        async with httpx2.AsyncClient(timeout=_HTTP_TIMEOUT, follow_redirects=False) as http:
+            metadata = account.metadata if account is not None else None
+            if metadata is None:
+                metadata = await _fetch_metadata(http, client.issuer)
+            if metadata is None or metadata.revocation_endpoint is None:
+                return False
+            data = {"token": token.refresh_token or token.access_token, "client_id": client.client_id}
+            data["token_type_hint"] = "refresh_token" if token.refresh_token else "access_token"
+            if client.client_secret:
+                data["client_secret"] = client.client_secret
+            try:
+                response = await http.post(str(metadata.revocation_endpoint), data=data)
+            except httpx2.HTTPError as exc:
+                logger.warning("could not revoke a token at %s: %s", server.name, type(exc).__name__)
+                return False
+        return response.status_code == 200
+
+    async def _audit(self, event: str, user_id: int, server: str, detail: dict[str, str]) -> None:
+        if self.audit is not None:
+            await self.audit(event, user_id, server, detail)
+
+
+class _Account:
+    """One person's provider for one server, and its `TokenStorage` over the store."""
+
+    def __init__(self, signins: SignIns, server: ServerConfig, user_id: int) -> None:
+        assert server.url is not None and server.oauth is not None
+        self.signins = signins
+        self.server = server
+        self.user_id = user_id
+        self.origin: Origin | None = None
+        """Where the person's latest request on this server came from (a group note names it)."""
+        self.expires_at: float | None = None
+        """When the access token held runs out (Unix time), as the store keeps it."""
+        self._url: str | None = None
+        self._signing_in = False
+        oauth = server.oauth
+        metadata = OAuthClientMetadata(
+            redirect_uris=[AnyUrl(signins.redirect_uri)],
+            client_name="toolnexus-bot",
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            scope=" ".join(oauth.scopes) or None,
+        )
+        self.provider = OAuthClientProvider(
+            server_url=server.url,
+            client_metadata=metadata,
+            storage=self,
+            redirect_handler=self._redirect,
+            callback_handler=self._callback,
+            client_metadata_url=oauth.client_metadata_url,
+        )
+
+    @property
+    def context(self) -> OAuthContext:
+        return self.provider.context
+
+    @property
+    def issuer(self) -> str | None:
+        metadata = self.context.oauth_metadata
+        if metadata is not None:
+            return str(metadata.issuer)
+        client = self.context.client_info
+        return None if client is None else client.issuer
+
+    @property
+    def metadata(self) -> OAuthMetadata | None:
+        return self.context.oauth_metadata
+
+    async def _redirect(self, url: str) -> None:
+        self._url = url
+
+    async def _callback(self) -> AuthorizationCodeResult:
+        assert self._url is not None
+        url, self._url = self._url, None
+        result = await self.signins._await_code(self, url)
+        self._signing_in = True
+        return result
+
+    # -- TokenStorage ----------------------------------------------------------------------------------
+
+    async def get_tokens(self) -> OAuthToken | None:
+        found = await self.signins.store.tokens(self.user_id, self.server.name)
+        if found is None:
+            return None
+        text, expires_at = found
+        try:
+            token = OAuthToken.model_validate_json(text)
+        except ValidationError:
+            return None
+        # Loaded after a restart (or after a failed refresh): the SDK would think it never expires.
+        self.expires_at = expires_at
+        self.context.token_expiry_time = expires_at
+        if expires_at is not None and time.time() >= expires_at - REFRESH_MARGIN_S:
+            self.context.token_expiry_time = 1.0  # due (the provider sets `current_tokens` after this returns)
+        return token
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        expires_at = None if tokens.expires_in is None else time.time() + tokens.expires_in
+        self.expires_at = expires_at
+        # Shielded: the server may already have rotated the refresh token; losing the new one to a cancelled
+        # session (shutdown) would mean signing in again.
+        with anyio.CancelScope(shield=True):
+            await self.signins.store.save_tokens(
+                self.user_id, self.server.name, tokens.model_dump_json(exclude_none=True), expires_at, self.issuer
+            )
+        if self._signing_in:
+            self._signing_in = False
+            await self.signins._audit("signed_in", self.user_id, self.server.name, {"issuer": self.issuer or ""})
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        oauth = self.server.oauth
+        assert oauth is not None
+        if oauth.client_id is not None:
+            secret = None if oauth.client_secret is None else oauth.client_secret.get()
+            return OAuthClientInformationFull(
+                client_id=oauth.client_id,
+                client_secret=secret,
+                redirect_uris=[AnyUrl(self.signins.redirect_uri)],
+                token_endpoint_auth_method="client_secret_post" if secret else "none",
+                grant_types=["authorization_code", "refresh_token"],
+                response_types=["code"],
+            )
+        text = await self.signins.store.client(self.user_id, self.server.name)
+        if text is None:
+            return None
+        try:
+            return OAuthClientInformationFull.model_validate_json(text)
+        except ValidationError:
+            return None
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        await self.signins.store.save_client(
+            self.user_id, self.server.name, client_info.model_dump_json(exclude_none=True), client_info.issuer
+        )
+
+    # -- watching the flow -----------------------------------------------------------------------------
+
+    def mark_due(self) -> None:
+        """A held token within `REFRESH_MARGIN_S` of its expiry is due: the provider refreshes it first."""
+        held = self.expires_at is not None and self.context.current_tokens is not None
+        if held and time.time() >= (self.expires_at or 0.0) - REFRESH_MARGIN_S:
+            self.context.token_expiry_time = 1.0  # (0 would read as "no expiry")
+
+    async def observe(self, request: httpx2.Request, response: httpx2.Response) -> None:
+        """A refresh the token endpoint refused: the tokens are dropped (the next request asks the person to
+        sign in again) and the failure is audited."""
+        if request.method != "POST" or _form(request).get("grant_type") != "refresh_token":
+            return
+        if response.status_code == 200:
+            return
+        await self.signins.store.forget_tokens(self.user_id, self.server.name)
+        await self.signins._audit(
+            "refresh_failed", self.user_id, self.server.name, {"status": str(response.status_code)}
+        )
+
+
+class _BoundAuth(httpx2.Auth):
+    """The account's provider, for one session: notes whose request it is, watches refreshes."""
+
+    requires_response_body = True
+
+    def __init__(self, account: _Account, origin: Origin) -> None:
+        self.account = account
+        self.origin = origin
+
+    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        self.account.origin = self.origin
+        self.account.mark_due()
+        flow = self.account.provider.async_auth_flow(request)
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                response = yield outgoing
+                if outgoing is not request:
+                    await self.account.observe(outgoing, response)
+                outgoing = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        finally:
+            await flow.aclose()
+
+
+async def _cancelled_by_hand(pending: _Pending) -> None:
+    """The person tapped Cancel on the consented card (it marks the prompt completed by hand)."""
+    await pending.prompt.completed.wait()
+    if not pending.done.is_set():
+        pending.failure = "was cancelled"
+        pending.done.set()
+
+
+def _form(request: httpx2.Request) -> dict[str, str]:
+    if request.headers.get("content-type", "").split(";")[0] != "application/x-www-form-urlencoded":
+        return {}
+    return {k: v[0] for k, v in parse_qs(request.content.decode("utf-8", "replace")).items()}
+
+
+def _query(url: str) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+
+
+def _callback_params(text: str, redirect_uri: str) -> dict[str, str] | None:
+    """The query of a pasted address, if it is the redirect URI (same scheme, host, port and path)."""
+    if any(c.isspace() for c in text):
+        return None
+    try:
+        got, want = urlsplit(text), urlsplit(redirect_uri)
+        same = (got.scheme, got.hostname, got.port, got.path) == (want.scheme, want.hostname, want.port, want.path)
+    except ValueError:
+        return None
+    return _query(text) if same else None
+
+
+async def _fetch_metadata(http: httpx2.AsyncClient, issuer: str | None) -> OAuthMetadata | None:
+    """RFC 8414 metadata of `issuer` (for revocation after a restart, when the provider has none yet)."""
+    if not issuer:
+        return None
+    parts = urlsplit(issuer)
+    path = parts.path.rstrip("/")
+    url = f"{parts.scheme}://{parts.netloc}/.well-known/oauth-authorization-server{path}"
+    try:
+        response = await http.get(url)
+        if response.status_code != 200:
+            return None
+        return OAuthMetadata.model_validate_json(response.content)
+    except (httpx2.HTTPError, ValidationError):
+        return None
+
