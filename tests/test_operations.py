@@ -143,7 +143,7 @@ def test_the_systemd_unit_verifies_cleanly(tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stderr.strip() == "" and done.stdout.strip() == "", done.stderr
 
 
-def test_the_readme_pipe_example_works_as_written_from_the_readme_venv() -> None:
+def test_the_readme_pipe_example_works_as_written_from_the_readme_venv(tmp_path: Path) -> None:
     """The `printf ... | .venv/bin/toolnexus-bot console` line of the README completes a deploy, as written."""
     readme = (REPO / "README.md").read_text()
     examples = [line for line in readme.split("`") if line.startswith("printf ") and "console" in line]
@@ -155,7 +155,7 @@ def test_the_readme_pipe_example_works_as_written_from_the_readme_venv() -> None
         cwd=REPO,
         env={
             "PATH": "/usr/bin:/bin",
-            "HOME": str(REPO),
+            "HOME": str(tmp_path),  # the demo server's state (its key file) stays out of the checkout
         },  # nothing of this venv on PATH: the line must name it
         capture_output=True,
         text=True,
