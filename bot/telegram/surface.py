@@ -70,7 +70,8 @@ ANSWER_SENT = "✅ Answer sent."
 FOLD_GRACE_S: Final = 1.0
 """How long an answered card waits for its call's result before it is settled on its own. A call that answers
 at once lands well within it (bench b, d), so the answer and the result take one edit; a slower call's card
-says "Answer sent" by then, and its person was told so on the tap itself, so nobody waits without a sign."""
+says "Answer sent" once that edit's turn comes under the flood limiter (at once on a quiet bot; a result that
+comes first takes its place), and its person was told so on the tap itself, so nobody waits without a sign."""
 
 
 @dataclass(slots=True)
