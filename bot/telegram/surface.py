@@ -4,7 +4,10 @@ Implements `bot.core.values.Surface`. Handlers decode an update and call `on_but
 decision is made by `mapping.form` (pure), then the card is re-rendered by `bot.telegram.render` and edited.
 
 An answered card is settled a moment later (`FOLD_GRACE_S`), not at once: when its call ends meanwhile, the
-tool runner folds the result into that one edit (`fold_result`), one message instead of two.
+tool runner folds the result into that one edit (`fold_result`), one message instead of two. After the grace,
+the settling edit still gives way to the result until its turn comes under the flood limiter (`unless`): on a
+quiet bot that is at once, under a flood it is when the edit would have gone anyway, so a flood costs no
+message more.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from bot.core import Origin, Outcome, Prompt
 from bot.telegram.access import Access
 from bot.telegram.bot import CardBot
 from bot.telegram.callback_data import Action, Button
-from bot.telegram.flood import card_first
+from bot.telegram.flood import Withdrawn, card_first, unless
 from bot.telegram.render import (
     Card,
     Screen,
@@ -67,7 +70,8 @@ ANSWER_SENT = "✅ Answer sent."
 FOLD_GRACE_S: Final = 1.0
 """How long an answered card waits for its call's result before it is settled on its own. A call that answers
 at once lands well within it (bench b, d), so the answer and the result take one edit; a slower call's card
-says "Answer sent" by then, and its person was told so on the tap itself, so nobody waits without a sign."""
+says "Answer sent" once that edit's turn comes under the flood limiter (at once on a quiet bot; a result that
+comes first takes its place), and its person was told so on the tap itself, so nobody waits without a sign."""
 
 
 @dataclass(slots=True)
@@ -78,6 +82,11 @@ class _Parked:
     timer: asyncio.TimerHandle | None = None
     taken: bool = False
     """Its edit is decided (settled alone, or with the result folded in)."""
+    queued: bool = False
+    """The grace is over and its settling edit waits for its turn under the flood limiter: the result may
+    still take its place (`folded`)."""
+    folded: bool = False
+    """The result came while the settling edit waited: that edit gives way (is withdrawn) when its turn comes."""
     done: anyio.Event = field(default_factory=anyio.Event)
 
 
@@ -193,7 +202,9 @@ class TelegramSurface:
         parked = self._parked.get(key)
         if parked is None:
             return False
-        if parked.taken:
+        if parked.queued and not parked.taken and result is not None:
+            return await self._fold_queued(key, parked, result)
+        if parked.taken or parked.queued:
             await parked.done.wait()
             return False
         parked.taken = True
@@ -203,6 +214,27 @@ class TelegramSurface:
         if screen is None:
             await self._settle_parked(key, parked)
             return False
+        card = parked.card
+        try:
+            assert card.message_id is not None
+            with anyio.CancelScope(shield=True):
+                await self.edit(card.chat_id, card.message_id, screen)
+        except TelegramError:
+            logger.exception("could not show a result on its card %s", card.prompt.request.id)
+            return False
+        finally:
+            self._unpark(key, parked)
+        return True
+
+    async def _fold_queued(self, key: tuple[Origin, str], parked: _Parked, result: str) -> bool:
+        """The result came after the grace, while the card's settling edit waits for its turn: send the answer
+        and the result in one edit, and let the settling edit give way to it (or, when it already went, come
+        after it). False when the result does not fit on the card (it is settled alone, then)."""
+        screen = folded_screen(parked.card, result)
+        if screen is None:
+            await parked.done.wait()
+            return False
+        parked.taken = parked.folded = True
         card = parked.card
         try:
             assert card.message_id is not None
@@ -227,14 +259,15 @@ class TelegramSurface:
         key = (card.prompt.origin, card.prompt.server)
         earlier = self._parked.get(key)
         if earlier is not None and not earlier.taken:  # two cards answered at once: the older one goes now
-            self._grace_over(key, earlier)
+            self._grace_over(key, earlier, queue=False)
         self._parked[key] = parked = _Parked(card)
         parked.timer = asyncio.get_running_loop().call_later(FOLD_GRACE_S, self._grace_over, key, parked)
 
-    def _grace_over(self, key: tuple[Origin, str], parked: _Parked) -> None:
-        if parked.taken:
+    def _grace_over(self, key: tuple[Origin, str], parked: _Parked, *, queue: bool = True) -> None:
+        """Settle the card alone; with `queue`, its result may still take the edit's place until its turn."""
+        if parked.taken or parked.queued:
             return
-        parked.taken = True
+        parked.taken, parked.queued = not queue, queue
         if parked.timer is not None:
             parked.timer.cancel()
         task = asyncio.get_running_loop().create_task(self._settle_parked(key, parked))
@@ -243,12 +276,16 @@ class TelegramSurface:
 
     async def _settle_parked(self, key: tuple[Origin, str], parked: _Parked) -> None:
         try:
-            with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True), unless(lambda: parked.folded):
                 await self._settle(parked.card, Outcome.ANSWERED)
+        except Withdrawn:
+            pass  # the result's edit took its place
         except TelegramError:
             logger.exception("could not settle card %s", parked.card.prompt.request.id)
         finally:
-            self._unpark(key, parked)
+            parked.taken = True
+            if not parked.folded:  # else the folding edit ends it, once it is done
+                self._unpark(key, parked)
 
     def _unpark(self, key: tuple[Origin, str], parked: _Parked) -> None:
         if self._parked.get(key) is parked:
@@ -259,7 +296,7 @@ class TelegramSurface:
         """Settle every answered card still waiting for a result, now (the bot is stopping)."""
         for key, parked in list(self._parked.items()):
             if not parked.taken:
-                self._grace_over(key, parked)
+                self._grace_over(key, parked, queue=False)
         for parked in list(self._parked.values()):
             await parked.done.wait()
 

@@ -102,3 +102,25 @@ async def test_a_result_too_long_for_the_card_is_sent_below_it_split_within_limi
 
         await s.fake.wait_for(lambda _m: shown() >= len(note))  # the whole answer came back
         assert all(len(m.text) <= 4096 for m in s.fake.messages(s.alice, from_bot=True))
+
+
+async def test_a_result_that_comes_while_the_settling_edit_waits_its_turn_takes_that_edits_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the grace, a card whose settling edit is held up under the flood limiter (here a 429 pauses every
+    request) still gets its call's result folded in: one edit, no "Answer sent" edit, no message for the result."""
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+    monkeypatch.setattr(surface_module, "FOLD_GRACE_S", 0.0)  # the grace is over before the call can end
+    async with bot_scene() as s:
+        call = await s.alice.send("/call t ask_then_block")
+        card = await s.fake.next_message(s.alice, containing="Go on?")
+        await s.alice.press(card, "Yes")
+        s.fake.fail_next("editMessageText", status=429, retry_after=5)  # the settling edit waits 5 s
+        await s.alice.press(card, "✅ Submit")
+        await s.alice.send("/cancel")  # the call ends well within those 5 s
+        result = await s.fake.wait_for(lambda m: is_result(m, call), timeout=20)
+        assert result is card and "cancelled" in card.text and "Answer sent" in card.text
+        assert len(card.history) == 3  # the question, the review, then the answer with the result
+        assert [e.method for e in s.fake.errors if e.injected] == ["editMessageText"]  # it did wait its turn
+        later = [m for m in s.fake.messages(s.alice, from_bot=True) if m.message_id > card.message_id]
+        assert [m.text for m in later if not m.text.startswith("Cancelled")] == []
