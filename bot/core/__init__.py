@@ -5,9 +5,9 @@ that cross (`Origin`, `Outcome`, `ToolOutcome`, ...). Imports nothing else of `b
 """
 
 from bot.core.events import Observer
-from bot.core.prompt import Prompt
+from bot.core.prompt import Keeper, Prompt
 from bot.core.registry import PromptRegistry
-from bot.core.rounds import Era, Keeper, KeptQuestion, RoundBook
+from bot.core.rounds import Era, KeptQuestion, RoundBook
 from bot.core.surface import Surface
 from bot.core.values import (
     OUTCOME_TEXT,

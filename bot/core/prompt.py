@@ -10,15 +10,32 @@ import secrets
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import anyio
 
 from bot.core.values import Origin, Outcome
 from mapping import Answer, FormSpec, Request
 
-if TYPE_CHECKING:
-    from bot.core.rounds import Keeper
+
+class Keeper(Protocol):
+    """A prompt's link to where it is kept; the registry and the surface report to it (never raises)."""
+
+    async def shown(self, prompt: Prompt) -> None:
+        """The card is about to be sent: the question is saved first."""
+        ...
+
+    async def placed(self, prompt: Prompt, chat_id: int, message_id: int) -> None:
+        """The card was sent (or moved) and stands there."""
+        ...
+
+    async def progress(self, prompt: Prompt, progress: dict[str, Any]) -> None:
+        """The person answered a field (or paged); `progress` is what a restart restores."""
+        ...
+
+    async def ended(self, prompt: Prompt, answer: dict[str, Any] | None) -> None:
+        """The question ended: `answer` is the wire `ElicitResult` going back (None: withdrawn)."""
+        ...
 
 
 @dataclass(eq=False, slots=True)

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from bot.core.values import Origin
-
-if TYPE_CHECKING:
-    from bot.core.prompt import Prompt
 
 
 class Era(enum.StrEnum):
@@ -87,24 +84,4 @@ class RoundBook(Protocol):
 
     async def open_questions(self) -> list[KeptQuestion]:
         """Every kept question, oldest round first."""
-        ...
-
-
-class Keeper(Protocol):
-    """A prompt's link to where it is kept; the registry and the surface report to it (never raises)."""
-
-    async def shown(self, prompt: Prompt) -> None:
-        """The card is about to be sent: the question is saved first."""
-        ...
-
-    async def placed(self, prompt: Prompt, chat_id: int, message_id: int) -> None:
-        """The card was sent (or moved) and stands there."""
-        ...
-
-    async def progress(self, prompt: Prompt, progress: dict[str, Any]) -> None:
-        """The person answered a field (or paged); `progress` is what a restart restores."""
-        ...
-
-    async def ended(self, prompt: Prompt, answer: dict[str, Any] | None) -> None:
-        """The question ended: `answer` is the wire `ElicitResult` going back (None: withdrawn)."""
         ...
