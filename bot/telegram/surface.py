@@ -214,17 +214,7 @@ class TelegramSurface:
         if screen is None:
             await self._settle_parked(key, parked)
             return False
-        card = parked.card
-        try:
-            assert card.message_id is not None
-            with anyio.CancelScope(shield=True):
-                await self.edit(card.chat_id, card.message_id, screen)
-        except TelegramError:
-            logger.exception("could not show a result on its card %s", card.prompt.request.id)
-            return False
-        finally:
-            self._unpark(key, parked)
-        return True
+        return await self._edit_folded(key, parked, screen)
 
     async def _fold_queued(self, key: tuple[Origin, str], parked: _Parked, result: str) -> bool:
         """The result came after the grace, while the card's settling edit waits for its turn: send the answer
@@ -235,6 +225,11 @@ class TelegramSurface:
             await parked.done.wait()
             return False
         parked.taken = parked.folded = True
+        return await self._edit_folded(key, parked, screen)
+
+    async def _edit_folded(self, key: tuple[Origin, str], parked: _Parked, screen: Screen) -> bool:
+        """Edit a parked card to its answer and result (shielded: it must land) and unpark it; False if the edit
+        failed."""
         card = parked.card
         try:
             assert card.message_id is not None
