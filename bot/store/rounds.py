@@ -1,15 +1,20 @@
 """Open questions in the database (`rounds` table): the store's `RoundBook`. Does I/O.
 
-Each write is its own committed transaction, so a question is on disk before its card is sent and its answer
-before it goes back to the server. JSON columns hold canonical JSON text.
+Every write is committed before its call returns, so a question is on disk before its card is sent and its
+answer before it goes back to the server. Writes are group-committed: whoever holds the lock writes every write
+queued meanwhile in one transaction, in order (a flood of questions is a few transactions, not one each, and
+never a crowd of transactions queueing for SQLite's one write lock). JSON columns hold canonical JSON text.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+import anyio
+from sqlalchemy import Executable, delete, insert, select, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.core import Era, KeptQuestion, Origin
@@ -19,13 +24,58 @@ from bot.store.tables import rounds
 __all__ = ["RoundStore"]
 
 
+@dataclass(slots=True)
+class _Write:
+    statement: Executable
+    counts: bool
+    """An insert or update (counted in `rows_written`)."""
+    done: bool = False
+    error: SQLAlchemyError | None = None
+
+
 class RoundStore:
-    """The `rounds` table of one database."""
+    """The `rounds` table of one database; `_commit` is its only writer."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self._lock = anyio.Lock()
+        self._queue: list[_Write] = []
         self.rows_written = 0
         """Inserts and updates this process made (read by bench)."""
+        self.transactions = 0
+        """Transactions those writes took (read by bench and tests)."""
+
+    async def _commit(self, statement: Executable, *, counts: bool = True) -> None:
+        """Run `statement` and commit it, with whatever else was queued meanwhile.
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError: the database refused this write.
+        """
+        write = _Write(statement, counts)
+        self._queue.append(write)
+        async with self._lock:
+            if not write.done:
+                batch, self._queue = self._queue, []
+                try:
+                    await self._run(batch)
+                except SQLAlchemyError:
+                    # One refused write must not fail the others: each again, on its own.
+                    for each in batch:
+                        try:
+                            await self._run([each])
+                        except SQLAlchemyError as exc:
+                            each.error = exc
+                for each in batch:
+                    each.done = True
+        if write.error is not None:
+            raise write.error
+
+    async def _run(self, batch: list[_Write]) -> None:
+        async with self.engine.begin() as conn:
+            for each in batch:
+                await conn.execute(each.statement)
+        self.transactions += 1
+        self.rows_written += sum(1 for each in batch if each.counts)
 
     async def keep(self, question: KeptQuestion) -> None:
         values = {
@@ -49,14 +99,10 @@ class RoundStore:
             "progress": canonical_json(question.progress),
             "answer": None if question.answer is None else canonical_json(question.answer),
         }
-        async with self.engine.begin() as conn:
-            await conn.execute(insert(rounds), values)
-        self.rows_written += 1
+        await self._commit(insert(rounds).values(values))
 
     async def _update(self, question_id: str, **values: Any) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(update(rounds).where(rounds.c.id == question_id).values(**values))
-        self.rows_written += 1
+        await self._commit(update(rounds).where(rounds.c.id == question_id).values(**values))
 
     async def placed(self, question_id: str, chat_id: int, message_id: int) -> None:
         await self._update(question_id, card_chat_id=chat_id, card_message_id=message_id)
@@ -70,8 +116,7 @@ class RoundStore:
     async def close(self, *question_ids: str) -> None:
         if not question_ids:
             return
-        async with self.engine.begin() as conn:
-            await conn.execute(delete(rounds).where(rounds.c.id.in_(question_ids)))
+        await self._commit(delete(rounds).where(rounds.c.id.in_(question_ids)), counts=False)
 
     async def open_questions(self) -> list[KeptQuestion]:
         async with self.engine.connect() as conn:

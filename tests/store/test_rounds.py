@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import anyio
 import pytest
+from sqlalchemy.exc import SQLAlchemyError
 
 from bot.core import Era, KeptQuestion, Origin
 from bot.store import Store
@@ -57,3 +59,41 @@ async def test_closed_questions_are_forgotten_and_others_stay(store: Store) -> N
     assert [(q.id, q.era) for q in left] == [("elc-test-2", Era.LEGACY)]
     await book.close("elc-test-2")
     assert await book.open_questions() == []
+
+
+@pytest.mark.anyio
+async def test_writes_made_at_once_are_each_committed_when_they_return_in_a_few_transactions(store: Store) -> None:
+    """Fifty questions kept at once (a flood): each is on disk when its `keep` returns, and the writes were
+    group-committed rather than one transaction each."""
+    book = store.rounds
+    seen: list[bool] = []
+
+    async def keep(n: int) -> None:
+        await book.keep(question(n, round_id=f"r-{n}"))
+        seen.append(f"elc-test-{n}" in {q.id for q in await book.open_questions()})
+
+    async with anyio.create_task_group() as tg:
+        for n in range(50):
+            tg.start_soon(keep, n)
+    assert seen == [True] * 50
+    assert book.rows_written == 50 and book.transactions < 10
+
+
+@pytest.mark.anyio
+async def test_a_refused_write_fails_alone_and_the_writes_queued_with_it_are_committed(store: Store) -> None:
+    """A question kept twice (the same id) is refused; the questions queued in the same group still land."""
+    book = store.rounds
+    await book.keep(question(0))
+    refused: list[BaseException] = []
+
+    async def keep(n: int) -> None:
+        try:
+            await book.keep(question(n, round_id=f"r-{n}"))
+        except SQLAlchemyError as exc:
+            refused.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for n in (1, 2, 0, 3, 4):
+            tg.start_soon(keep, n)
+    assert len(refused) == 1
+    assert sorted(q.id for q in await book.open_questions()) == [f"elc-test-{n}" for n in range(5)]
