@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import ColumnElement, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.config import AuditContent
 from bot.core import Origin
@@ -161,12 +161,7 @@ class ApprovalStore:
         caller reads it again). Audited as `approved` or `rejected`, with the count."""
         decided_at = None if new.status is ApprovalStatus.PENDING else ballot.at
         async with self.engine.begin() as conn:
-            changed = await conn.execute(
-                update(approvals)
-                .where(approvals.c.id == record.id, approvals.c.revision == record.revision)
-                .values(status=new.status.value, revision=record.revision + 1, decided_at=decided_at)
-            )
-            if changed.rowcount != 1:
+            if not await _advance(conn, record, status=new.status.value, decided_at=decided_at):
                 return None
             await conn.execute(
                 insert(approval_votes).values(
@@ -198,16 +193,8 @@ class ApprovalStore:
     async def start_change(self, record: ApprovalRecord) -> ApprovalRecord | None:
         """The requester is changing the answer: no vote counts until `rebind`; None when it changed meanwhile."""
         async with self.engine.begin() as conn:
-            changed = await conn.execute(
-                update(approvals)
-                .where(
-                    approvals.c.id == record.id,
-                    approvals.c.revision == record.revision,
-                    approvals.c.status == ApprovalStatus.PENDING.value,
-                )
-                .values(status=ApprovalStatus.CHANGING.value, revision=record.revision + 1)
-            )
-            if changed.rowcount != 1:
+            pending = approvals.c.status == ApprovalStatus.PENDING.value
+            if not await _advance(conn, record, pending, status=ApprovalStatus.CHANGING.value):
                 return None
         state = replace(record.state, status=ApprovalStatus.CHANGING)
         return replace(record, state=state, revision=record.revision + 1)
@@ -217,22 +204,15 @@ class ApprovalStore:
         no longer count. Audited as `approval_changed` with both hashes; None when it changed meanwhile."""
         new_hash = ask.hash
         async with self.engine.begin() as conn:
-            changed = await conn.execute(
-                update(approvals)
-                .where(
-                    approvals.c.id == record.id,
-                    approvals.c.revision == record.revision,
-                    approvals.c.status == ApprovalStatus.CHANGING.value,
-                )
-                .values(
-                    status=ApprovalStatus.PENDING.value,
-                    revision=record.revision + 1,
-                    generation=record.state.generation + 1,
-                    content=json.dumps(ask.content, sort_keys=True, ensure_ascii=False),
-                    content_hash=new_hash,
-                )
-            )
-            if changed.rowcount != 1:
+            if not await _advance(
+                conn,
+                record,
+                approvals.c.status == ApprovalStatus.CHANGING.value,
+                status=ApprovalStatus.PENDING.value,
+                generation=record.state.generation + 1,
+                content=json.dumps(ask.content, sort_keys=True, ensure_ascii=False),
+                content_hash=new_hash,
+            ):
                 return None
         state = replace(
             record.state,
@@ -256,16 +236,7 @@ class ApprovalStore:
         """End a pending request without a vote (expired, cancelled); None when it was decided meanwhile."""
         at = now_iso()
         async with self.engine.begin() as conn:
-            changed = await conn.execute(
-                update(approvals)
-                .where(
-                    approvals.c.id == record.id,
-                    approvals.c.revision == record.revision,
-                    approvals.c.status.in_(_OPEN),
-                )
-                .values(status=status.value, revision=record.revision + 1, decided_at=at)
-            )
-            if changed.rowcount != 1:
+            if not await _advance(conn, record, approvals.c.status.in_(_OPEN), status=status.value, decided_at=at):
                 return None
         updated = replace(record, state=replace(record.state, status=status), revision=record.revision + 1)
         await self._audit(
@@ -343,3 +314,16 @@ def _record(row: dict[str, Any], votes: list[dict[str, Any]]) -> ApprovalRecord:
         decided_at=row["decided_at"],
         names={int(k): v for k, v in json.loads(row["names"]).items()},
     )
+
+
+async def _advance(
+    conn: AsyncConnection, record: ApprovalRecord, *conditions: ColumnElement[bool], **values: Any
+) -> bool:
+    """The compare-and-set every change of a request is: write `values` and the next revision, only if nobody
+    changed the request since `record` was read (and `conditions` hold). False when somebody did."""
+    changed = await conn.execute(
+        update(approvals)
+        .where(approvals.c.id == record.id, approvals.c.revision == record.revision, *conditions)
+        .values(revision=record.revision + 1, **values)
+    )
+    return changed.rowcount == 1

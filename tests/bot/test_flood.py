@@ -255,34 +255,42 @@ async def test_a_card_never_overtakes_a_waiting_request_to_its_own_chat() -> Non
     ]
 
 
+class StatusAndCard:
+    """Chat 1's status message, sent `unless` its card is out, and that card."""
+
+    def __init__(self, limiter: FloodLimiter, request: Callable[..., Awaitable[None]]) -> None:
+        self.limiter = limiter
+        self.request = request
+        self.card_out = False
+        self.withdrawn: list[str] = []
+
+    async def status(self) -> None:
+        with unless(lambda: self.card_out):
+            try:
+                await self.request(self.limiter, "sendMessage", 1)
+            except Withdrawn:
+                self.withdrawn.append("status")
+
+    async def card(self) -> None:
+        self.card_out = True
+        await card(self.request)(self.limiter, "sendMessage", 1)
+
+
 async def test_a_request_made_moot_by_a_card_gives_way_and_is_not_sent() -> None:
     """A request made `unless(moot)` (a status message) is passed by a card to its own chat, and is not sent
     at all when `moot()` holds once its turn comes: `Withdrawn` instead."""
     time = VirtualTime()
     limiter = FloodLimiter(overall_per_s=4, clock=time.clock, sleep=time.sleep)
     sent, request = recorder(time)
-    card_out = False
-    withdrawn: list[str] = []
-
-    async def status() -> None:
-        with unless(lambda: card_out):
-            try:
-                await request(limiter, "sendMessage", 1)
-            except Withdrawn:
-                withdrawn.append("status")
-
-    async def the_card() -> None:
-        nonlocal card_out
-        card_out = True
-        await card(request)(limiter, "sendMessage", 1)
+    chat1 = StatusAndCard(limiter, request)
 
     await time.run(
         functools.partial(request, limiter, "editMessageText", 2),  # fills the bucket: the status waits
-        status,
-        the_card,
+        chat1.status,
+        chat1.card,
     )
     assert sent == [("editMessageText", 2, 1000.0), ("sendMessage", 1, 1000.25)]  # the card, in the next place
-    assert withdrawn == ["status"]
+    assert chat1.withdrawn == ["status"]
 
 
 async def test_a_request_made_moot_before_its_turn_books_no_place_the_next_one_takes_it() -> None:
@@ -291,29 +299,16 @@ async def test_a_request_made_moot_before_its_turn_books_no_place_the_next_one_t
     time = VirtualTime()
     limiter = FloodLimiter(overall_per_s=4, clock=time.clock, sleep=time.sleep)
     sent, request = recorder(time)
-    card_out = False
-    withdrawn: list[str] = []
-
-    async def status() -> None:
-        with unless(lambda: card_out):
-            try:
-                await request(limiter, "sendMessage", 1)
-            except Withdrawn:
-                withdrawn.append("status")
-
-    async def the_card() -> None:
-        nonlocal card_out
-        card_out = True
-        await card(request)(limiter, "sendMessage", 1)
+    chat1 = StatusAndCard(limiter, request)
 
     await time.run(
         functools.partial(request, limiter, "editMessageText", 2),  # fills the bucket: the others wait
-        status,
+        chat1.status,
         functools.partial(request, limiter, "editMessageText", 3),
-        the_card,
+        chat1.card,
     )
     assert [(chat, at - 1000.0) for _, chat, at in sent] == [(2, 0.0), (1, 0.25), (3, 0.5)]
-    assert withdrawn == ["status"]
+    assert chat1.withdrawn == ["status"]
 
 
 async def test_no_place_is_booked_for_a_moot_request_that_may_be_overtaken_no_more() -> None:
@@ -322,30 +317,17 @@ async def test_no_place_is_booked_for_a_moot_request_that_may_be_overtaken_no_mo
     time = VirtualTime()
     limiter = FloodLimiter(overall_per_s=4, max_overtaken=1, clock=time.clock, sleep=time.sleep)
     sent, request = recorder(time)
-    card_out = False
-    withdrawn: list[str] = []
-
-    async def status() -> None:
-        with unless(lambda: card_out):
-            try:
-                await request(limiter, "sendMessage", 1)
-            except Withdrawn:
-                withdrawn.append("status")
-
-    async def the_card() -> None:
-        nonlocal card_out
-        card_out = True
-        await card(request)(limiter, "sendMessage", 1)
+    chat1 = StatusAndCard(limiter, request)
 
     await time.run(
         functools.partial(request, limiter, "editMessageText", 2),  # fills the bucket: the others wait
-        status,
+        chat1.status,
         functools.partial(request, limiter, "editMessageText", 3),
-        the_card,
+        chat1.card,
         functools.partial(card(request), limiter, "sendMessage", 4),
     )
     assert [(chat, at - 1000.0) for _, chat, at in sent] == [(2, 0.0), (1, 0.25), (4, 0.5), (3, 0.75)]
-    assert withdrawn == ["status"]
+    assert chat1.withdrawn == ["status"]
 
 
 def busiest_second(times: list[float]) -> int:
