@@ -8,8 +8,8 @@ first row's `prev_hash` is 64 zeros. Editing a row changes its canonical form; d
 in `seq` and a `prev_hash` that matches nothing. (Deleting the newest rows leaves no trace in the chain
 itself; keep copies of `audit` output elsewhere to anchor it.)
 
-Appends are serialised in `AuditLog.append`: one lock per process (whoever holds it writes every event
-queued meanwhile in one transaction: a group commit), the database's lock across processes
+Appends are serialised in `AuditLog.append`: one writer at a time per process (it writes every event
+queued meanwhile in one transaction: a group commit, `bot.store.group`), the database's lock across processes
 (PostgreSQL: `LOCK TABLE audit`; SQLite: its write lock, taken before the head is read), and the unique
 `seq` turns any race left into a retry instead of a fork.
 """
@@ -21,15 +21,15 @@ import enum
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-import anyio
 from sqlalchemy import Select, false, insert, select, text, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from bot.store.group import GroupCommit
 from bot.store.tables import audit
 
 __all__ = ["GENESIS", "AuditEvent", "AuditLog", "AuditRow", "ChainBreak", "canonical_form"]
@@ -147,20 +147,13 @@ def _digest(row: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_form(row)).hexdigest()
 
 
-@dataclass(slots=True)
-class _Pending:
-    values: dict[str, Any]
-    row: AuditRow | None = None
-    error: SQLAlchemyError | None = None
-
-
 class AuditLog:
     """The audit table of one database; `append` is the only writer."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
-        self._lock = anyio.Lock()
-        self._queue: list[_Pending] = []
+        self._commits: GroupCommit[dict[str, Any], AuditRow] = GroupCommit(self._write)
+        """Events appended while a batch is being written go together in the next transaction."""
         self._head: tuple[int, str] | None = None
         """(seq, hash) of the last row this log wrote; None until known."""
         self.rows_written = 0
@@ -193,27 +186,9 @@ class AuditLog:
             "request_id": request_id,
             "detail": canonical_json(dict(detail or {})),
         }
-        entry = _Pending(values)
-        self._queue.append(entry)
-        async with self._lock:
-            if entry.row is None and entry.error is None:
-                # Group commit: whoever holds the lock writes every event queued meanwhile in one
-                # transaction; the others find their row written when the lock comes to them.
-                batch, self._queue = self._queue, []
-                try:
-                    rows = await self._write([pending.values for pending in batch])
-                except SQLAlchemyError as exc:
-                    for pending in batch:
-                        pending.error = exc
-                else:
-                    for pending, row in zip(batch, rows, strict=True):
-                        pending.row = row
-        if entry.error is not None:
-            raise entry.error
-        assert entry.row is not None
-        return entry.row
+        return await self._commits.submit(values)
 
-    async def _write(self, batch: list[dict[str, Any]]) -> list[AuditRow]:
+    async def _write(self, batch: Sequence[dict[str, Any]]) -> list[AuditRow]:
         """Chain and insert `batch` after the head, in one transaction.
 
         The fast path trusts the head this process wrote last: `seq` is dense and unique, so the insert only

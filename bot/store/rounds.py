@@ -1,36 +1,44 @@
 """Open questions in the database (`rounds` table): the store's `RoundBook`. Does I/O.
 
 Every write is committed before its call returns, so a question is on disk before its card is sent and its
-answer before it goes back to the server. Writes are group-committed: whoever holds the lock writes every write
-queued meanwhile in one transaction, in order (a flood of questions is a few transactions, not one each, and
+answer before it goes back to the server. Writes are group-committed (`bot.store.group`): the writes queued
+while a batch is being written go in the next transaction, in order (a flood of questions is a few transactions, not one each, and
 never a crowd of transactions queueing for SQLite's one write lock). JSON columns hold canonical JSON text.
 """
 
 from __future__ import annotations
 
+import enum
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-from sqlalchemy import Executable, delete, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.core import Era, KeptQuestion, Origin
 from bot.store.audit import canonical_json
+from bot.store.group import GroupCommit
 from bot.store.tables import rounds
 
 __all__ = ["RoundStore"]
 
 
-@dataclass(slots=True)
+class _Kind(enum.Enum):
+    INSERT = "insert"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True, slots=True)
 class _Write:
-    statement: Executable
-    counts: bool
-    """An insert or update (counted in `rows_written`)."""
-    done: bool = False
-    error: SQLAlchemyError | None = None
+    kind: _Kind
+    ids: tuple[str, ...]
+    """The questions (rows) it writes: one, or the ones a delete closes."""
+    values: Mapping[str, Any]
+    """The row (insert) or the columns to set (update)."""
 
 
 class RoundStore:
@@ -38,44 +46,11 @@ class RoundStore:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
-        self._lock = anyio.Lock()
-        self._queue: list[_Write] = []
+        self._commits: GroupCommit[_Write, None] = GroupCommit(self._write)
         self.rows_written = 0
         """Inserts and updates this process made (read by bench)."""
         self.transactions = 0
         """Transactions those writes took (read by bench and tests)."""
-
-    async def _commit(self, statement: Executable, *, counts: bool = True) -> None:
-        """Run `statement` and commit it, with whatever else was queued meanwhile.
-
-        Raises:
-            sqlalchemy.exc.SQLAlchemyError: the database refused this write.
-        """
-        write = _Write(statement, counts)
-        self._queue.append(write)
-        async with self._lock:
-            if not write.done:
-                batch, self._queue = self._queue, []
-                try:
-                    await self._run(batch)
-                except SQLAlchemyError:
-                    # One refused write must not fail the others: each again, on its own.
-                    for each in batch:
-                        try:
-                            await self._run([each])
-                        except SQLAlchemyError as exc:
-                            each.error = exc
-                for each in batch:
-                    each.done = True
-        if write.error is not None:
-            raise write.error
-
-    async def _run(self, batch: list[_Write]) -> None:
-        async with self.engine.begin() as conn:
-            for each in batch:
-                await conn.execute(each.statement)
-        self.transactions += 1
-        self.rows_written += sum(1 for each in batch if each.counts)
 
     async def keep(self, question: KeptQuestion) -> None:
         values = {
@@ -99,10 +74,7 @@ class RoundStore:
             "progress": canonical_json(question.progress),
             "answer": None if question.answer is None else canonical_json(question.answer),
         }
-        await self._commit(insert(rounds).values(values))
-
-    async def _update(self, question_id: str, **values: Any) -> None:
-        await self._commit(update(rounds).where(rounds.c.id == question_id).values(**values))
+        await self._commit(_Write(_Kind.INSERT, (question.id,), values))
 
     async def placed(self, question_id: str, chat_id: int, message_id: int) -> None:
         await self._update(question_id, card_chat_id=chat_id, card_message_id=message_id)
@@ -114,9 +86,63 @@ class RoundStore:
         await self._update(question_id, answer=canonical_json(answer))
 
     async def close(self, *question_ids: str) -> None:
-        if not question_ids:
-            return
-        await self._commit(delete(rounds).where(rounds.c.id.in_(question_ids)), counts=False)
+        if question_ids:
+            await self._commit(_Write(_Kind.DELETE, question_ids, {}))
+
+    async def _update(self, question_id: str, **values: Any) -> None:
+        await self._commit(_Write(_Kind.UPDATE, (question_id,), values))
+
+    async def _commit(self, write: _Write) -> None:
+        """Commit `write`, with whatever else was queued meanwhile.
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError: the database refused this write.
+        """
+        await self._commits.submit(write)
+
+    async def _write(self, batch: Sequence[_Write]) -> list[SQLAlchemyError | None]:
+        """`batch` in one transaction; when the database refuses it, each write again on its own, so that one
+        refused write fails alone."""
+        try:
+            await self._run(batch)
+            return [None] * len(batch)
+        except SQLAlchemyError:
+            if len(batch) == 1:
+                raise
+        outcomes: list[SQLAlchemyError | None] = []
+        for each in batch:
+            try:
+                await self._run([each])
+                outcomes.append(None)
+            except SQLAlchemyError as exc:
+                outcomes.append(exc)
+        return outcomes
+
+    async def _run(self, batch: Sequence[_Write]) -> None:
+        """One transaction. The writes of a stretch that touches each question once go as one statement per
+        kind (and per set of columns updated), each with all their rows: a statement costs a round trip to
+        the database, and a busy event loop makes every round trip slow."""
+        async with self.engine.begin() as conn:
+            for stretch in _stretches(batch):
+                rows = [dict(w.values) for w in stretch if w.kind is _Kind.INSERT]
+                if rows:
+                    await conn.execute(insert(rounds), rows)
+                updates: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+                for w in stretch:
+                    if w.kind is _Kind.UPDATE:
+                        updates.setdefault(tuple(sorted(w.values)), []).append(
+                            {"b_id": w.ids[0], **{f"b_{k}": v for k, v in w.values.items()}}
+                        )
+                for columns, params in updates.items():
+                    changes: dict[str, Any] = {c: bindparam(f"b_{c}") for c in columns}
+                    await conn.execute(
+                        update(rounds).where(rounds.c.id == bindparam("b_id")).values(changes), params
+                    )
+                closed = [i for w in stretch if w.kind is _Kind.DELETE for i in w.ids]
+                if closed:
+                    await conn.execute(delete(rounds).where(rounds.c.id.in_(closed)))
+        self.transactions += 1
+        self.rows_written += sum(1 for w in batch if w.kind is not _Kind.DELETE)
 
     async def open_questions(self) -> list[KeptQuestion]:
         async with self.engine.connect() as conn:
@@ -143,3 +169,17 @@ def _question(row: dict[str, Any]) -> KeptQuestion:
         progress=json.loads(row["progress"]),
         answer=None if row["answer"] is None else json.loads(row["answer"]),
     )
+
+
+def _stretches(batch: Sequence[_Write]) -> list[list[_Write]]:
+    """`batch` cut, in order, into stretches in which no question is written twice: within one, the order of
+    the writes does not matter (each touches other rows)."""
+    stretches: list[list[_Write]] = [[]]
+    seen: set[str] = set()
+    for write in batch:
+        if seen.intersection(write.ids):
+            stretches.append([])
+            seen.clear()
+        stretches[-1].append(write)
+        seen.update(write.ids)
+    return stretches

@@ -4,9 +4,11 @@ and answer; closing forgets it. On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import anyio
 import pytest
+from sqlalchemy import event
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot.core import Era, KeptQuestion, Origin
@@ -62,7 +64,9 @@ async def test_closed_questions_are_forgotten_and_others_stay(store: Store) -> N
 
 
 @pytest.mark.anyio
-async def test_writes_made_at_once_are_each_committed_when_they_return_in_a_few_transactions(store: Store) -> None:
+async def test_writes_made_at_once_are_each_committed_when_they_return_in_a_few_transactions(
+    store: Store,
+) -> None:
     """Fifty questions kept at once (a flood): each is on disk when its `keep` returns, and the writes were
     group-committed rather than one transaction each."""
     book = store.rounds
@@ -97,3 +101,52 @@ async def test_a_refused_write_fails_alone_and_the_writes_queued_with_it_are_com
             tg.start_soon(keep, n)
     assert len(refused) == 1
     assert sorted(q.id for q in await book.open_questions()) == [f"elc-test-{n}" for n in range(5)]
+
+
+@pytest.mark.anyio
+async def test_a_group_of_writes_goes_as_one_statement_per_kind_not_one_per_write(store: Store) -> None:
+    """Fifty questions kept, their cards placed and their progress saved at once, then all closed: each kind
+    goes as one statement with all its rows (a round trip to the database each, and a busy event loop makes
+    every round trip slow); what reads back is what was written."""
+    book = store.rounds
+    statements: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if not statement.lstrip().upper().startswith("SELECT"):
+            statements.append(statement)
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", count)
+    try:
+        async with anyio.create_task_group() as tg:
+            for n in range(50):
+                tg.start_soon(book.keep, question(n, round_id=f"r-{n}"))
+        async with anyio.create_task_group() as tg:
+            for n in range(50):
+                if n % 2:
+                    tg.start_soon(book.placed, f"elc-test-{n}", -5001, 1000 + n)
+                else:
+                    tg.start_soon(book.progress, f"elc-test-{n}", {"version": n})
+        found = {q.id: q for q in await book.open_questions()}
+        assert len(found) == 50
+        assert all(found[f"elc-test-{n}"].card_message_id == 1000 + n for n in range(1, 50, 2))
+        assert all(found[f"elc-test-{n}"].progress == {"version": n} for n in range(0, 50, 2))
+        async with anyio.create_task_group() as tg:
+            for n in range(50):
+                tg.start_soon(book.close, f"elc-test-{n}")
+        assert await book.open_questions() == []
+    finally:
+        event.remove(store.engine.sync_engine, "before_cursor_execute", count)
+    assert len(statements) < 30, statements
+
+
+@pytest.mark.anyio
+async def test_writes_grouped_in_one_transaction_apply_in_the_order_they_were_made(store: Store) -> None:
+    """A question's progress saved before it was kept (queued behind another question's keep, in the same
+    group) changes nothing, as it would have on its own: grouping never reorders one question's writes."""
+    book = store.rounds
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(book.keep, question(0, round_id="r-0"))  # written first; the next two queue meanwhile
+        tg.start_soon(book.progress, "elc-test-1", {"version": 9})
+        tg.start_soon(book.keep, question(1, round_id="r-1"))
+    found = {q.id: q for q in await book.open_questions()}
+    assert found["elc-test-1"].progress == {}
