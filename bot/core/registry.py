@@ -11,8 +11,9 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Hashable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from contextlib import contextmanager
+from functools import partial
 
 import anyio
 
@@ -117,10 +118,7 @@ class PromptRegistry:
         try:
             if not restored:
                 with self.shielded_io():
-                    if self.observer is not None:
-                        await self.observer.prompt_shown(prompt)
-                    if prompt.keeper is not None:
-                        await prompt.keeper.shown(prompt)  # kept (committed) before the card is sent
+                    await self._record_shown(prompt)  # kept (committed) before the card is sent
                     # A card on its way must land (and be known), or a request withdrawn meanwhile leaves it live.
                     await self.surface.show_prompt(prompt)
             with anyio.move_on_after(prompt.seconds_left):
@@ -141,18 +139,12 @@ class PromptRegistry:
         except anyio.get_cancelled_exc_class():
             with self.shielded_io():
                 withdrawn = prompt.why_withdrawn() if prompt.why_withdrawn else Outcome.SERVER_CANCELLED
-                if self.observer is not None:
-                    await self.observer.prompt_ended(prompt, prompt._abort or withdrawn, None)
-                if prompt.keeper is not None:
-                    await prompt.keeper.ended(prompt, None)
+                await self._record_ended(prompt, prompt._abort or withdrawn, None)
                 await self._settle(prompt, prompt._abort or withdrawn)
             self._forget(prompt)
             raise
         with self.shielded_io():
-            if self.observer is not None:
-                await self.observer.prompt_ended(prompt, outcome, answer)
-            if prompt.keeper is not None:
-                await prompt.keeper.ended(prompt, answer_to_elicit_result(answer))
+            await self._record_ended(prompt, outcome, answer)
             if (
                 outcome is Outcome.ANSWERED
                 and prompt.request.url is not None
@@ -164,6 +156,25 @@ class PromptRegistry:
             await self._settle(prompt, outcome)
         self._forget(prompt)
         return answer
+
+    async def _record_shown(self, prompt: Prompt) -> None:
+        """The question's audit row and its keeper's copy, written at once (each waits for a commit)."""
+        writes: list[Callable[[], Awaitable[None]]] = []
+        if self.observer is not None:
+            writes.append(partial(self.observer.prompt_shown, prompt))
+        if prompt.keeper is not None:
+            writes.append(partial(prompt.keeper.shown, prompt))
+        await _together(writes)
+
+    async def _record_ended(self, prompt: Prompt, outcome: Outcome, answer: Answer | None) -> None:
+        """How the question ended, in the audit and to its keeper, written at once."""
+        writes: list[Callable[[], Awaitable[None]]] = []
+        if self.observer is not None:
+            writes.append(partial(self.observer.prompt_ended, prompt, outcome, answer))
+        if prompt.keeper is not None:
+            result = None if answer is None else answer_to_elicit_result(answer)
+            writes.append(partial(prompt.keeper.ended, prompt, result))
+        await _together(writes)
 
     def _forget(self, prompt: Prompt) -> None:
         del self._pending[prompt.token]
@@ -219,3 +230,22 @@ class PromptRegistry:
             logger.exception("could not settle prompt %s", prompt.request.id)
         finally:
             prompt.settled.set()
+
+
+async def _together(writes: list[Callable[[], Awaitable[None]]]) -> None:
+    """Run `writes` at once rather than one after the other (each is a commit: under a flood, a wait of a few
+    passes of a busy event loop); when one fails, its exception is raised, as it would have been alone."""
+    if len(writes) <= 1:
+        for write in writes:
+            await write()
+        return
+    try:
+        async with anyio.create_task_group() as tg:
+            for write in writes:
+                tg.start_soon(_run, write)
+    except BaseExceptionGroup as group:
+        raise group.exceptions[0] from None
+
+
+async def _run(write: Callable[[], Awaitable[None]]) -> None:
+    await write()
