@@ -28,6 +28,8 @@ import anyio
 from telegram.error import RetryAfter
 from telegram.ext import BaseRateLimiter
 
+from bot.telegram.request import on_written
+
 logger = logging.getLogger(__name__)
 
 OVERALL_PER_S: Final = 28
@@ -117,6 +119,19 @@ class _Bucket:
         return self._full_at <= now
 
 
+class _Went:
+    """When a request counted overall went: when its turn came, then (called) when its body was written."""
+
+    __slots__ = ("_clock", "at")
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.at = clock()
+
+    def __call__(self) -> None:
+        self.at = self._clock()
+
+
 class FloodLimiter(BaseRateLimiter[int]):
     """Telegram's flood limits for every Bot API call except getUpdates (PTB never limits that one).
 
@@ -151,7 +166,7 @@ class FloodLimiter(BaseRateLimiter[int]):
             if overall_per_s
             else None
         )
-        self._sent: deque[float] = deque(maxlen=max(1, overall_burst - 1 + overall_per_s))
+        self._sent: deque[_Went] = deque(maxlen=max(1, overall_burst - 1 + overall_per_s))
         """When the latest requests counted overall went, as many as the bucket allows in one second."""
         self._second_lock = anyio.Lock(fast_acquire=True)
         self._group_limit = (group_burst, group_period_s) if group_burst else None
@@ -206,10 +221,11 @@ class FloodLimiter(BaseRateLimiter[int]):
                 raise Withdrawn(endpoint) from None
             if withdraw is not None and withdraw():
                 raise Withdrawn(endpoint)
-            if self._overall is not None and buckets and buckets[-1] is self._overall:
-                await self._within_second()
             try:
-                return await callback(*args, **kwargs)
+                if self._overall is None or not buckets or buckets[-1] is not self._overall:
+                    return await callback(*args, **kwargs)
+                with on_written(await self._within_second()):
+                    return await callback(*args, **kwargs)
             except RetryAfter as exc:
                 refused += 1
                 if refused > retries:
@@ -247,16 +263,22 @@ class FloodLimiter(BaseRateLimiter[int]):
             if buckets:
                 await self._book(buckets[-1])
 
-    async def _within_second(self) -> None:
+    async def _within_second(self) -> _Went:
         """Wait until sending now keeps every second within what the overall bucket allows in one (its burst
         and a second's worth of its rate), counted when requests go. The bucket spaces the places it books,
         but the requests whose places passed while the event loop was held up would all go at once, more
-        than the rate in one second (and Telegram counts them as they come)."""
+        than the rate in one second (and Telegram counts them as they come).
+
+        A request counts from now, and from when its body was written once the HTTP client says so (the
+        `_Went` returned, called through `request.on_written`): written a loop pass later, tens of
+        milliseconds under load, a request would otherwise land in the next second with those sent then."""
         async with self._second_lock:
             sent = self._sent
-            while len(sent) == sent.maxlen and (wait := sent[0] + 1.0 - self._clock()) > 0:
-                await self._sleep(wait)
-            sent.append(self._clock())
+            while len(sent) == sent.maxlen and (wait := sent[0].at + 1.0 - self._clock()) > 0:
+                await self._sleep(wait)  # the oldest may have gone out later than counted: look again
+            went = _Went(self._clock)
+            sent.append(went)
+            return went
 
     async def _book(self, bucket: _Bucket) -> None:
         now = self._clock()

@@ -13,6 +13,7 @@ import pytest
 from telegram.error import RetryAfter
 
 from bot.telegram.flood import RETRY_MARGIN_S, FloodLimiter, Withdrawn, card_first, unless
+from bot.telegram.request import report_written
 
 pytestmark = pytest.mark.anyio
 
@@ -375,3 +376,28 @@ async def test_requests_woken_a_little_late_keep_the_overall_rate() -> None:
     times = [at - 1000.0 for _, _, at in sent]
     assert times[-1] == pytest.approx(8 * 0.25 + LateTime.LATE)
     assert busiest_second(times) == 4
+
+
+async def test_a_request_counts_overall_from_when_its_body_was_written() -> None:
+    """The HTTP client writes a body a loop pass after the request was made (tens of ms under load): the
+    request is counted from then, so the next second's requests wait for it, and no second as Telegram
+    counts (when requests arrive) holds more than the rate."""
+    time = VirtualTime()
+    limiter = FloodLimiter(overall_per_s=4, clock=time.clock, sleep=time.sleep)
+    written: list[float] = []
+
+    async def edit(chat_id: int, late_s: float) -> None:
+        async def callback() -> bool:
+            if late_s:
+                await time.sleep(late_s)
+            report_written()  # what the HTTP client's trace hook calls
+            written.append(time.now - 1000.0)
+            return True
+
+        await limiter.process_request(callback, (), {}, "editMessageText", {"chat_id": chat_id}, None)
+
+    jobs = [functools.partial(edit, 0, 0.3)] + [functools.partial(edit, chat, 0.0) for chat in range(1, 6)]
+    await time.run(*jobs)
+    assert len(written) == 6
+    assert busiest_second(written) == 4
+    assert written[-2] == pytest.approx(0.3 + 1.0)  # the fifth waited a second from the first's writing

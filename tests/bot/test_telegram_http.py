@@ -25,7 +25,7 @@ from telegram.request._requestparameter import RequestParameter
 
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.flood import FloodLimiter
-from bot.telegram.request import AiohttpRequest
+from bot.telegram.request import AiohttpRequest, on_written
 
 pytestmark = pytest.mark.anyio
 
@@ -122,6 +122,19 @@ async def test_requests_share_one_keep_alive_connection_and_send_json() -> None:
     assert first.headers["content-type"] == "application/json"
     assert first.headers["user-agent"].startswith("python-telegram-bot")
     assert json.loads(first.body) == {"chat_id": 5, "text": "hi 0", "reply_markup": keyboard}
+
+
+async def test_a_request_made_in_an_on_written_block_reports_its_body_written_and_others_do_not() -> None:
+    """The flood limiter counts a request from when its body was written (`on_written`): the client reports
+    it for requests made inside the block, before their answer, and never for requests made outside it."""
+    reports: list[int] = []
+    async with serve() as server, AiohttpRequest() as request:
+        await request.do_request(server.url("sendMessage"), "POST", params(chat_id=5, text="outside"))
+        assert reports == []
+        with on_written(lambda: reports.append(len(server.seen))):
+            await request.do_request(server.url("sendMessage"), "POST", params(chat_id=5, text="inside"))
+        await request.do_request(server.url("sendMessage"), "POST", params(chat_id=5, text="after"))
+    assert reports and set(reports) == {1}  # while only the first request had been answered
 
 
 async def test_connection_close_from_the_server_is_honoured() -> None:
