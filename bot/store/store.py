@@ -66,6 +66,10 @@ async def open_store(
         raise StoreUnavailable(f"database {display_url(url)}: {exc}") from exc
     try:
         log = AuditLog(engine)
+        try:
+            await log.read_head()
+        except SQLAlchemyError as exc:
+            raise StoreUnavailable(f"database {display_url(url)}: {exc}") from exc
         key = storage.secret_key
         signins = None if key is None else SignInStore(engine, key.get())
         yield Store(

@@ -12,10 +12,11 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import delete, update
+from sqlalchemy import delete, event, update
 
 from bot.config import Secret, StorageConfig
 from bot.store import AuditEvent, AuditLog, Store, canonical_form, open_store
@@ -87,6 +88,32 @@ async def test_concurrent_appends_from_two_writers_never_fork_the_chain(store: S
     count, broken = await store.audit.verify()
     assert (count, broken) == (40, None)
     assert [row.seq for row in await store.audit.rows()] == list(range(1, 41))
+
+
+async def test_the_first_append_after_opening_is_a_lone_insert_and_a_stale_head_is_only_a_retry(
+    store_url: str,
+) -> None:
+    """The head is read when the store opens, so the first event (the first question of a flood) is one
+    INSERT, without the database's lock and a read; a head another writer moved since costs a retry, never a
+    fork of the chain."""
+    async with open_store(StorageConfig(Secret(store_url))) as first:
+        await fill(first.audit, 2)
+    async with open_store(StorageConfig(Secret(store_url))) as opened:
+        statements: list[str] = []
+
+        def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            statements.append(statement.split(None, 1)[0].upper())
+
+        event.listen(opened.engine.sync_engine, "before_cursor_execute", count)
+        try:
+            await fill(opened.audit, 1)
+            assert statements == ["INSERT"]
+            await fill(AuditLog(opened.engine), 1)  # another writer moves the head
+            await fill(opened.audit, 1)
+        finally:
+            event.remove(opened.engine.sync_engine, "before_cursor_execute", count)
+        count_, broken = await opened.audit.verify()
+        assert (count_, broken) == (5, None)
 
 
 async def test_rows_filter_by_user_and_server_and_keep_the_last(store: Store) -> None:
