@@ -8,6 +8,13 @@ redacted, so no handler renders the original exception (or its frames) again.
 At DEBUG, PTB logs every Bot API call's parameters and answer: message texts (people's typed answers among
 them) and the webhook's `secret_token`, and every update it processes (what people typed). Those loggers stay
 at INFO whatever `--log-level` says (`QUIET_AT_DEBUG`); secrets known to the config are redacted besides.
+
+Other libraries do the same at DEBUG: aiosqlite logs every SQL statement with its values (typed answers, call
+arguments), asyncpg and SQLAlchemy can, the MCP SDK logs whole messages, httpcore request details. So the cap
+is structural: the root logger never goes below INFO, and only the bot's own loggers (`OURS`) and libraries
+known to log nothing people typed at DEBUG (`CONTENT_FREE`) follow `--log-level` down. Every other logger,
+one named here or one a library adds later, inherits INFO; one a library set below INFO itself is raised to
+INFO, and the bot's handler drops any DEBUG record from outside the allow-list that still gets through.
 """
 
 from __future__ import annotations
@@ -40,6 +47,11 @@ QUIET_AT_DEBUG: Final = ("telegram.Bot", "telegram.ext.ExtBot", "telegram.ext.Ap
 """Loggers that write Bot API parameters and answers, and whole updates (texts people typed, the webhook
 secret), at DEBUG."""
 REDACTED: Final = "<redacted>"
+OURS: Final = ("bot", "mapping")
+"""The bot's own loggers: they log ids, names and counts, never values people typed."""
+CONTENT_FREE: Final = ("asyncio", "uvicorn.error")
+"""Libraries whose DEBUG lines carry no content: asyncio's slow-callback and task notes, uvicorn's server and
+connection life cycle (addresses, never paths or bodies; request lines are `uvicorn.access`, kept quiet)."""
 
 _base_factory: Callable[..., logging.LogRecord] = logging.getLogRecordFactory()
 """The record factory before ours (installing ours again replaces ours, never stacks it)."""
@@ -110,16 +122,37 @@ class OncePerKeyFilter(logging.Filter):
         return True
 
 
+def _allowed_below_info(name: str) -> bool:
+    """Whether the logger `name` may log below INFO: it is ours or allow-listed (or a child of one)."""
+    return any(name == top or name.startswith(top + ".") for top in (*OURS, *CONTENT_FREE))
+
+
+class _CapOthersAtInfo(logging.Filter):
+    """Drops records below INFO from loggers outside the allow-list (one a library set to DEBUG after us)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.INFO or _allowed_below_info(record.name)
+
+
 def setup_logging(level: str = "INFO", secrets: tuple[str, ...] = ()) -> None:
-    """Log to stderr at `level`; chatty libraries at WARNING; `secrets` redacted from every record."""
+    """Log to stderr at `level`; chatty libraries at WARNING; other libraries at INFO at most (see the module
+    docstring); `secrets` redacted from every record."""
     logging.setLogRecordFactory(redacting_factory(secrets))
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_CapOthersAtInfo())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(level)
+    numeric = logging.getLevelNamesMapping()[level]
+    root.setLevel(max(numeric, logging.INFO))
+    for name in (*OURS, *CONTENT_FREE):
+        logging.getLogger(name).setLevel(numeric)
+    for name, existing in list(logging.root.manager.loggerDict.items()):
+        capped = isinstance(existing, logging.Logger) and not _allowed_below_info(name)
+        if capped and logging.NOTSET < existing.level < logging.INFO:
+            existing.setLevel(logging.INFO)
     for name in _CHATTY:
         logging.getLogger(name).setLevel(logging.WARNING)
     refused = logging.getLogger(REFUSED_LOGGER)
