@@ -150,8 +150,9 @@ def setup_logging(level: str = "INFO", secrets: tuple[str, ...] = ()) -> None:
     for name in (*OURS, *CONTENT_FREE):
         logging.getLogger(name).setLevel(numeric)
     for name, existing in list(logging.root.manager.loggerDict.items()):
-        capped = isinstance(existing, logging.Logger) and not _allowed_below_info(name)
-        if capped and logging.NOTSET < existing.level < logging.INFO:
+        if not isinstance(existing, logging.Logger) or _allowed_below_info(name):
+            continue
+        if logging.NOTSET < existing.level < logging.INFO:
             existing.setLevel(logging.INFO)
     for name in _CHATTY:
         logging.getLogger(name).setLevel(logging.WARNING)
