@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 from typing import Any, Final
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from telegram import Bot, Update
+
+from bot.web.bounded_json import TooDeep, loads
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,10 @@ class Webhook:
 
     def _update(self, body: bytes) -> Update | None:
         try:
-            data = json.loads(body)
+            data = loads(body)
+        except TooDeep as exc:
+            logger.warning("webhook: refused a body of %d bytes: %s", len(body), exc)
+            return None
         except ValueError:  # also not UTF-8
             return None
         if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):

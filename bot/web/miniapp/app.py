@@ -15,7 +15,6 @@ chat as usual); a second answer from the same launch gets 409. Nothing changes o
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from starlette.routing import BaseRoute, Route
 
 from bot.config import MiniAppConfig
 from bot.core import Prompt, PromptRegistry
+from bot.web.bounded_json import TooDeep, loads
 from bot.web.miniapp.forms import page_form, read_answers, read_value, wants_page
 from bot.web.miniapp.initdata import Launch, Refused, check_init_data
 from mapping import DECLINED, Answer, FieldError
@@ -194,7 +194,10 @@ async def _body(request: Request) -> dict[str, Any] | Response:
     except ClientDisconnect:
         return Response(status_code=400)
     try:
-        body = json.loads(data)
+        body = loads(data)
+    except TooDeep as exc:
+        logger.warning("mini app: refused a body of %d bytes: %s", len(data), exc)
+        return _refuse(400, "the request nests too deeply")
     except ValueError:
         return _refuse(400, "the request is not JSON")
     if not isinstance(body, dict):
