@@ -7,6 +7,7 @@ database is upgraded in place, never dropped.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Final
 
@@ -47,17 +48,29 @@ def display_url(url: str) -> str:
 
 
 async def open_engine(url: str, *, migrate: bool = True) -> AsyncEngine:
-    """An engine for `url`; a SQLite file (and its folder) is created on first use. With `migrate`, the
-    schema is upgraded to the newest revision first."""
+    """An engine for `url`; a SQLite file (and its folder) is created on first use, readable by its owner
+    only. With `migrate`, the schema is upgraded to the newest revision first."""
     target = database_url(url)
     if target.drivername.startswith("sqlite") and target.database not in (None, "", ":memory:"):
-        Path(target.database).parent.mkdir(parents=True, exist_ok=True)
+        _create_private(Path(target.database))
     engine = create_async_engine(target)
     if target.drivername.startswith("sqlite"):
         event.listen(engine.sync_engine, "connect", _write_ahead_log)
     if migrate:
         await upgrade(engine)
     return engine
+
+
+def _create_private(path: Path) -> None:
+    """Create the SQLite file (an empty file is an empty database) with mode 0600, and any missing folder
+    with 0700, whatever the umask; SQLite gives the WAL and shared-memory files the database's mode. An
+    existing file keeps the mode its owner gave it."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
 
 
 def _write_ahead_log(dbapi_connection: Any, record: Any) -> None:
