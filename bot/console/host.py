@@ -3,10 +3,16 @@
 Reads commands and answers line by line, so it works interactively and with a pipe:
 `printf '/call demo deploy\\n2\\ny\\ns\\n' | toolnexus-bot console`. At a terminal a call runs while the
 prompt stays open, so `/cancel` or Ctrl-C stops it at once; through a pipe every line is read in turn.
+
+Everything it prints passes `printable` first: a server's text (a question, a field's title, a tool's
+description, a result, a progress message) reaches the terminal without control characters, so an ANSI or
+OSC escape sequence cannot repaint the screen, move the cursor or retitle the window. Bad input is quoted
+back cut to `ECHO_LIMIT` characters.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from typing import Final
@@ -26,7 +32,15 @@ from bot.core import (
     ToolInfo,
     ToolOutcome,
 )
-from bot.core.call_args import CallArgsError, missing_required, parse_arguments, split_call, sub_schema
+from bot.core.call_args import (
+    ECHO_LIMIT,
+    CallArgsError,
+    echo,
+    missing_required,
+    parse_arguments,
+    split_call,
+    sub_schema,
+)
 from bot.servers.hub import Hub, Unavailable
 from mapping import (
     DECLINED,
@@ -53,6 +67,16 @@ from mapping.form import Edit, FormState
 from mapping.urls import MAX_SHOWN_URL, check_url
 
 CONSOLE_USER = Origin(chat_id=0, user_id=0)
+_CONTROLS: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0 controls but tab and newline, DEL, and C1 controls (one-byte CSI, OSC, ST among them)."""
+
+
+def printable(text: str) -> str:
+    """`text` without control characters: newline and tab stay, escape sequences lose their ESC (or CSI)
+    and show as harmless text."""
+    return _CONTROLS.sub("", text)
+
+
 HELP = """Commands:
   /servers                      the configured servers
   /tools [server]               list tools
@@ -84,7 +108,7 @@ class Console:
         self._watch: anyio.CancelScope | None = None
 
     def say(self, text: str = "") -> None:
-        self._write(text)
+        self._write(printable(text))
 
     # -- Surface -------------------------------------------------------------------------------------
 
@@ -134,7 +158,7 @@ class Console:
     async def _next_line(self, prompt: str = "") -> str | None:
         if self._eof:
             return None
-        line = await self.reader.readline(prompt)
+        line = await self.reader.readline(printable(prompt))
         self._eof = line is None
         return line
 
@@ -275,7 +299,7 @@ class Console:
         if len(found) == 1:
             return found[0]
         if not found:
-            self.say(f"  No tool named {name!r}." + ("" if server else " Try /tools."))
+            self.say(f"  No tool named {echo(name)}." + ("" if server else " Try /tools."))
         else:
             self.say(
                 f"  {name!r} is on several servers: "
@@ -297,7 +321,7 @@ class Console:
     async def _progress(self, progress: Progress) -> None:
         if self.reader.interactive:  # one line under the prompt, updated in place
             self.reader.set_status(
-                "  " + progress_bar(progress.fraction, progress.progress, progress.message)
+                printable("  " + progress_bar(progress.fraction, progress.progress, progress.message))
             )
             return
         fraction = progress.fraction
@@ -451,7 +475,7 @@ def _why_not_a_link_answer(raw: str, consentable: bool, host: str | None) -> str
     elif not consentable:
         return "this link cannot be opened from here; type /decline or /cancel"
     else:
-        why = f"{raw!r} is not an answer here" if raw else "an empty line is not an answer here"
+        why = f"{echo(raw)} is not an answer here" if raw else "an empty line is not an answer here"
     return f"{why}; type y to open {host}, /decline or /cancel" if consentable else why
 
 
@@ -459,9 +483,9 @@ def _why_not_a_review_answer(raw: str, rows: int) -> str:
     if raw == "/skip":
         why = "/skip does not apply to the review: nothing is left to skip"
     elif raw.isdigit():
-        why = f"there is no field {raw}" + (f" (1 to {rows})" if rows else "")
+        why = f"there is no field {raw if len(raw) <= ECHO_LIMIT else echo(raw)}" + (f" (1 to {rows})" if rows else "")
     else:
-        why = f"{raw!r} is not an answer here" if raw else "an empty line is not an answer here"
+        why = f"{echo(raw)} is not an answer here" if raw else "an empty line is not an answer here"
     return (
         f"{why}; type s to submit"
         + (", a field number to change it" if rows else "")

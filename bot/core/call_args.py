@@ -16,6 +16,15 @@ from typing import Any
 _KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z_][\w.-]*)=")
 
 
+ECHO_LIMIT = 100
+"""Characters of a person's bad input quoted back at them; the rest is cut."""
+
+
+def echo(text: str) -> str:
+    """`text` quoted back in a message about it (`'abc'`), cut to `ECHO_LIMIT` characters."""
+    return repr(text) if len(text) <= ECHO_LIMIT else repr(text[:ECHO_LIMIT]) + f"… ({len(text):,} characters)"
+
+
 class CallArgsError(ValueError):
     """The arguments cannot be understood; the message says how to write them."""
 
@@ -64,7 +73,7 @@ def parse_arguments(raw: str, input_schema: Mapping[str, Any] | None = None) -> 
     keys = list(_KEY.finditer(raw))
     if not keys or keys[0].start() != 0:
         first = raw.split()[0]
-        raise CallArgsError(f"{first!r} is not key=value (or pass one JSON object)")
+        raise CallArgsError(f"{echo(first)} is not key=value (or pass one JSON object)")
     properties = _properties(input_schema)
     args: dict[str, Any] = {}
     for key, following in zip(keys, [*keys[1:], None], strict=True):
