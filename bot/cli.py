@@ -75,6 +75,14 @@ def _store_parsers(
     audit.add_argument(
         "--verify", action="store_true", help="check the chain; exit 1 naming the first bad row"
     )
+    audit.add_argument(
+        "action",
+        nargs="?",
+        choices=["checkpoint", "public-key"],
+        help="checkpoint: sign the chain's length and head now and print the line; public-key: the key that checks it",
+    )
+    audit.add_argument("--checkpoint", metavar="LINE", help="with --verify: a checkpoint line the chain must hold")
+    audit.add_argument("--public-key", metavar="KEY", help="with --checkpoint: the key its signature must be made with")
     db = sub.add_parser("db", parents=[common], help="database maintenance")
     db.add_argument("action", choices=["upgrade"], help="upgrade: apply the schema migrations")
 
@@ -187,6 +195,9 @@ def _store_command(args: argparse.Namespace, config: Config) -> int:
             server=args.server,
             fmt=args.format,
             verify=args.verify,
+            checkpoint=args.checkpoint,
+            public_key=args.public_key,
+            action=args.action,
         )
     )
 

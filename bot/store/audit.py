@@ -5,8 +5,12 @@ The canonical form of a row is the UTF-8 bytes of the JSON object of all its col
 with keys sorted, no whitespace (`separators=(",", ":")`) and non-ASCII kept as is; `detail` enters as the
 JSON text stored in the row. `hash` is the SHA-256 (hex) of that form and the next row's `prev_hash`; the
 first row's `prev_hash` is 64 zeros. Editing a row changes its canonical form; deleting one leaves a gap
-in `seq` and a `prev_hash` that matches nothing. (Deleting the newest rows leaves no trace in the chain
-itself; keep copies of `audit` output elsewhere to anchor it.)
+in `seq` and a `prev_hash` that matches nothing.
+
+With a key (`[storage] secret_key`, `bot.store.audit_keys`) `hash` is the HMAC-SHA-256 of that form instead,
+so whoever edits the database without the key cannot re-chain it; signed checkpoints (every
+`CHECKPOINT_EVERY` rows and at stop) anchor its length and head for anyone holding the public key alone.
+Without a key the chain is plain SHA-256: it shows accidents, not tampering.
 
 Appends are serialised in `AuditLog.append`: one writer at a time per process (it writes every event
 queued meanwhile in one transaction: a group commit, `bot.store.group`), the database's lock across processes
@@ -29,8 +33,9 @@ from sqlalchemy import Select, false, insert, select, text, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from bot.store.audit_keys import CHECKPOINT_EVERY, AuditKeys, Checkpoint
 from bot.store.group import GroupCommit
-from bot.store.tables import audit
+from bot.store.tables import audit, audit_checkpoints
 
 __all__ = ["GENESIS", "AuditEvent", "AuditLog", "AuditRow", "ChainBreak", "canonical_form"]
 
@@ -74,6 +79,8 @@ class AuditEvent(enum.StrEnum):
     """The authorization server refused to refresh a person's token (they are asked to sign in again)."""
     LOGGED_OUT = "logged_out"
     """A person signed out of a server (`/logout`); whether the token was revoked."""
+    AUDIT_RESEALED = "audit_resealed"
+    """The chain was re-chained with the audit key (once, when a key first came); how the old chain stood."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,15 +155,19 @@ def _head() -> Select[tuple[int, str]]:
     return select(audit.c.seq, audit.c.hash).order_by(audit.c.seq.desc()).limit(1)
 
 
-def _digest(row: Mapping[str, Any]) -> str:
-    return hashlib.sha256(canonical_form(row)).hexdigest()
+def _digest(row: Mapping[str, Any], keys: AuditKeys | None = None) -> str:
+    """The row's hash: HMAC-SHA-256 under the audit key, or SHA-256 without one (one pass either way)."""
+    form = canonical_form(row)
+    return hashlib.sha256(form).hexdigest() if keys is None else keys.digest(form)
 
 
 class AuditLog:
     """The audit table of one database; `append` is the only writer."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, keys: AuditKeys | None = None) -> None:
         self.engine = engine
+        self.keys = keys
+        """The chain's HMAC and checkpoint keys; None: plain SHA-256, no checkpoints."""
         self._commits: GroupCommit[dict[str, Any], AuditRow] = GroupCommit(self._write)
         """Events appended while a batch is being written go together in the next transaction."""
         self._head: tuple[int, str] | None = None
@@ -199,7 +210,37 @@ class AuditLog:
             "request_id": request_id,
             "detail": canonical_json(dict(detail or {})),
         }
-        return await self._commits.submit(values)
+        row = await self._commits.submit(values)
+        if self.keys is not None and row.seq % CHECKPOINT_EVERY == 0:
+            await self.checkpoint()
+        return row
+
+    async def checkpoint(self) -> Checkpoint | None:
+        """Sign the chain's length and head now, keep the checkpoint in the database and return it (None
+        without a key).
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError: the database refused.
+        """
+        if self.keys is None:
+            return None
+        async with self.engine.begin() as conn:
+            head = (await conn.execute(_head())).first()
+            count, head_hash = (0, GENESIS) if head is None else (head.seq, head.hash)
+            found = self.keys.checkpoint(count, head_hash)
+            exists = select(audit_checkpoints.c.count).where(
+                audit_checkpoints.c.count == count, audit_checkpoints.c.key == found.key
+            )
+            if (await conn.execute(exists)).first() is None:
+                values = {"count": count, "head": head_hash, "at": found.at, "key": found.key, "sig": found.sig}
+                await conn.execute(insert(audit_checkpoints).values(**values))
+        return found
+
+    async def stored_checkpoints(self) -> list[Checkpoint]:
+        """The checkpoints kept in the database, oldest first."""
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(select(audit_checkpoints).order_by(audit_checkpoints.c.count))
+            return [Checkpoint(*row) for row in rows]  # columns in the dataclass's order
 
     async def _write(self, batch: Sequence[dict[str, Any]]) -> list[AuditRow]:
         """Chain and insert `batch` after the head, in one transaction.
@@ -221,7 +262,7 @@ class AuditLog:
                     for values in batch:
                         seq += 1
                         values["seq"], values["prev_hash"] = seq, prev_hash
-                        values["hash"] = prev_hash = _digest(values)
+                        values["hash"] = prev_hash = _digest(values, self.keys)
                     await conn.execute(insert(audit), batch)
             except IntegrityError:
                 # Another process took these places in the chain: take the lock, read the head, again.
@@ -261,33 +302,56 @@ class AuditLog:
             found = [AuditRow(**row._asdict()) for row in await conn.execute(query)]
         return sorted(found, key=lambda row: row.seq) if last is not None else found
 
-    async def verify(self) -> tuple[int, ChainBreak | None]:
-        """Walk the chain: how many rows were checked, and the first bad row (None when it holds)."""
+    async def verify(
+        self, checkpoints: Sequence[Checkpoint] = (), *, content: bool = True
+    ) -> tuple[int, ChainBreak | None]:
+        """Walk the chain: how many rows were checked, and the first bad row (None when it holds).
+
+        Each of `checkpoints` (their signatures already checked) must find its row with its hash, and the
+        chain at least that long. Without `content` (no key at hand for a keyed chain) only the links are
+        checked: `seq` dense, each `prev_hash` the previous row's `hash`, and the checkpoints.
+        """
         expected_seq, prev_hash, count = 1, GENESIS, 0
         previous: AuditRow | None = None
+        anchors = {c.count: c for c in checkpoints}
         async with self.engine.connect() as conn:
             result = await conn.stream(select(audit).order_by(audit.c.seq))
             try:
                 async for found in result:
                     row = AuditRow(**found._asdict())
                     count += 1
-                    broken = _check(row, expected_seq, prev_hash, previous)
+                    broken = _check(row, expected_seq, prev_hash, previous, self.keys if content else None, content)
+                    anchor = anchors.get(row.seq)
+                    if broken is None and anchor is not None and anchor.head != row.hash:
+                        broken = ChainBreak(row.seq, row.id, f"rewritten (the checkpoint of {anchor.at} holds another hash)")
                     if broken is not None:
                         return count, broken
                     expected_seq, prev_hash, previous = row.seq + 1, row.hash, row
             finally:
                 await result.close()
+        beyond = [c for c in anchors.values() if c.count > count]
+        if beyond:
+            last = max(beyond, key=lambda c: c.count)
+            return count, ChainBreak(count + 1, None, f"cut: the checkpoint of {last.at} counts {last.count} rows, the chain has {count}")
         return count, None
 
 
-def _check(row: AuditRow, expected_seq: int, prev_hash: str, previous: AuditRow | None) -> ChainBreak | None:
-    """The break at `row`, given what the rows before it promise (None when it holds)."""
+def _check(
+    row: AuditRow,
+    expected_seq: int,
+    prev_hash: str,
+    previous: AuditRow | None,
+    keys: AuditKeys | None = None,
+    content: bool = True,
+) -> ChainBreak | None:
+    """The break at `row`, given what the rows before it promise (None when it holds); `content` False
+    checks the links only."""
     if row.seq != expected_seq:
         return ChainBreak(expected_seq, None, f"missing (deleted); the chain resumes at row {row.seq}")
     if row.prev_hash != prev_hash:
         if previous is not None:
             return ChainBreak(previous.seq, previous.id, "altered (the next row holds another hash for it)")
         return ChainBreak(row.seq, row.id, "altered (the first row must follow the genesis hash)")
-    if _digest(asdict(row)) != row.hash:
+    if content and _digest(asdict(row), keys) != row.hash:
         return ChainBreak(row.seq, row.id, "altered (its content does not match its hash)")
     return None

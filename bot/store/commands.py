@@ -1,5 +1,10 @@
 """The store's commands: `toolnexus-bot db upgrade` and `toolnexus-bot audit`. Does I/O (database, stdout).
 
+`audit checkpoint` signs the chain's length and head now and prints the line to ship elsewhere; `audit
+public-key` prints the key that checks such lines; `audit --verify [--checkpoint LINE]` walks the chain (with
+the key from the config: every row's HMAC; without it: the links), and checks it against the checkpoints kept
+in the database and the given line, which needs no secret.
+
 Exit status: 0 fine; 1 the audit chain is broken (`--verify`) or the database cannot be used.
 """
 
@@ -12,9 +17,12 @@ import sys
 from typing import Final, TextIO
 
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.config import Config
 from bot.store.audit import AuditLog, AuditRow
+from bot.store.audit_keys import AuditKeys, BadCheckpoint, Checkpoint
+from bot.store.audit_seal import sealed_with
 from bot.store.engine import current_revision, display_url, open_engine
 
 __all__ = ["audit_command", "db_upgrade", "parse_since"]
@@ -57,28 +65,73 @@ async def audit_command(
     server: str | None = None,
     fmt: str = "jsonl",
     verify: bool = False,
+    checkpoint: str | None = None,
+    public_key: str | None = None,
+    action: str | None = None,
     out: TextIO = sys.stdout,
 ) -> int:
-    """Print the audit log (filtered), or with `verify` check its whole chain."""
+    """Print the audit log (filtered), or with `verify` check its whole chain (against the `checkpoint`
+    line too, signed with `public_key` when given); `action` "checkpoint" or "public-key" (see above)."""
     assert config.storage is not None  # load_config always sets one
     url = config.storage.url.get()
+    secret = config.storage.secret_key
+    keys = None if secret is None else AuditKeys(secret.get())
+    if action is not None:
+        if keys is None:
+            print("no audit key: set [storage] secret_key (the chain is plain SHA-256 without it)", file=sys.stderr)
+            return 1
+        if action == "public-key":
+            print(keys.public_key, file=out)
+            return 0
+    anchors: list[Checkpoint] = []
+    if checkpoint is not None:
+        try:
+            anchors.append(Checkpoint.parse(checkpoint, public_key))
+        except BadCheckpoint as exc:
+            print(f"audit checkpoint refused: {exc}", file=out)
+            return 1
     try:
         engine = await open_engine(url)
         try:
-            log = AuditLog(engine)
-            if verify:
-                count, broken = await log.verify()
-                if broken is not None:
-                    print(f"audit chain broken at {broken}", file=out)
-                    return 1
-                print(f"audit chain ok: {count} rows", file=out)
+            if action == "checkpoint":
+                made = await AuditLog(engine, keys).checkpoint()
+                assert made is not None
+                print(made.line(), file=out)
                 return 0
+            if verify:
+                return await _verify(engine, keys, anchors, out)
+            log = AuditLog(engine, keys)
             _print(await log.rows(since=since, user_id=user_id, server=server), fmt, out)
         finally:
             await engine.dispose()
     except (SQLAlchemyError, OSError) as exc:
         print(f"database {display_url(url)}: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+async def _verify(engine: AsyncEngine, keys: AuditKeys | None, anchors: list[Checkpoint], out: TextIO) -> int:
+    sealed = await sealed_with(engine)
+    if keys is not None and sealed is not None and sealed != keys.public_key:
+        print(f"audit chain sealed with another key ({sealed}); this config's is {keys.public_key}", file=out)
+        return 1
+    key = sealed or (keys.public_key if keys is not None else None)
+    log = AuditLog(engine, keys)
+    for stored in await log.stored_checkpoints():
+        if stored.key == key:
+            try:
+                anchors.append(Checkpoint.parse(stored.line(), key))
+            except BadCheckpoint:
+                print(f"audit checkpoint for {stored.count} rows in the database is forged", file=out)
+                return 1
+    content = keys is not None or sealed is None
+    count, broken = await log.verify(anchors, content=content)
+    if broken is not None:
+        print(f"audit chain broken at {broken}", file=out)
+        return 1
+    how = "" if content else " (links and checkpoints only: without the key, rows' content is not checked)"
+    kind = "HMAC-SHA-256" if sealed is not None else "SHA-256, unkeyed: it shows accidents, not tampering"
+    print(f"audit chain ok: {count} rows, {kind}, {len(anchors)} checkpoints{how}", file=out)
     return 0
 
 

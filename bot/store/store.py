@@ -14,6 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.config import AuditContent, Config, StorageConfig
 from bot.store.approvals import ApprovalStore
 from bot.store.audit import AuditEvent, AuditLog
+from bot.store.audit_keys import AuditKeys
+from bot.store.audit_seal import reseal, sealed_with
 from bot.store.engine import display_url, open_engine
 from bot.store.observer import AuditObserver
 from bot.store.rounds import RoundStore
@@ -64,10 +66,12 @@ async def open_store(
         engine = await open_engine(url)
     except (SQLAlchemyError, OSError) as exc:
         raise StoreUnavailable(f"database {display_url(url)}: {exc}") from exc
+    log: AuditLog | None = None
     try:
-        log = AuditLog(engine)
+        log = AuditLog(engine, None if storage.secret_key is None else AuditKeys(storage.secret_key.get()))
         try:
             await log.read_head()
+            await _seal(log)
         except SQLAlchemyError as exc:
             raise StoreUnavailable(f"database {display_url(url)}: {exc}") from exc
         key = storage.secret_key
@@ -77,7 +81,29 @@ async def open_store(
         )
     finally:
         with anyio.CancelScope(shield=True):
+            try:
+                if log is not None:
+                    await log.checkpoint()  # the chain's length and head at stop, signed
+            except SQLAlchemyError:
+                logger.warning("could not record the audit checkpoint at stop", exc_info=True)
             await engine.dispose()
+
+
+async def _seal(log: AuditLog) -> None:
+    """Re-seal an unkeyed chain once a key is there; say what the chain is worth."""
+    if log.keys is None:
+        logger.info(
+            "audit log: no key ([storage] secret_key): its hash chain shows accidents, not tampering"
+        )
+        return
+    sealed = await sealed_with(log.engine)
+    if sealed is None:
+        await reseal(log)
+    elif sealed != log.keys.public_key:
+        logger.error(
+            "audit log: the chain is sealed with another key (%s); `audit --verify` fails until that key is back",
+            sealed,
+        )
 
 
 @asynccontextmanager

@@ -21,7 +21,16 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-__all__ = ["approval_votes", "approvals", "audit", "metadata", "oauth_accounts", "rounds"]
+__all__ = [
+    "approval_votes",
+    "approvals",
+    "audit",
+    "audit_checkpoints",
+    "audit_seal",
+    "metadata",
+    "oauth_accounts",
+    "rounds",
+]
 
 metadata = MetaData(
     naming_convention={
@@ -49,6 +58,24 @@ audit = Table(
 )
 Index("ix_audit_user_id", audit.c.user_id)
 Index("ix_audit_server", audit.c.server)
+
+audit_seal = Table(
+    "audit_seal",
+    metadata,
+    Column("public_key", String(64), primary_key=True, comment="the key the chain is sealed with (Ed25519, base64)"),
+    Column("sealed_at", String(32), nullable=False),
+    Column("rows", BigInteger, nullable=False, comment="rows re-chained when it was sealed"),
+)
+
+audit_checkpoints = Table(
+    "audit_checkpoints",
+    metadata,
+    Column("count", BigInteger, primary_key=True, comment="rows in the chain"),
+    Column("head", String(64), nullable=False, comment="the hash of row `count`"),
+    Column("at", String(32), nullable=False),
+    Column("key", String(64), primary_key=True, comment="the signer's Ed25519 public key"),
+    Column("sig", String(128), nullable=False, comment="Ed25519 signature of the checkpoint line"),
+)
 
 rounds = Table(
     "rounds",

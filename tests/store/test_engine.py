@@ -15,7 +15,7 @@ from bot.store import AuditEvent, AuditLog, current_revision, database_url, open
 
 pytestmark = pytest.mark.anyio
 
-NEWEST = "0005"
+NEWEST = "0006"
 
 
 async def test_a_fresh_database_is_migrated_to_the_newest_revision_on_open(store_url: str) -> None:
