@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
 import hmac
 from dataclasses import dataclass
 from typing import Final
@@ -90,6 +91,8 @@ class AuditKeys:
 
     def __init__(self, secret: str) -> None:
         self.mac_key = _derive(secret, b"toolnexus-bot audit chain hmac-sha256")
+        self._mac = hmac.new(self.mac_key, digestmod=hashlib.sha256)
+        """Keyed once; each row's HMAC copies it (the key's two blocks are not hashed again per row)."""
         self._signer = Ed25519PrivateKey.from_private_bytes(
             _derive(secret, b"toolnexus-bot audit checkpoint ed25519")
         )
@@ -97,7 +100,9 @@ class AuditKeys:
 
     def digest(self, canonical: bytes) -> str:
         """HMAC-SHA-256 of a row's canonical form (hex)."""
-        return hmac.digest(self.mac_key, canonical, "sha256").hex()
+        mac = self._mac.copy()
+        mac.update(canonical)
+        return mac.hexdigest()
 
     def checkpoint(self, count: int, head: str, at: dt.datetime | None = None) -> Checkpoint:
         when = (at or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")
