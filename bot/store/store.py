@@ -43,6 +43,8 @@ class Store:
     """Open questions that outlive the process."""
     signins: SignInStore | None = None
     """Per-person OAuth tokens, when `[storage] secret_key` is set."""
+    audit_note: str | None = None
+    """What the audit chain is worth when that needs saying (no key): the bot logs it once it runs."""
 
     async def audit_sign_in(self, event: str, user_id: int, server: str, detail: dict[str, str]) -> None:
         """Record a sign-in, a refresh failure or a logout (`bot.servers.oauth.SignInAudit`); never raises."""
@@ -71,13 +73,19 @@ async def open_store(
         log = AuditLog(engine, None if storage.secret_key is None else AuditKeys(storage.secret_key.get()))
         try:
             await log.read_head()
-            await _seal(log)
+            note = await _seal(log)
         except SQLAlchemyError as exc:
             raise StoreUnavailable(f"database {display_url(url)}: {exc}") from exc
         key = storage.secret_key
         signins = None if key is None else SignInStore(engine, key.get())
         yield Store(
-            engine, log, AuditObserver(log, content), ApprovalStore(engine, log, content), RoundStore(engine), signins
+            engine,
+            log,
+            AuditObserver(log, content),
+            ApprovalStore(engine, log, content),
+            RoundStore(engine),
+            signins,
+            note,
         )
     finally:
         with anyio.CancelScope(shield=True):
@@ -89,13 +97,10 @@ async def open_store(
             await engine.dispose()
 
 
-async def _seal(log: AuditLog) -> None:
-    """Re-seal an unkeyed chain once a key is there; say what the chain is worth."""
+async def _seal(log: AuditLog) -> str | None:
+    """Re-seal an unkeyed chain once a key is there; what the chain is worth, when that needs saying."""
     if log.keys is None:
-        logger.info(
-            "audit log: no key ([storage] secret_key): its hash chain shows accidents, not tampering"
-        )
-        return
+        return "audit log: no key ([storage] secret_key): its hash chain shows accidents, not tampering"
     sealed = await sealed_with(log.engine)
     if sealed is None:
         await reseal(log)
@@ -104,6 +109,7 @@ async def _seal(log: AuditLog) -> None:
             "audit log: the chain is sealed with another key (%s); `audit --verify` fails until that key is back",
             sealed,
         )
+    return None
 
 
 @asynccontextmanager

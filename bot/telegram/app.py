@@ -136,6 +136,8 @@ async def _serve(
                     await tg.start(web.run)
                 await _start_updates(app, config, watch)
                 logger.info("bot @%s is running", app.bot.username)
+                if store is not None and store.audit_note is not None:
+                    logger.warning("%s", store.audit_note)
                 if ready is not None:
                     ready.set()
                 await stop.wait()
