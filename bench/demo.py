@@ -207,6 +207,7 @@ async def public_demo(strangers: int, within_s: float = 1.0) -> dict[str, Any]:
         "refused_examples": [f"{uid}: {text}" for uid, text in list(refused.items())[:3]],
         "lost_waiting_for": dict(Counter(steps.get(uid, "start") for uid in lost)),
         "stalled_after_s": stalled[0] if stalled else None,
+        "stall_s": STALL_S,
         "failures": failed[:5],
         "peak_rss_mb_bot": round(peaks.peak_kb.get(bot.pid, 0) / 1024, 1),
         "peak_rss_mb_total": round(sum(peaks.peak_kb.values()) / 1024, 1),

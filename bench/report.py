@@ -276,7 +276,12 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 s,
                 "lost: still waiting, by step",
                 e["lost"],
-                waiting + (f" (nothing changed for {stalled} s: given up)" if stalled is not None else ""),
+                waiting
+                + (
+                    f" (given up {stalled} s in: nothing had changed for {e.get('stall_s', 60):g} s)"
+                    if stalled is not None
+                    else ""
+                ),
             )
         add(s, "peak RSS MB, bot and servers", e["peak_rss_mb_total"], f"bot alone {e['peak_rss_mb_bot']}")
         add(s, "processes", e["processes_most"], "the bot and its server processes, most at once")

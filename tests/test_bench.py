@@ -163,6 +163,6 @@ def test_the_public_demo_table_says_who_was_refused_or_lost_and_why_and_counts_t
     value, note = rows["e. public demo", "refused: what they were shown last"]
     assert value == "3" and "too many questions at once" in note
     value, note = rows["e. public demo", "lost: still waiting, by step"]
-    assert value == "2" and "2 at first question" in note and "75.5 s" in note
+    assert value == "2" and "2 at first question" in note and "75.5 s in" in note
     assert demo.went_wrong(result) == 5
     assert demo.went_wrong({**result, "completed": 10, "refused": 0, "lost": 0}) == 0
