@@ -4,7 +4,8 @@ The JSON goes to bench/results/local/latest.json, which git ignores; `--out benc
 the published figures (a tracked file) on purpose.
 
 Progress goes to stderr. `--quick` runs tiny sizes (a smoke run); `--profile-bot PATH` profiles the bot
-process of the bridge scenario with cProfile (read it with `python -m pstats PATH`).
+process of the bridge scenario with cProfile (read it with `python -m pstats PATH`). The exit status is 1 when
+scenario e had a stranger refused, lost or crossed (its table says which and why), else 0.
 """
 
 from __future__ import annotations
@@ -181,6 +182,9 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     scenarios.progress(f"done in {results['meta']['seconds']} s; figures in {args.out}")
+    if "public_demo" in results and demo.went_wrong(results["public_demo"]):
+        scenarios.progress("e: not every stranger completed (refused, lost or crossed): exit status 1")
+        return 1
     return 0
 
 

@@ -250,7 +250,8 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     e = results.get("public_demo")
     if e:
         s = "e. public demo"
-        wrong = e["lost"] + e["crossed"]
+        refused = e.get("refused", 0)
+        wrong = refused + e["lost"] + e["crossed"]
         add(
             s,
             "strangers",
@@ -261,8 +262,27 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             s,
             "completed the deploy flow",
             e["completed"],
-            "zero lost or crossed" if not wrong else f"{wrong} WRONG",
+            "zero refused, lost or crossed"
+            if not wrong
+            else f"{wrong} WRONG: {refused} refused, {e['lost']} lost, {e['crossed']} crossed",
         )
+        if refused:
+            reasons = "; ".join(f"{n} x {reason!r}" for reason, n in e.get("refused_reasons", {}).items())
+            add(s, "refused: what they were shown last", refused, reasons)
+        if e["lost"]:
+            stalled = e.get("stalled_after_s")
+            waiting = ", ".join(f"{n} at {step}" for step, n in e.get("lost_waiting_for", {}).items())
+            add(
+                s,
+                "lost: still waiting, by step",
+                e["lost"],
+                waiting
+                + (
+                    f" (given up {stalled} s in: nothing had changed for {e.get('stall_s', 60):g} s)"
+                    if stalled is not None
+                    else ""
+                ),
+            )
         add(s, "peak RSS MB, bot and servers", e["peak_rss_mb_total"], f"bot alone {e['peak_rss_mb_bot']}")
         add(s, "processes", e["processes_most"], "the bot and its server processes, most at once")
         add(

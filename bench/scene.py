@@ -48,11 +48,15 @@ class BenchFake(FakeTelegram):
         super().__init__(**kwargs)
         self.arrived: dict[tuple[int, int], float] = {}
         """(chat_id, message_id) -> `time.monotonic()` when the bot's message first reached the fake."""
+        self.last_change = time.monotonic()
+        """When a bot message was last sent, edited or deleted."""
         self._watchers: dict[int, list[tuple[Callable[[Msg], bool], asyncio.Future[Msg]]]] = defaultdict(list)
 
     def touch(self, msg: Msg) -> None:
         super().touch(msg)
         self.arrived.setdefault((msg.chat_id, msg.message_id), time.monotonic())
+        if msg.from_bot:
+            self.last_change = time.monotonic()
         watchers = self._watchers.get(msg.chat_id)
         if not watchers:
             return

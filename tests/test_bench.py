@@ -131,6 +131,38 @@ async def test_the_public_demo_scenario_has_every_stranger_complete_deploy_with_
     """e: the shipped config with allow_everyone; three strangers each finish deploy with their own choice,
     served by one shared demo process beside the bot; the report has its table."""
     result = await demo.public_demo(3)
-    assert (result["completed"], result["lost"], result["crossed"]) == (3, 0, 0)
+    assert (result["completed"], result["refused"], result["lost"], result["crossed"]) == (3, 0, 0, 0)
+    assert demo.went_wrong(result) == 0
     assert result["processes_most"] == 2
     assert "e. public demo" in report.table({"public_demo": result})
+
+
+def test_the_public_demo_table_says_who_was_refused_or_lost_and_why_and_counts_them_as_gone_wrong() -> None:
+    """e: strangers refused (with what they were shown last) and lost (with the step each waited at when
+    nothing moved any more) each get a row, and `went_wrong` (bench's exit status) counts them."""
+    result = {
+        "strangers": 10,
+        "started_within_s": 1.0,
+        "completed": 5,
+        "refused": 3,
+        "lost": 2,
+        "crossed": 0,
+        "refused_reasons": {"too many questions at once": 3},
+        "lost_waiting_for": {"first question": 2},
+        "stalled_after_s": 75.5,
+        "peak_rss_mb_total": 200.0,
+        "peak_rss_mb_bot": 130.0,
+        "processes_most": 2,
+        "last_result_s": 7.0,
+        "messages_accepted": 50,
+        "theoretical_min_s": 1.7,
+        "fake_429s": 0,
+    }
+    rows = {(scenario, figure): (value, note) for scenario, figure, value, note in report.rows({"public_demo": result})}
+    assert rows["e. public demo", "completed the deploy flow"] == ("5", "5 WRONG: 3 refused, 2 lost, 0 crossed")
+    value, note = rows["e. public demo", "refused: what they were shown last"]
+    assert value == "3" and "too many questions at once" in note
+    value, note = rows["e. public demo", "lost: still waiting, by step"]
+    assert value == "2" and "2 at first question" in note and "75.5 s in" in note
+    assert demo.went_wrong(result) == 5
+    assert demo.went_wrong({**result, "completed": 10, "refused": 0, "lost": 0}) == 0

@@ -17,6 +17,7 @@ import anyio
 import mcp_types as types
 from mcp import MCPError, UrlElicitationRequiredError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from bot.core import (
     CallStatus,
@@ -32,7 +33,7 @@ from bot.servers.connections import describe_error
 from bot.servers.elicitation import Caller, Elicitations
 from bot.servers.pool import Pool, Unavailable
 from bot.servers.results import failure, outcome_of_result
-from bot.servers.rounds import Resumed, Rounds, elicit_result
+from bot.servers.rounds import Resumed, Rounds, elicit_result, untagged_result
 from mapping import Answer, MappingError, answer_to_elicit_result, elicitation_to_request
 
 logger = logging.getLogger(__name__)
@@ -204,15 +205,24 @@ class Calls:
                                 responses: types.InputResponses | None, state: str | None
                             ) -> types.Result:
                                 assert client is not None
-                                return await client.session.call_tool(
-                                    call.tool,
-                                    arguments,
-                                    progress_callback=progress_callback,
-                                    input_responses=responses,
-                                    request_state=state,
-                                    allow_input_required=True,
-                                    allow_claimed=True,
-                                )
+                                try:
+                                    return await client.session.call_tool(
+                                        call.tool,
+                                        arguments,
+                                        progress_callback=progress_callback,
+                                        input_responses=responses,
+                                        request_state=state,
+                                        allow_input_required=True,
+                                        allow_claimed=True,
+                                    )
+                                except ValidationError as exc:
+                                    # A result without `resultType` is complete (the spec); the SDK refuses it.
+                                    untagged = untagged_result(exc, client.protocol_version)
+                                    if untagged is None:
+                                        raise
+                                    if not untagged.is_error:  # as the SDK checks a tagged one
+                                        await client.session.validate_tool_result(call.tool, untagged)
+                                    return untagged
 
                             result = await self.rounds.drive(
                                 conn, call.origin, call.tool, arguments, send, resumed

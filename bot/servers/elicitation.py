@@ -43,9 +43,12 @@ from mapping.urls import check_url
 logger = logging.getLogger(__name__)
 
 MAX_OPEN_PER_SESSION: Final = 5
-"""Questions one MCP session may have open at once (a 2026-07-28 round counts whole); more are refused."""
+"""Questions one person's MCP session may have open at once (a 2026-07-28 round counts whole); more are refused.
+A shared session serves everyone, so there the bound is per call: each call's questions count, not the
+others'."""
 REFUSAL_LINE_EVERY_S: Final = 60.0
-"""A session whose questions are refused for being too many tells its person so at most this often."""
+"""A session (a call, on a shared session) whose questions are refused for being too many tells its person
+so at most this often."""
 
 
 @dataclass(eq=False, slots=True)
@@ -58,6 +61,10 @@ class Caller:
     """The tool called (approval rules of gate "answers" match it; kept with a legacy question, for **Run again**
     after a restart)."""
     arguments: dict[str, Any] | None = None
+    open: int = 0
+    """Its questions open (or being checked) now: what the cap counts on a shared session."""
+    refusal_told: float | None = None
+    """When its person was last told that its questions were too many (on a shared session)."""
 
 
 Vet = Callable[[Prompt, str | None, dict[str, Any]], Awaitable[dict[str, Any] | None]]
@@ -212,22 +219,34 @@ class Elicitations:
     async def _elicit(
         self, conn: Connection, params: ElicitRequestParams, keeper: Keeper | None = None
     ) -> ElicitResult | ErrorData:
+        askers = self._askers(conn)
+        # The cap counts one person's questions: a whole unshared session, or on a shared session (everyone's)
+        # the call that asked, which a question there always belongs to alone.
+        counted = askers[0] if conn.server.shared and askers else None
         # Counted from the first moment: a 2026-07-28 round's questions arrive together (the SDK starts one
         # task per question), and each must see the others before any is shown.
         conn.prompt_opened(+1)
+        if counted is not None:
+            counted.open += 1
         try:
             if conn.protocol in MODERN_PROTOCOL_VERSIONS:
                 await (
                     anyio.lowlevel.checkpoint()
                 )  # the round's other tasks, already started, count themselves
-            return await self._ask(conn, params, keeper)
+            return await self._ask(conn, params, keeper, askers, counted)
         finally:
             conn.prompt_opened(-1)
+            if counted is not None:
+                counted.open -= 1
 
     async def _ask(
-        self, conn: Connection, params: ElicitRequestParams, keeper: Keeper | None = None
+        self,
+        conn: Connection,
+        params: ElicitRequestParams,
+        keeper: Keeper | None,
+        askers: list[Caller],
+        counted: Caller | None,
     ) -> ElicitResult | ErrorData:
-        askers = self._askers(conn)
         origin = askers[0].origin if askers else self._owner(conn)
         wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
         message = wire.get("message") if isinstance(wire.get("message"), str) else ""
@@ -242,11 +261,12 @@ class Elicitations:
                 if refusal.tell:
                     await self._report(origin, conn.server.name, str(message), refusal.reason)
                 return ElicitResult(action="cancel")
-        if conn.open_prompts > self.max_open:
-            await self._refuse_too_many(conn, origin, str(message))
+        if (counted.open if counted is not None else conn.open_prompts) > self.max_open:
+            await self._refuse_too_many(conn, origin, str(message), counted)
             return ErrorData(
                 code=types.INVALID_REQUEST,
-                message=f"too many questions at once: at most {self.max_open} may be open per session",
+                message=f"too many questions at once: at most {self.max_open} may be open per "
+                + ("call" if counted is not None else "session"),
             )
         try:
             request = elicitation_to_request(wire)
@@ -328,15 +348,20 @@ class Elicitations:
         )
         return RoundKeeper(self.book, question)
 
-    async def _refuse_too_many(self, conn: Connection, origin: Origin, message: str) -> None:
-        """One line to the person, at most every `REFUSAL_LINE_EVERY_S` per session (a flood stays one line)."""
+    async def _refuse_too_many(
+        self, conn: Connection, origin: Origin, message: str, counted: Caller | None
+    ) -> None:
+        """One line to the person, at most every `REFUSAL_LINE_EVERY_S` per session, or per call on a shared
+        session (a flood stays one line)."""
         now = self._now()
-        told = self._refusal_told.get(conn.key)
+        told = counted.refusal_told if counted is not None else self._refusal_told.get(conn.key)
         if told is not None and now - told < REFUSAL_LINE_EVERY_S:
             return
-        self._refusal_told[conn.key] = (
-            now  # before the await: the round's other questions are refused meanwhile
-        )
+        # Noted before the await: the round's other questions are refused meanwhile.
+        if counted is not None:
+            counted.refusal_told = now
+        else:
+            self._refusal_told[conn.key] = now
         reason = f"it asked more than {self.max_open} questions at once; the extra ones were refused"
         await self._report(origin, conn.server.name, message, reason)
 

@@ -18,13 +18,15 @@ from typing import Any, Final
 import anyio
 import mcp_types as types
 from mcp import MCPError
+from mcp_types.methods import parse_server_result
+from pydantic import ValidationError
 
 from bot.core import Era, KeptQuestion, Origin, RoundBook
 from bot.servers.connections import Connection
 from bot.servers.elicitation import Elicitations
 from bot.servers.keeper import RoundKeeper
 
-__all__ = ["Resumed", "Rounds", "elicit_result"]
+__all__ = ["Resumed", "Rounds", "elicit_result", "untagged_result"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +51,29 @@ def elicit_result(answer: dict[str, Any], url_mode: bool) -> types.ElicitResult:
     if url_mode and answer.get("action") == "accept":
         return types.ElicitResult(action="accept")
     return types.ElicitResult.model_validate(answer)
+
+
+def untagged_result(error: ValidationError, version: str) -> types.CallToolResult | None:
+    """The complete `tools/call` result a server sent without `resultType`, which the SDK refused; else None.
+
+    The spec: a result with no `resultType` is complete. mcp 2.3.0 checks a 2026-07-28 result against a wire
+    schema that requires the tag and raises before anything is returned, so the call would fail with "2
+    validation errors for union[CallToolResult,InputRequiredResult]". Its error carries the raw result (the
+    input of each missing-`resultType` error), which is checked again here, tagged "complete", by the SDK's own
+    public wire parser: anything else wrong with it still fails. None when the error is about anything else.
+    """
+    for detail in error.errors():
+        raw = detail.get("input")
+        if (
+            detail["type"] == "missing"
+            and detail["loc"][-1:] == ("resultType",)
+            and len(detail["loc"]) <= 2  # the result's own field (under the union's arm), not a nested one
+            and isinstance(raw, dict)
+            and "resultType" not in raw
+        ):
+            result = parse_server_result("tools/call", version, {**raw, "resultType": "complete"})
+            return result if isinstance(result, types.CallToolResult) else None
+    return None
 
 
 class Rounds:

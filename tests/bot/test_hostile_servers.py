@@ -12,7 +12,7 @@ import pytest
 
 from bot.core import CallStatus, Progress
 from bot.servers.elicitation import MAX_OPEN_PER_SESSION
-from tests.bot.support import ALICE, make_config, placeholder, running_hub
+from tests.bot.support import ALICE, BOB, make_config, placeholder, running_hub
 from tests.bot.telegram_harness import bot_scene, is_result
 from tests.servers.elicit import build_server
 
@@ -82,6 +82,34 @@ async def test_a_2026_round_with_more_questions_than_the_cap_is_refused_whole() 
             await surface.wait_for(lambda: len(surface.shown) == MAX_OPEN_PER_SESSION)
             hub.cancel(ALICE)
     assert json.loads(results[0].text) == ["cancel"] * MAX_OPEN_PER_SESSION
+
+
+async def test_on_a_shared_2026_session_the_cap_counts_each_call_not_everyones_questions() -> None:
+    """2026-07-28, one session shared by everyone: Alice's and Bob's calls each ask the cap's worth at once
+    and both rounds are shown whole (the other person's questions do not count against a call), while a
+    call asking past the cap is still refused whole and only its person is told."""
+    config = make_config(placeholder(["t"], protocol="2026-07-28", shared=True))
+    async with running_hub(config, in_process={"t": build_server}) as (hub, _prompts, surface):
+        results: list[Any] = []
+        async with anyio.create_task_group() as tg:
+            for who in (ALICE, BOB):
+                tg.start_soon(
+                    lambda who=who: _collect(
+                        results, hub.call_tool("t", "ask_many", {"n": MAX_OPEN_PER_SESSION}, who)
+                    )
+                )
+            await surface.wait_for(lambda: len(surface.shown) == 2 * MAX_OPEN_PER_SESSION)
+            refused = None
+            with anyio.move_on_after(10):  # without the cap, six more cards would wait for answers
+                refused = await hub.call_tool("t", "ask_many", {"n": MAX_OPEN_PER_SESSION + 1}, BOB)
+            hub.cancel(ALICE)
+            hub.cancel(BOB)
+    assert refused is not None and refused.status is CallStatus.FAILED and "too many questions" in refused.text
+    assert [json.loads(r.text) for r in results] == [["cancel"] * MAX_OPEN_PER_SESSION] * 2
+    assert len(surface.shown) == 2 * MAX_OPEN_PER_SESSION
+    assert {p.origin for p in surface.shown} == {ALICE, BOB}
+    ((origin, _server, _message, reason),) = surface.unsupported
+    assert origin == BOB and f"more than {MAX_OPEN_PER_SESSION} questions" in reason
 
 
 async def test_a_50_mb_result_is_shown_trimmed_with_a_note_and_others_calls_still_complete() -> None:

@@ -1,21 +1,27 @@
 """The public demo end to end: strangers under `allow_everyone`, the shared demo session in both eras, limits.
 
-Real PTB against the fake Bot API, the real demo server in-process, /metrics scraped over loopback.
+Real PTB against the fake Bot API, the real demo server (in-process, or over stdio from the shipped config),
+/metrics scraped over loopback.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.config import LimitsConfig
+from bench.demo import shipped_config
+from bot.config import LimitsConfig, load_config
 from bot.servers.limits import Limit
+from bot.telegram.app import serve
 from tests.bot.telegram_harness import Chat, bot_scene, is_result
 from tests.bot.test_webhook import free_port
-from tests.fake_telegram import FakeUser, Msg
+from tests.fake_telegram import FakeTelegram, FakeUser, Msg
 
 pytestmark = pytest.mark.anyio
 
@@ -129,3 +135,68 @@ async def test_on_a_shared_legacy_session_the_next_person_is_told_they_wait_for_
             lambda m: "Where should bob be deployed?" in m.text and has_buttons(m)
         )
         await finish_deploy(s, s.bob, bob_card, "bob", "Production (live)", "production")
+
+
+STRANGERS = 30
+
+
+@asynccontextmanager
+async def shipped_demo(folder: Path) -> AsyncIterator[FakeTelegram]:
+    """The bot from `config.example.toml` as shipped (only the Bot API address and `allow_everyone` changed,
+    as for a public demo; the token from the environment): its demo server a real stdio process, its store a
+    SQLite file beside the config."""
+    async with FakeTelegram() as fake:
+        path = folder / "config.toml"
+        path.write_text(shipped_config(fake.base_url), encoding="utf-8")
+        config = load_config(path, {"TELEGRAM_BOT_TOKEN": fake.token})
+        stop, ready = anyio.Event(), anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve, config, stop, ready)
+            with anyio.fail_after(20):
+                await ready.wait()
+            yield fake
+            stop.set()
+        assert not fake.unexpected_errors, fake.unexpected_errors
+
+
+async def test_thirty_strangers_at_once_on_the_shipped_demo_each_get_their_card_and_their_own_result(
+    tmp_path: Path,
+) -> None:
+    """30 strangers `/call demo deploy` at once on the shipped shared demo: every one gets their own first
+    question (none is refused for the others' open questions) and sees the deploy through to the result
+    naming their service and choice."""
+    async with shipped_demo(tmp_path) as fake:
+        people = [fake.user(id=700_000 + i, first_name=f"S{i}") for i in range(STRANGERS)]
+        done: list[int] = []
+
+        async def deploy(user: FakeUser) -> None:
+            service = f"s{user.id}"
+            choice, environment = (("Staging (safe to try)", "staging"), ("Production (live)", "production"))[
+                user.id % 2
+            ]
+            await user.send(f"/call demo deploy service={service}")
+            card = await fake.wait_for(
+                lambda m: m.chat_id == user.id
+                and (f"Where should {service} be deployed?" in m.text or "too many questions" in m.text),
+                timeout=60,
+            )
+            assert has_buttons(card), card.text
+            await user.press(card, choice, timeout=30)
+            await fake.wait_for(lambda m: m is card and "Please review" in m.text, timeout=30)
+            await user.press(card, "✅ Submit", timeout=30)
+            confirm = await fake.wait_for(
+                lambda m: m.chat_id == user.id and f"Deploy {service} to {environment}?" in m.text and has_buttons(m),
+                timeout=30,
+            )
+            await user.press(confirm, "Yes", timeout=30)
+            await fake.wait_for(lambda m: m is confirm and "Please review" in m.text, timeout=30)
+            await user.press(confirm, "✅ Submit", timeout=30)
+            await fake.wait_for(
+                lambda m: m.chat_id == user.id and f"Deployed {service} to {environment}" in m.text, timeout=60
+            )
+            done.append(user.id)
+
+        async with anyio.create_task_group() as tg:
+            for user in people:
+                tg.start_soon(deploy, user)
+    assert sorted(done) == [user.id for user in people]

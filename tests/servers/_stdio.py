@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -15,7 +16,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
-__all__ = ["DIED_EXIT_CODE", "Tripwire", "serve_stdio"]
+__all__ = ["DIED_EXIT_CODE", "Rewrite", "Tripwire", "serve_stdio"]
 
 DIED_EXIT_CODE: Final = 17
 
@@ -37,15 +38,24 @@ class Tripwire:
         )
 
 
+Rewrite = Callable[[dict[str, Any]], None]
+"""Changes one outgoing JSON-RPC message in place before it is written (a server that misbehaves on the wire)."""
+
+
 class _TripwireStdout:
     """The two methods of `anyio.AsyncFile[str]` that `stdio_server` writes through, plus the tripwire."""
 
-    def __init__(self, inner: anyio.AsyncFile[str], tripwire: Tripwire) -> None:
+    def __init__(self, inner: anyio.AsyncFile[str], tripwire: Tripwire, rewrite: Rewrite | None = None) -> None:
         self._inner = inner
         self._tripwire = tripwire
+        self._rewrite = rewrite
         self._last_line = ""
 
     async def write(self, text: str) -> int:
+        if self._rewrite is not None and text.strip():
+            message = json.loads(text)
+            self._rewrite(message)
+            text = json.dumps(message) + "\n"
         self._last_line = text
         return await self._inner.write(text)
 
@@ -56,10 +66,10 @@ class _TripwireStdout:
             os._exit(DIED_EXIT_CODE)
 
 
-async def serve_stdio(server: MCPServer[Any], tripwire: Tripwire) -> None:
-    """`server.run("stdio")`, but with stdout wrapped by the tripwire."""
+async def serve_stdio(server: MCPServer[Any], tripwire: Tripwire, rewrite: Rewrite | None = None) -> None:
+    """`server.run("stdio")`, but with stdout wrapped by the tripwire (each message passed through `rewrite` first)."""
     sys.stdout.reconfigure(encoding="utf-8")  # type: ignore[union-attr]  # the wire is UTF-8 whatever the locale
-    stdout = _TripwireStdout(anyio.wrap_file(sys.stdout), tripwire)
+    stdout = _TripwireStdout(anyio.wrap_file(sys.stdout), tripwire, rewrite)
     async with stdio_server(stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
         # MCPServer has no public way to run on given streams (the SDK's in-memory transport does this too).
         lowlevel = server._lowlevel_server  # pyright: ignore[reportPrivateUsage]
