@@ -46,6 +46,7 @@ __all__ = [
     "StorageConfig",
     "TelegramConfig",
     "TelegramMode",
+    "TokenEndpointAuth",
     "Transport",
     "WebConfig",
     "load_config",
@@ -132,6 +133,17 @@ class ServerAuth(enum.StrEnum):
     """MCP authorization: each person signs in with OAuth from the chat (DESIGN §12)."""
 
 
+class TokenEndpointAuth(enum.StrEnum):
+    """How a pre-registered OAuth client proves itself at the token endpoint (RFC 8414 names)."""
+
+    CLIENT_SECRET_BASIC = "client_secret_basic"
+    """The id and secret in an HTTP Basic `Authorization` header (RFC 6749 §2.3.1)."""
+    CLIENT_SECRET_POST = "client_secret_post"
+    """The id and secret in the form body."""
+    NONE = "none"
+    """A public client: the id only, no secret."""
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class OAuthClient:
     """How the bot presents itself to an OAuth server; all optional (dynamic registration without them)."""
@@ -144,12 +156,16 @@ class OAuthClient:
     """An https URL of a client ID metadata document (used as the client id where the server accepts it)."""
     scopes: tuple[str, ...] = ()
     """Scopes to ask for (default: what the server advertises)."""
+    token_endpoint_auth_method: TokenEndpointAuth | None = None
+    """How the pre-registered client authenticates at the token endpoint (default: the best the
+    authorization server's metadata offers)."""
 
     def __repr__(self) -> str:
         secret = None if self.client_secret is None else _MASK
         return (
             f"OAuthClient(client_id={self.client_id!r}, client_secret={secret!r}, "
-            f"client_metadata_url={self.client_metadata_url!r}, scopes={self.scopes!r})"
+            f"client_metadata_url={self.client_metadata_url!r}, scopes={self.scopes!r}, "
+            f"token_endpoint_auth_method={self.token_endpoint_auth_method!r})"
         )
 
 
@@ -750,9 +766,9 @@ def _web(root: read.Section, mode: TelegramMode) -> WebConfig | None:
 _SERVER_KEYS: Final = (
     *("command", "args", "env", "cwd", "url", "headers"),
     *("protocol", "shared", "call_timeout_s", "title"),
-    *("auth", "client_id", "client_secret", "client_metadata_url", "scopes"),
+    *("auth", "client_id", "client_secret", "client_metadata_url", "scopes", "token_endpoint_auth_method"),
 )
-_OAUTH_KEYS: Final = ("client_id", "client_secret", "client_metadata_url", "scopes")
+_OAUTH_KEYS: Final = ("client_id", "client_secret", "client_metadata_url", "scopes", "token_endpoint_auth_method")
 
 
 def _servers(root: read.Section) -> list[ServerConfig]:
@@ -838,11 +854,18 @@ def _oauth(s: read.Section, has_url: bool, shared: bool) -> OAuthClient | None:
     client_id = s.get("client_id", read.text, None)
     if secret is not None and client_id is None:
         s.problem("needs client_id", "client_secret")
+    method = s.get("token_endpoint_auth_method", read.one_of(TokenEndpointAuth), None)
+    if method is not None and client_id is None:
+        s.problem("needs client_id (it says how a pre-registered client authenticates)", "token_endpoint_auth_method")
+    elif method is not None and (method is TokenEndpointAuth.NONE) != (secret is None):
+        wanted = "sends no secret: remove client_secret" if secret is not None else "needs client_secret"
+        s.problem(f"{method.value} {wanted}", "token_endpoint_auth_method")
     return OAuthClient(
         client_id=client_id,
         client_secret=None if secret is None else Secret(secret),
         client_metadata_url=metadata_url,
         scopes=s.get("scopes", read.str_list, ()),
+        token_endpoint_auth_method=method,
     )
 
 

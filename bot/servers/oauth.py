@@ -8,7 +8,13 @@ here that is a sign-in card (a URL `Prompt` through the registry, in the person'
 for the browser's return, which arrives at `<public_url>/oauth/callback` (`deliver`) or as the address the
 person pastes into the chat (`deliver_pasted`). `state` is single use, bound to the person, and expires with
 the card; the SDK checks it again, with PKCE S256, `iss` and `resource`. The connect that hit the 401 then
-goes on by itself, and with it the person's call.
+goes on by itself, and with it the person's call. The browser's page (and the card) say "Signed in" only once
+the code has been exchanged for tokens; otherwise they say what failed.
+
+How the bot names itself to an authorization server, in the order the MCP spec recommends: the pre-registered
+`client_id` (with its secret sent the way the server's metadata asks, or as `token_endpoint_auth_method` says),
+else a Client ID Metadata Document where the server accepts them (`client_metadata_url`, or the bot's own at
+`<public_url>/oauth/client-metadata.json` when the public URL is https), else dynamic registration.
 
 The SDK keeps no expiry with stored tokens, and a provider rebuilt after a restart would send a stale token
 and answer the 401 with a whole new sign-in; the store keeps the expiry, and before each request a token
@@ -19,17 +25,18 @@ living less than the margin is refreshed before every request.)
 
 from __future__ import annotations
 
+import base64
 import logging
 import secrets
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Final, Protocol
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import anyio
 import httpx2
-from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError, OAuthTokenError
 from mcp.client.auth.oauth2 import OAuthContext
 from mcp.shared.auth import (
     AuthorizationCodeResult,
@@ -40,7 +47,7 @@ from mcp.shared.auth import (
 )
 from pydantic import AnyUrl, ValidationError
 
-from bot.config import Config, ServerConfig
+from bot.config import Config, OAuthClient, ServerConfig, TokenEndpointAuth
 from bot.core import Origin, Outcome, Prompt, PromptRegistry
 from bot.servers.signin_errors import SignInFailed
 from bot.store.tokens import Account, SignInStore
@@ -49,11 +56,14 @@ from mapping.urls import check_url
 
 __all__ = [
     "CALLBACK_PATH",
+    "CLIENT_METADATA_PATH",
     "REFRESH_MARGIN_S",
     "Delivery",
     "SignInAudit",
     "SignInFailed",
     "SignIns",
+    "client_metadata_document",
+    "client_metadata_url_of",
     "loopback_redirect_uri",
     "redirect_uri_of",
     "sign_ins",
@@ -62,6 +72,12 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 CALLBACK_PATH: Final = "/oauth/callback"
+CLIENT_METADATA_PATH: Final = "/oauth/client-metadata.json"
+"""Where the bot serves its own Client ID Metadata Document (its URL is the client id)."""
+CLIENT_NAME: Final = "toolnexus-bot"
+GRANT_TYPES: Final = ("authorization_code", "refresh_token")
+EXCHANGE_WAIT_S: Final = 30.0
+"""How long the callback page waits for the code's exchange before saying Telegram will tell."""
 REFRESH_MARGIN_S: Final = 60.0
 """A token this close to its expiry is refreshed before it is used."""
 LOOPBACK_PORT: Final = 8080
@@ -82,6 +98,23 @@ class Delivery:
     ok: bool
     reason: str = ""
     server: str | None = None
+    pending: _Pending | None = field(default=None, repr=False, compare=False)
+    """The sign-in the code went to (its exchange is still to come)."""
+
+    async def exchanged(self, wait_s: float = EXCHANGE_WAIT_S) -> Delivery:
+        """A delivered code once exchanged for tokens: ok, or refused with what failed. Still running after
+        `wait_s`: not ok, with a reason saying so (Telegram tells the outcome)."""
+        pending = self.pending
+        if not self.ok or pending is None:
+            return self
+        with anyio.move_on_after(wait_s):
+            await pending.exchanged.wait()
+        server = self.server or pending.account.server.name
+        if not pending.exchanged.is_set():
+            return Delivery(False, f"Signing in to {server} is taking long; Telegram will tell you how it went.", server)
+        if pending.exchange_failure is not None:
+            return Delivery(False, f"Sign-in to {server} {pending.exchange_failure}.", server)
+        return Delivery(True, server=server)
 
 
 def sign_ins(
@@ -97,6 +130,30 @@ def sign_ins(
         return None
     paste = redirect_uri is None  # the console passes its own loopback address, and takes no pasted one
     return SignIns(config, tokens, prompts, audit=audit, redirect_uri=redirect_uri, paste=paste)
+
+
+def client_metadata_url_of(config: Config) -> str | None:
+    """`<public_url>/oauth/client-metadata.json`, the bot's own client id, when the public URL is https."""
+    web = config.web
+    if web is None or web.public_url is None or urlsplit(web.public_url).scheme != "https":
+        return None
+    return web.public_url.rstrip("/") + CLIENT_METADATA_PATH
+
+
+def client_metadata_document(config: Config) -> dict[str, object] | None:
+    """The bot's Client ID Metadata Document (served at its own URL), or None without an https public URL."""
+    url = client_metadata_url_of(config)
+    if url is None:
+        return None
+    return {
+        "client_id": url,
+        "client_name": CLIENT_NAME,
+        "redirect_uris": [redirect_uri_of(config)],
+        "grant_types": list(GRANT_TYPES),
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+        "application_type": "web",
+    }
 
 
 def redirect_uri_of(config: Config) -> str:
@@ -124,6 +181,11 @@ class _Pending:
     done: anyio.Event = field(default_factory=anyio.Event)
     result: AuthorizationCodeResult | None = None
     failure: str | None = None
+    consented: bool = False
+    """The card showed the link (it is settled once the exchange is over)."""
+    exchanged: anyio.Event = field(default_factory=anyio.Event)
+    """The code was exchanged for tokens, or that failed (`exchange_failure`)."""
+    exchange_failure: str | None = None
 
 
 class SignIns:
@@ -144,6 +206,9 @@ class SignIns:
         self.prompts = prompts
         self.audit = audit
         self.redirect_uri = redirect_uri or redirect_uri_of(config)
+        own = client_metadata_url_of(config)
+        self.metadata_url = own if own is not None and self.redirect_uri == redirect_uri_of(config) else None
+        """The bot's own client id document, where it lists this redirect (not the console's loopback)."""
         self.loopback = paste and urlsplit(self.redirect_uri).hostname == "127.0.0.1"
         """No public URL: the browser may not reach the redirect, so the person may paste it (in the chat;
         the console's browser is on its own machine)."""
@@ -212,9 +277,12 @@ class SignIns:
     def _finish(self, pending: _Pending, params: dict[str, str]) -> Delivery:
         server = pending.account.server.name
         issuer = pending.account.issuer
+        metadata = pending.account.metadata
         if "iss" in params and issuer is not None and params["iss"] != issuer:
             # RFC 9207: a response naming another issuer is a mix-up attack; the SDK would refuse it too.
             pending.failure = "was refused: the answer came from another authorization server"
+        elif "iss" not in params and metadata is not None and metadata.authorization_response_iss_parameter_supported:
+            pending.failure = "was refused: the answer did not name its authorization server"
         elif "error" in params:
             pending.failure = "was refused by the server" + (
                 f" ({params['error'][:100]})" if params["error"].isprintable() else ""
@@ -228,7 +296,7 @@ class SignIns:
         pending.done.set()
         if pending.failure is not None:
             return Delivery(False, f"Sign-in to {server} {pending.failure}.", server)
-        return Delivery(True, server=server)
+        return Delivery(True, server=server, pending=pending)
 
     async def _await_code(self, account: _Account, url: str) -> AuthorizationCodeResult:
         """The provider's callback handler: show the card, wait for the browser (or the pasted address)."""
@@ -265,8 +333,8 @@ class SignIns:
         self.prompts.complete(prompt.scope, prompt.elicitation_id or "")  # off the awaiting list, if still on it
         consented = prompt.outcome is Outcome.ANSWERED  # its card shows the link and waits: settle it now
         if pending.result is not None:
-            if consented:
-                await self.prompts.settle_completed(prompt)
+            pending.consented = consented  # settled by `_exchange_over`, once the code is exchanged (or not)
+            account.exchange = pending
             return pending.result
         if pending.failure is None:
             pending.failure = "was not completed in time"
@@ -289,24 +357,33 @@ class SignIns:
         """RFC 7009 revocation of the refresh (else access) token, where the server's metadata offers it."""
         try:
             token = OAuthToken.model_validate_json(tokens)
-            client_json = await self.store.client(user_id, server.name)
-            client = None if client_json is None else OAuthClientInformationFull.model_validate_json(client_json)
         except ValidationError:
             return False
+        oauth = server.oauth
+        stored = _client_info(await self.store.client(user_id, server.name))
+        client = stored
+        if oauth is not None and oauth.client_id is not None:
+            client = preregistered_client(oauth, self.redirect_uri, None, stored)
         if client is None:
             return False
+        issuer = account.issuer if account is not None else None
+        if issuer is None:
+            issuer = next((a.issuer for a in await self.store.accounts(user_id) if a.server == server.name), None)
         async with httpx2.AsyncClient(timeout=_HTTP_TIMEOUT, follow_redirects=False) as http:
             metadata = account.metadata if account is not None else None
             if metadata is None:
-                metadata = await _fetch_metadata(http, client.issuer)
+                metadata = await _fetch_metadata(http, issuer)
             if metadata is None or metadata.revocation_endpoint is None:
                 return False
             data = {"token": token.refresh_token or token.access_token, "client_id": client.client_id}
             data["token_type_hint"] = "refresh_token" if token.refresh_token else "access_token"
-            if client.client_secret:
+            headers: dict[str, str] = {}
+            if client.client_secret and client.token_endpoint_auth_method == "client_secret_basic":
+                headers["Authorization"] = _basic(client.client_id, client.client_secret)
+            elif client.client_secret:
                 data["client_secret"] = client.client_secret
             try:
-                response = await http.post(str(metadata.revocation_endpoint), data=data)
+                response = await http.post(str(metadata.revocation_endpoint), data=data, headers=headers)
             except httpx2.HTTPError as exc:
                 logger.warning("could not revoke a token at %s: %s", server.name, type(exc).__name__)
                 return False
@@ -331,11 +408,15 @@ class _Account:
         """When the access token held runs out (Unix time), as the store keeps it."""
         self._url: str | None = None
         self._signing_in = False
+        self.exchange: _Pending | None = None
+        """The sign-in whose code is being exchanged for tokens."""
+        self.exchange_refused: str | None = None
+        """Why the token endpoint refused the code, when it did."""
         oauth = server.oauth
         metadata = OAuthClientMetadata(
             redirect_uris=[AnyUrl(signins.redirect_uri)],
-            client_name="toolnexus-bot",
-            grant_types=["authorization_code", "refresh_token"],
+            client_name=CLIENT_NAME,
+            grant_types=list(GRANT_TYPES),
             response_types=["code"],
             scope=" ".join(oauth.scopes) or None,
         )
@@ -345,7 +426,7 @@ class _Account:
             storage=self,
             redirect_handler=self._redirect,
             callback_handler=self._callback,
-            client_metadata_url=oauth.client_metadata_url,
+            client_metadata_url=oauth.client_metadata_url or signins.metadata_url,
         )
 
     @property
@@ -366,13 +447,41 @@ class _Account:
 
     async def _redirect(self, url: str) -> None:
         self._url = url
+        await self._fit_client_auth()
+
+    async def _fit_client_auth(self) -> None:
+        """The metadata is known now (the code's exchange is next): a pre-registered client authenticates the
+        way it offers, and the choice is kept for refreshes after a restart (before metadata is fetched)."""
+        oauth = self.server.oauth
+        client = self.context.client_info
+        if oauth is None or oauth.client_id is None or client is None or client.client_id != oauth.client_id:
+            return
+        method = token_endpoint_auth_method(oauth, self.metadata)
+        if client.token_endpoint_auth_method != method:
+            self.context.client_info = client.model_copy(update={"token_endpoint_auth_method": method})
+        kept = OAuthClientInformationFull(client_id=oauth.client_id, token_endpoint_auth_method=method)
+        await self.signins.store.save_client(
+            self.user_id, self.server.name, kept.model_dump_json(exclude_none=True), self.issuer
+        )
 
     async def _callback(self) -> AuthorizationCodeResult:
         assert self._url is not None
         url, self._url = self._url, None
+        self.exchange_refused = None
         result = await self.signins._await_code(self, url)
         self._signing_in = True
         return result
+
+    async def exchange_over(self, failure: str | None) -> None:
+        """The code was exchanged (`failure` None) or not: the browser's page and the card are told."""
+        pending, self.exchange = self.exchange, None
+        if pending is None or pending.exchanged.is_set():
+            return
+        pending.exchange_failure = failure
+        pending.exchanged.set()
+        if pending.consented:
+            outcome = Outcome.COMPLETED if failure is None else Outcome.CANCELLED
+            await self.signins.prompts.settle_completed(pending.prompt, outcome)
 
     # -- TokenStorage ----------------------------------------------------------------------------------
 
@@ -403,28 +512,16 @@ class _Account:
             )
         if self._signing_in:
             self._signing_in = False
+            await self.exchange_over(None)
             await self.signins._audit("signed_in", self.user_id, self.server.name, {"issuer": self.issuer or ""})
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         oauth = self.server.oauth
         assert oauth is not None
+        stored = _client_info(await self.signins.store.client(self.user_id, self.server.name))
         if oauth.client_id is not None:
-            secret = None if oauth.client_secret is None else oauth.client_secret.get()
-            return OAuthClientInformationFull(
-                client_id=oauth.client_id,
-                client_secret=secret,
-                redirect_uris=[AnyUrl(self.signins.redirect_uri)],
-                token_endpoint_auth_method="client_secret_post" if secret else "none",
-                grant_types=["authorization_code", "refresh_token"],
-                response_types=["code"],
-            )
-        text = await self.signins.store.client(self.user_id, self.server.name)
-        if text is None:
-            return None
-        try:
-            return OAuthClientInformationFull.model_validate_json(text)
-        except ValidationError:
-            return None
+            return preregistered_client(oauth, self.signins.redirect_uri, self.metadata, stored)
+        return stored
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         await self.signins.store.save_client(
@@ -441,10 +538,13 @@ class _Account:
 
     async def observe(self, request: httpx2.Request, response: httpx2.Response) -> None:
         """A refresh the token endpoint refused: the tokens are dropped (the next request asks the person to
-        sign in again) and the failure is audited."""
-        if request.method != "POST" or _form(request).get("grant_type") != "refresh_token":
+        sign in again) and the failure is audited. A code it refused: the reason is noted for the page."""
+        grant = _form(request).get("grant_type") if request.method == "POST" else None
+        if grant == "authorization_code" and response.status_code not in (200, 201):
+            await response.aread()
+            self.exchange_refused = _refusal(response)
             return
-        if response.status_code == 200:
+        if grant != "refresh_token" or response.status_code == 200:
             return
         await self.signins.store.forget_tokens(self.user_id, self.server.name)
         await self.signins._audit(
@@ -462,20 +562,99 @@ class _BoundAuth(httpx2.Auth):
         self.origin = origin
 
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        self.account.origin = self.origin
-        self.account.mark_due()
-        flow = self.account.provider.async_auth_flow(request)
+        account = self.account
+        account.origin = self.origin
+        account.mark_due()
+        flow = account.provider.async_auth_flow(request)
+        mine: _Pending | None = None  # the sign-in whose code this flow exchanges (the provider's lock: one)
         try:
             outgoing = await flow.__anext__()
             while True:
                 response = yield outgoing
                 if outgoing is not request:
-                    await self.account.observe(outgoing, response)
+                    await account.observe(outgoing, response)
                 outgoing = await flow.asend(response)
+                mine = mine or account.exchange
         except StopAsyncIteration:
             return
+        except (OAuthFlowError, OAuthTokenError) as exc:
+            mine = mine or account.exchange  # raised by the provider (which holds its lock): its own sign-in
+            if mine is None or account.exchange is not mine:
+                raise
+            # The code came back but was not exchanged: say so in the person's words, not the SDK's.
+            failure = (
+                f"failed: the server refused the sign-in code ({account.exchange_refused})"
+                if account.exchange_refused
+                else "was refused: the answer from the authorization server did not pass its checks"
+                if isinstance(exc, OAuthFlowError)
+                else "failed: the server's answer to the sign-in code was not usable"
+            )
+            await account.exchange_over(failure)
+            raise SignInFailed(account.server.name, failure) from exc
         finally:
             await flow.aclose()
+            if mine is not None and account.exchange is mine:  # cancelled (the bot stopping) or failed oddly
+                await account.exchange_over("was not completed")
+
+
+def token_endpoint_auth_method(oauth: OAuthClient, metadata: OAuthMetadata | None) -> str:
+    """How a pre-registered client authenticates: as configured, else the best the server offers (Basic first,
+    as RFC 6749 §2.3.1 asks; Basic when the metadata does not say, its RFC 8414 default)."""
+    if oauth.token_endpoint_auth_method is not None:
+        return oauth.token_endpoint_auth_method.value
+    if oauth.client_secret is None:
+        return TokenEndpointAuth.NONE.value
+    offered = None if metadata is None else metadata.token_endpoint_auth_methods_supported
+    for method in TokenEndpointAuth:
+        if offered is None or method.value in offered:
+            return method.value
+    return TokenEndpointAuth.CLIENT_SECRET_BASIC.value
+
+
+def preregistered_client(
+    oauth: OAuthClient, redirect_uri: str, metadata: OAuthMetadata | None, stored: OAuthClientInformationFull | None
+) -> OAuthClientInformationFull:
+    """The configured client as the SDK holds it; before the server's metadata is known, its method is the one
+    chosen at the last sign-in (kept in the store), so a refresh after a restart authenticates the same way."""
+    assert oauth.client_id is not None
+    method = token_endpoint_auth_method(oauth, metadata)
+    same = stored is not None and stored.client_id == oauth.client_id
+    if metadata is None and oauth.token_endpoint_auth_method is None and same and stored is not None:
+        method = stored.token_endpoint_auth_method or method
+    return OAuthClientInformationFull(
+        client_id=oauth.client_id,
+        client_secret=None if oauth.client_secret is None else oauth.client_secret.get(),
+        redirect_uris=[AnyUrl(redirect_uri)],
+        token_endpoint_auth_method=method,
+        grant_types=list(GRANT_TYPES),
+        response_types=["code"],
+    )
+
+
+def _basic(client_id: str, secret: str) -> str:
+    """RFC 6749 §2.3.1: both form-urlencoded, then joined and base64'd (as the SDK does at the token endpoint)."""
+    pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}"
+    return "Basic " + base64.b64encode(pair.encode()).decode()
+
+
+def _client_info(text: str | None) -> OAuthClientInformationFull | None:
+    if text is None:
+        return None
+    try:
+        return OAuthClientInformationFull.model_validate_json(text)
+    except ValidationError:
+        return None
+
+
+def _refusal(response: httpx2.Response) -> str:
+    """The token endpoint's `error` code (printable, short), or its status."""
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        error = None
+    if isinstance(error, str) and error.isprintable() and 0 < len(error) <= 60:
+        return f"{response.status_code} {error}"
+    return str(response.status_code)
 
 
 async def _cancelled_by_hand(pending: _Pending) -> None:

@@ -2,7 +2,11 @@
 
 The page says only whether it worked and links back to the bot in Telegram; the code and state go to
 `SignIns.deliver`, which matches the state (single use, bound to the person's pending sign-in, expiring
-with the card) and checks `iss`.
+with the card) and checks `iss`. The page answers once the code has been exchanged for tokens, so "Signed in"
+means signed in; a refused code says what failed.
+
+With an https public URL, `/oauth/client-metadata.json` is the bot's Client ID Metadata Document: its URL is
+the client id the bot gives authorization servers that accept such documents.
 """
 
 from __future__ import annotations
@@ -11,10 +15,10 @@ import html
 from collections.abc import Callable
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bot.servers.oauth import CALLBACK_PATH, SignIns
+from bot.servers.oauth import CALLBACK_PATH, CLIENT_METADATA_PATH, SignIns, client_metadata_document
 
 __all__ = ["callback_routes"]
 
@@ -27,13 +31,13 @@ _PAGE = """<!doctype html>
 
 
 def callback_routes(signins: SignIns, bot_username: Callable[[], str | None]) -> list[BaseRoute]:
-    """The callback route; `bot_username()` makes the page's t.me link."""
+    """The callback route (and the client metadata document); `bot_username()` makes the page's t.me link."""
 
     async def callback(request: Request) -> Response:
         username = bot_username()
         link = f"https://t.me/{username}" if username else "https://t.me/"
         params = {k: v for k, v in request.query_params.items()}
-        delivery = signins.deliver(params)
+        delivery = await signins.deliver(params).exchanged()
         if delivery.ok:
             title, text, status = "Signed in", "You can go back to Telegram.", 200
         else:
@@ -43,4 +47,12 @@ def callback_routes(signins: SignIns, bot_username: Callable[[], str | None]) ->
         headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
         return HTMLResponse(page, status_code=status, headers=headers)
 
-    return [Route(CALLBACK_PATH, callback, methods=["GET"])]
+    routes: list[BaseRoute] = [Route(CALLBACK_PATH, callback, methods=["GET"])]
+    document = client_metadata_document(signins.config) if signins.metadata_url is not None else None
+    if document is not None:
+
+        async def client_metadata(request: Request) -> Response:
+            return JSONResponse(document, headers={"Cache-Control": "public, max-age=300"})
+
+        routes.append(Route(CLIENT_METADATA_PATH, client_metadata, methods=["GET"]))
+    return routes

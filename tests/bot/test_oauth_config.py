@@ -8,7 +8,7 @@ import tomllib
 
 import pytest
 
-from bot.config import ConfigError, ServerAuth, parse_config
+from bot.config import ConfigError, ServerAuth, TokenEndpointAuth, parse_config
 from bot.store.crypto import Sealer, Unreadable, new_key
 
 KEY = "ZE684GUyyWUEIP44cl3mB7pQEbd5iodm_LILuxrMOH4="
@@ -41,6 +41,16 @@ def test_an_oauth_server_parses_with_its_client_keys_and_masks_the_secret() -> N
     assert config.storage.secret_key.get() == KEY
 
 
+def test_token_endpoint_auth_method_is_read_for_a_preregistered_client() -> None:
+    """token_endpoint_auth_method overrides how the configured client authenticates (default: unset)."""
+    text = OAUTH + 'client_id = "bot"\nclient_secret = "pw"\ntoken_endpoint_auth_method = "client_secret_post"\n'
+    config = parse_config(tomllib.loads(text + STORAGE), {"K": KEY}, base_dir="/tmp")
+    oauth = config.servers[0].oauth
+    assert oauth is not None and oauth.token_endpoint_auth_method is TokenEndpointAuth.CLIENT_SECRET_POST
+    plain = parse_config(tomllib.loads(OAUTH + STORAGE), {"K": KEY}, base_dir="/tmp").servers[0].oauth
+    assert plain is not None and plain.token_endpoint_auth_method is None
+
+
 def test_oauth_with_shared_is_a_config_error() -> None:
     """A shared session cannot hold several people's tokens."""
     found = problems(OAUTH + "shared = true\n" + STORAGE, {"K": KEY})
@@ -71,6 +81,26 @@ def test_oauth_without_a_secret_key_is_a_config_error_naming_it() -> None:
         (
             OAUTH.replace("gh", "s") + 'client_metadata_url = "http://h/c.json"\n',
             "servers.s.client_metadata_url: must be an https:// URL with a path",
+        ),
+        (
+            OAUTH.replace("gh", "s") + 'client_id = "x"\nclient_secret = "y"\ntoken_endpoint_auth_method = "jwt"\n',
+            "servers.s.token_endpoint_auth_method: must be one of 'client_secret_basic', 'client_secret_post', 'none'",
+        ),
+        (
+            OAUTH.replace("gh", "s") + 'token_endpoint_auth_method = "none"\n',
+            "servers.s.token_endpoint_auth_method: needs client_id (it says how a pre-registered client authenticates)",
+        ),
+        (
+            OAUTH.replace("gh", "s") + 'client_id = "x"\ntoken_endpoint_auth_method = "client_secret_basic"\n',
+            "servers.s.token_endpoint_auth_method: client_secret_basic needs client_secret",
+        ),
+        (
+            OAUTH.replace("gh", "s") + 'client_id = "x"\nclient_secret = "y"\ntoken_endpoint_auth_method = "none"\n',
+            "servers.s.token_endpoint_auth_method: none sends no secret: remove client_secret",
+        ),
+        (
+            '[servers.s]\nurl = "https://h/m"\ntoken_endpoint_auth_method = "none"\n',
+            'servers.s.token_endpoint_auth_method: only with auth = "oauth"',
         ),
     ],
 )

@@ -4,10 +4,17 @@ The server is an `MCPServer` with an in-memory `OAuthAuthorizationServerProvider
 authorize with a consent page, code and refresh grants, revocation) over streamable HTTP on a loopback port;
 its `whoami` tool reports the subject of the token it was called with. The browser (`sign_in`) is an httpx
 client that opens the authorization URL, approves consent as a named person and follows the redirect back.
+
+Variants for the client's side of OAuth: `preregister` a confidential client (the SDK's token endpoint then
+takes its secret only the way it was registered, e.g. only HTTP Basic); `metadata` replaces keys of the
+authorization server's metadata (`client_id_metadata_document_supported`, `token_endpoint_auth_methods_supported`);
+with `documents_at`, an https client id is a Client ID Metadata Document, fetched from that local base (the
+reverse proxy in front of the bot) when the client shows up.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import socket
 import time
@@ -15,6 +22,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -31,8 +39,10 @@ from mcp.server.auth.provider import (
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from pydantic import AnyUrl
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 SCOPE = "tools"
 
@@ -56,19 +66,48 @@ class AuthServer:
     revocations: int = 0
     issued: list[str] = field(default_factory=list)
     """Every access and refresh token handed out (tests grep logs and the database for them)."""
+    metadata: dict[str, object] = field(default_factory=dict)
+    """Keys replaced in the authorization server's metadata document."""
+    documents_at: str | None = None
+    """Where https client ids (Client ID Metadata Documents) are fetched from: `<this><path of the id>`."""
+    documents: list[dict[str, object]] = field(default_factory=list)
+    """Every client metadata document fetched."""
+    registrations: int = 0
+    """Dynamic registrations."""
+    authorized_clients: list[str] = field(default_factory=list)
+    """The client id of every authorization request that reached consent."""
+    client_auth: list[tuple[str, str]] = field(default_factory=list)
+    """(path, how the client authenticated: "basic", "post" or "none") of every /token and /revoke request."""
 
     # -- OAuthAuthorizationServerProvider ---------------------------------------------------------------
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        if client_id.startswith("https://") and self.documents_at is not None:
+            return await self._document(client_id)
         return self.clients.get(client_id)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         assert client_info.client_id is not None
+        self.registrations += 1
         self.clients[client_info.client_id] = client_info
+
+    async def _document(self, client_id: str) -> OAuthClientInformationFull | None:
+        """A client id that is a URL: its document, fetched, and taken only when it names itself."""
+        assert self.documents_at is not None
+        async with httpx.AsyncClient(timeout=10) as http:
+            response = await http.get(self.documents_at + urlsplit(client_id).path)
+        if response.status_code != 200:
+            return None
+        document = response.json()
+        self.documents.append(document)
+        if document.get("client_id") != client_id or document.get("token_endpoint_auth_method") != "none":
+            return None
+        return OAuthClientInformationFull.model_validate({**document, "scope": SCOPE})
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         request = secrets.token_urlsafe(16)
         assert client.client_id is not None
+        self.authorized_clients.append(client.client_id)
         self.consents[request] = (client.client_id, params)
         return f"{self.issuer}/consent?request={request}"
 
@@ -109,6 +148,17 @@ class AuthServer:
         self.revoke_subject(token.subject)
 
     # -- what tests do ----------------------------------------------------------------------------------
+
+    def preregister(self, client_id: str, secret: str | None, method: str, redirect_uri: str) -> None:
+        """A client registered by hand; the token endpoint takes its secret only as `method` says."""
+        self.clients[client_id] = OAuthClientInformationFull(
+            client_id=client_id,
+            client_secret=secret,
+            token_endpoint_auth_method=method,
+            redirect_uris=[AnyUrl(redirect_uri)],
+            grant_types=["authorization_code", "refresh_token"],
+            scope=SCOPE,
+        )
 
     def expire_access_tokens(self) -> None:
         """Every access token handed out stops working (as if its lifetime had passed)."""
@@ -194,13 +244,67 @@ async def serve_protected(access_ttl_s: int = 3600) -> AsyncIterator[tuple[AuthS
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
         auth = AuthServer(issuer=f"http://127.0.0.1:{port}", access_ttl_s=access_ttl_s)
-        server = uvicorn.Server(uvicorn.Config(build(auth, port).streamable_http_app(), log_level="warning"))
+        app = _Metadata(build(auth, port).streamable_http_app(), auth)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [listener])
             try:
                 yield auth, f"http://127.0.0.1:{port}/mcp"
             finally:
                 server.should_exit = True
+
+
+class _Metadata:
+    """ASGI: the authorization server's metadata document with the test's overrides applied (read at each
+    request); notes how each token and revocation request authenticated its client."""
+
+    def __init__(self, app: ASGIApp, auth: AuthServer) -> None:
+        self.app = app
+        self.auth = auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in ("/token", "/revoke"):
+            await self.app(scope, await self._noted(scope, receive), send)
+            return
+        if scope["type"] != "http" or not scope["path"].startswith("/.well-known/oauth-authorization-server"):
+            await self.app(scope, receive, send)
+            return
+        parts: list[Any] = []
+
+        async def keep(message: Any) -> None:
+            parts.append(message)
+
+        await self.app(scope, receive, keep)
+        start, body = parts[0], b"".join(p.get("body", b"") for p in parts[1:])
+        if start["status"] == 200:
+            body = json.dumps({**json.loads(body), **self.auth.metadata}).encode()
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _noted(self, scope: Scope, receive: Receive) -> Receive:
+        """Read the request's body, note the client authentication; the app gets the body replayed."""
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        headers = dict(scope["headers"])
+        how = "basic" if headers.get(b"authorization", b"").startswith(b"Basic ") else "none"
+        if how == "none" and "client_secret" in parse_qs(body.decode()):
+            how = "post"
+        self.auth.client_auth.append((scope["path"], how))
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return replay
 
 
 async def sign_in(authorization_url: str, subject: str) -> str:

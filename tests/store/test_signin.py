@@ -45,14 +45,14 @@ def is_sign_in_card(user_id: int) -> Any:
 
 @asynccontextmanager
 async def scene(
-    url: str, store_url: str, *, public: bool = True, world: Chat | None = None
+    url: str, store_url: str, *, public: bool = True, world: Chat | None = None, **oauth: Any
 ) -> AsyncIterator[tuple[Chat, str]]:
-    """The bot with one OAuth server `gh`; with `public`, a web endpoint behind https://bot.example.com.
-    Yields the scene and the local base URL the reverse proxy would forward to."""
+    """The bot with one OAuth server `gh` (`oauth` adds to its table); with `public`, a web endpoint behind
+    https://bot.example.com. Yields the scene and the local base URL the reverse proxy would forward to."""
     port = get_port(None)
     web = {"listen": "127.0.0.1", "port": port, "public_url": PUBLIC} if public else None
     async with bot_scene(
-        servers={"gh": {"url": url, "auth": "oauth"}},
+        servers={"gh": {"url": url, "auth": "oauth", **oauth}},
         in_process={},
         storage=store_url,
         secret_key=KEY,
@@ -383,3 +383,93 @@ async def test_stopping_the_bot_settles_a_consented_sign_in_card(store_url: str)
         with anyio.fail_after(10):
             await s.stopped.wait()
         assert "the bot is stopping" in card.text and not card.buttons
+
+
+async def test_a_preregistered_client_sends_its_secret_by_basic_where_the_server_takes_only_basic(
+    store_url: str,
+) -> None:
+    """A confidential client configured with client_id and client_secret, on a server that takes its secret
+    only in an HTTP Basic header: the code's exchange, a refresh after a restart and the revocation at
+    /logout all authenticate that way (none registers a new client)."""
+    async with serve_protected(access_ttl_s=30) as (server, url):
+        server.preregister("toolnexus", "s3cret:/+", "client_secret_basic", PUBLIC + "/oauth/callback")
+        oauth = {"client_id": "toolnexus", "client_secret": "s3cret:/+"}
+        async with scene(url, store_url, **oauth) as (s, local):
+            first = await signed_in_call(s, local, s.alice, ALICE_ID, "alice")
+            s.stop.set()
+            with anyio.fail_after(10):
+                await s.stopped.wait()
+            server.expire_access_tokens()
+            async with scene(url, store_url, world=s, **oauth) as (s2, _):  # a new process, the same database
+                await s2.alice.send("/call gh whoami")
+                await next_result(s2, ALICE_ID, "you are alice", first)
+                await s2.alice.send("/logout gh")
+                await s2.fake.next_message(s2.alice, containing="Signed out of gh")
+    assert server.grants["authorization_code"] == 1 and server.grants["refresh_token"] >= 1
+    assert server.authorized_clients == ["toolnexus"] and server.registrations == 0
+    # (The SDK's own /revoke then wants client_secret in the form even after Basic: mcp 2.3.0's RevocationRequest.)
+    assert {how for _, how in server.client_auth} == {"basic"} and ("/revoke", "basic") in server.client_auth
+
+
+async def test_a_preregistered_client_follows_the_servers_metadata_or_the_configured_method(store_url: str) -> None:
+    """The metadata offers only client_secret_post: the secret goes in the body; the configured
+    token_endpoint_auth_method wins over the metadata."""
+    async with serve_protected() as (server, url):
+        server.metadata["token_endpoint_auth_methods_supported"] = ["client_secret_post"]
+        server.preregister("by-post", "pw", "client_secret_post", PUBLIC + "/oauth/callback")
+        server.preregister("by-basic", "pw", "client_secret_basic", PUBLIC + "/oauth/callback")
+        async with scene(url, store_url, client_id="by-post", client_secret="pw") as (s, local):
+            await signed_in_call(s, local, s.alice, ALICE_ID, "alice")
+            s.stop.set()
+            with anyio.fail_after(10):
+                await s.stopped.wait()
+            method = {"token_endpoint_auth_method": "client_secret_basic"}
+            async with scene(url, store_url, world=s, client_id="by-basic", client_secret="pw", **method) as (s2, web):
+                await signed_in_call(s2, web, s2.bob, BOB_ID, "bob")
+    assert server.grants["authorization_code"] == 2 and server.registrations == 0
+    assert [how for path, how in server.client_auth if path == "/token"] == ["post", "basic"]
+
+
+async def test_the_bot_serves_its_client_metadata_document_and_uses_it_where_the_server_takes_one(
+    store_url: str,
+) -> None:
+    """With an https public URL and a server advertising client_id_metadata_document_supported, the client id
+    is <public_url>/oauth/client-metadata.json (no registration); the server fetches that document from the
+    bot and finds the redirect URI in it. A server without the flag still gets a dynamic registration."""
+    document_url = PUBLIC + "/oauth/client-metadata.json"
+    async with serve_protected() as (server, url), scene(url, store_url) as (s, local):
+        server.metadata["client_id_metadata_document_supported"] = True
+        server.documents_at = local
+        await signed_in_call(s, local, s.alice, ALICE_ID, "alice")
+        assert server.authorized_clients == [document_url] and server.registrations == 0
+        assert server.documents[0] == {
+            "client_id": document_url,
+            "client_name": "toolnexus-bot",
+            "redirect_uris": [PUBLIC + "/oauth/callback"],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+            "application_type": "web",
+        }
+        del server.metadata["client_id_metadata_document_supported"]
+        await signed_in_call(s, local, s.bob, BOB_ID, "bob")
+    assert server.registrations == 1 and server.authorized_clients[1] != document_url
+
+
+async def test_the_callback_page_says_signed_in_only_once_the_code_is_exchanged(store_url: str) -> None:
+    """The browser comes back with the right state but a code the server never issued: the page says the
+    server refused it (not "Signed in"), the card is not marked signed in, the person is told."""
+    async with serve_protected() as (server, url), scene(url, store_url) as (s, local):
+        await s.alice.send("/call gh whoami")
+        card, link = await consent(s, s.alice, ALICE_ID)
+        state = query_of(link)["state"]
+        page = await follow(f"{PUBLIC}/oauth/callback?code=made-up&state={state}&iss={server.issuer}", local)
+        assert page.status_code == 400 and "Not signed in" in page.text and "Signed in<" not in page.text
+        assert "refused the sign-in code (400 invalid_grant)" in page.text
+        told = await s.fake.wait_for(
+            lambda m: m.chat_id == ALICE_ID and "refused the sign-in code" in m.text and m is not card, timeout=10
+        )
+        assert "Traceback" not in told.text
+        await s.fake.wait_for(lambda m: m is card and "Cancelled" in m.text and not m.buttons)
+        assert "Signed in" not in card.text
+    assert server.subjects_seen == [] and "signed_in" not in await audit_events(store_url)
