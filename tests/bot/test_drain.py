@@ -152,10 +152,10 @@ async def test_a_question_open_at_sigterm_is_answered_on_its_card_after_the_rest
             await fake.wait_for(lambda m: m is card and "Submit" in str(m.buttons))
             edits = card.edit_count
             assert await bot.terminate() == 0
-            await bot.logged("draining: done; 1 call(s) wait")
         assert unchanged(card, edits)
         assert server.received() == []
         assert await kept_count(store_url) == 1
+        await bot.logged("draining: done; 1 call(s) wait")
         async with bot_process(config, fake):
             await alice.press(card, "✅ Submit", timeout=30)
             result = await fake.wait_for(lambda m: is_result(m, call), timeout=30)
@@ -221,10 +221,10 @@ async def test_an_approval_half_given_at_sigterm_runs_its_call_once_after_the_re
             await fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text, timeout=30)
             edits = card.edit_count
             assert await bot.terminate() == 0
-            await bot.logged("draining: done; 1 call(s) wait")
         assert unchanged(card, edits)
         assert not [m.text for m in fake.messages(alice, from_bot=True) if "stopping" in m.text]
         assert ledger_lines(ledger) == []
+        await bot.logged("draining: done; 1 call(s) wait")
         async with bot_process(config, fake):
             answer = await carol.press(card, "✅ Approve", timeout=60)
             assert not answer.show_alert, answer.text
@@ -271,8 +271,8 @@ async def test_a_legacy_question_not_answered_in_the_drain_ends_with_run_again(t
             card = await current_card(fake, "Really deploy?")
             edits = card.edit_count
             assert await bot.terminate() == 0
-            await bot.logged("draining: done; 1 call(s) wait")
         assert unchanged(card, edits)
+        await bot.logged("draining: done; 1 call(s) wait")
         async with bot_process(config, fake):
             await fake.wait_for(
                 lambda m: m is card and "the server's question was lost" in m.text and bool(m.buttons),
