@@ -1,8 +1,9 @@
 # toolnexus-bot: a Telegram bot that is an MCP client.
 #   docker build -t toolnexus-bot .
-#   docker run -d --init --name toolnexus -v toolnexus-data:/data -e TELEGRAM_BOT_TOKEN toolnexus-bot
+#   docker run -d --init --stop-timeout 30 --name toolnexus -v toolnexus-data:/data -e TELEGRAM_BOT_TOKEN toolnexus-bot
 # Put config.toml in the volume (/data/config.toml); the database is created beside it. `--init` reaps the
-# stdio MCP servers' processes. Other commands: `docker run --rm -it -v toolnexus-data:/data toolnexus-bot
+# stdio MCP servers' processes. `docker stop` sends SIGTERM and the bot drains for [run] drain_s (default 20 s):
+# give it drain_s + 10 s (`--stop-timeout 30`; compose: `stop_grace_period: 30s`; Docker's default is 10 s). Other commands: `docker run --rm -it -v toolnexus-data:/data toolnexus-bot
 # check --config /data/config.toml` (or `console`).
 
 FROM python:3.11-slim AS build
@@ -28,5 +29,7 @@ USER toolnexus
 # Passes at once without a [web] table (polling mode); with one, /healthz must answer.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=20s --retries=3 \
     CMD ["python", "/opt/toolnexus/healthcheck.py"]
+# SIGTERM drains (open questions and approvals stay for the next container); SIGINT stops at once.
+STOPSIGNAL SIGTERM
 ENTRYPOINT ["toolnexus-bot"]
 CMD ["--config", "/data/config.toml"]

@@ -38,6 +38,7 @@ __all__ = [
     "LimitsConfig",
     "MiniAppConfig",
     "OAuthClient",
+    "RunConfig",
     "Secret",
     "ServerAuth",
     "ServerConfig",
@@ -280,6 +281,19 @@ class ElicitationConfig:
     """An unanswered prompt is cancelled after this long."""
 
 
+DRAIN_S: Final = 20.0
+"""`[run] drain_s` when not set."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """`[run]`: the process's own lifetime."""
+
+    drain_s: float = DRAIN_S
+    """On SIGTERM, how long running calls (and 2025-era questions) get to finish before the bot exits;
+    what the store keeps (2026-07-28 questions, approvals) stays open for the next process."""
+
+
 STORAGE_FILE: Final = "toolnexus.db"
 """The SQLite database's name beside the config file when there is no `[storage]` table."""
 _STORAGE_SCHEMES: Final = ("sqlite", "postgresql", "postgres")
@@ -415,6 +429,7 @@ class Config:
     """In file order; names are unique (see `server`)."""
     telegram: TelegramConfig = field(default_factory=TelegramConfig)
     elicitation: ElicitationConfig = field(default_factory=ElicitationConfig)
+    run: RunConfig = field(default_factory=RunConfig)
     sessions: SessionsConfig = field(default_factory=SessionsConfig)
     web: WebConfig | None = None
     """`[web]`; None when absent (then the endpoint is off: polling needs none)."""
@@ -512,6 +527,7 @@ def parse_config(
         (
             *("telegram", "elicitation", "sessions", "servers", "web", "miniapp", "storage", "audit", "limits"),
             "approvals",
+            "run",
         )
     )
     telegram = _telegram(root.section("telegram"))
@@ -519,6 +535,9 @@ def parse_config(
     e = root.section("elicitation")
     e.only(("timeout_s",))
     elicitation = ElicitationConfig(timeout_s=e.get("timeout_s", read.positive, 600.0))
+    r = root.section("run")
+    r.only(("drain_s",))
+    run = RunConfig(drain_s=r.get("drain_s", read.positive, DRAIN_S))
     s = root.section("sessions")
     s.only(("idle_timeout_s", "max_open"))
     sessions = SessionsConfig(
@@ -547,6 +566,7 @@ def parse_config(
         servers=tuple(servers),
         telegram=telegram,
         elicitation=elicitation,
+        run=run,
         sessions=sessions,
         web=web,
         miniapp=miniapp,

@@ -21,6 +21,12 @@ from mapping import Answer, FormSpec, Request
 class Keeper(Protocol):
     """A prompt's link to where it is kept; the registry and the surface report to it (never raises)."""
 
+    @property
+    def resumable(self) -> bool:
+        """Whether the question can still be answered after a restart (a 2026-07-28 round's); a 2025-era one
+        dies with its connection and is kept only so that the next process can say so."""
+        ...
+
     async def shown(self, prompt: Prompt) -> None:
         """The card is about to be sent: the question is saved first."""
         ...

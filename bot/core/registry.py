@@ -46,6 +46,18 @@ class PromptRegistry:
         """Answers that went back to servers, by wire action (accept, decline, cancel)."""
         self._shields: set[anyio.CancelScope] = set()
         self._io_deadline = math.inf
+        self.detached = False
+        """Set when the process leaves what is kept to the next one (a drain's end): a kept prompt whose wait is
+        cancelled then is neither settled nor recorded as ended; its row and card stay as they stand."""
+
+    def detach(self) -> None:
+        """The process is leaving after a drain: from now on, kept prompts are left as they stand, as a crash
+        leaves them (the next process restores them, or says the 2025-era ones were lost)."""
+        self.detached = True
+
+    def kept(self, prompt: Prompt) -> bool:
+        """Whether the prompt is left for the next process once `detached`."""
+        return self.detached and prompt.keeper is not None
 
     @contextmanager
     def shielded_io(self) -> Iterator[anyio.CancelScope]:
@@ -100,8 +112,11 @@ class PromptRegistry:
         return self.answer(prompt, Answer(id=prompt.request.id, ok=False, reason=outcome.value))
 
     def abort_all(self, outcome: Outcome, *, scope: Hashable = None) -> int:
-        """Abort every pending prompt (of one MCP session, when `scope` is given); returns how many."""
-        return sum(self.abort(p, outcome) for p in self if scope is None or p.scope == scope)
+        """Abort every pending prompt (of one MCP session, when `scope` is given), except those left for the next
+        process (`detach`); returns how many."""
+        return sum(
+            self.abort(p, outcome) for p in self if (scope is None or p.scope == scope) and not self.kept(p)
+        )
 
     async def ask(self, prompt: Prompt, *, restored: bool = False) -> Answer:
         """Show `prompt`, wait for the person (bounded by the timeout), settle the card, return the answer.
@@ -137,6 +152,9 @@ class PromptRegistry:
                     outcome = Outcome.UNDELIVERABLE
             self.answers[answer_to_elicit_result(answer)["action"]] += 1
         except anyio.get_cancelled_exc_class():
+            if self.kept(prompt):  # left as a crash leaves it: the next process takes it up
+                self._forget(prompt)
+                raise
             with self.shielded_io():
                 withdrawn = prompt.why_withdrawn() if prompt.why_withdrawn else Outcome.SERVER_CANCELLED
                 await self._record_ended(prompt, prompt._abort or withdrawn, None)

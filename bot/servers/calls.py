@@ -45,6 +45,32 @@ SETTLE_GRACE_S: Final = 5.0
 """How long a call whose server went away waits for its session's cards to be settled."""
 
 
+@dataclass(eq=False, slots=True)
+class Flight:
+    """One call as a drain sees it (`Hub.call_tool(flight=...)`): what it waits for now."""
+
+    approval: bool = False
+    """Waiting for its approvers: the request is kept in the store and outlives the process."""
+    caller: Caller | None = None
+    """The call once it runs: the questions it has out (`Caller.asking`)."""
+
+    @property
+    def kept(self) -> bool:
+        """All it waits for is kept in the store (approvers, or questions with a row): when the process leaves,
+        the call is dropped without a word and the next process takes up what is kept."""
+        asking = self.caller.asking if self.caller is not None else set()
+        return self.approval or (bool(asking) and all(p.keeper is not None for p in asking))
+
+    @property
+    def parked(self) -> bool:
+        """All it waits for can still be answered after a restart (approvers, 2026-07-28 questions): a drain
+        need not wait for it."""
+        asking = self.caller.asking if self.caller is not None else set()
+        return self.approval or (
+            bool(asking) and all(p.keeper is not None and p.keeper.resumable for p in asking)
+        )
+
+
 @dataclass(slots=True)
 class _Call:
     caller: Caller
@@ -83,10 +109,11 @@ class Calls:
         *,
         restored: list[tuple[Prompt, KeptQuestion]] | None = None,
         kept: list[KeptQuestion] | None = None,
+        flight: Flight | None = None,
     ) -> ToolOutcome:
         """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes.
 
-        With `kept` (a 2026-07-28 round kept from before a restart, all its questions), the call is not sent
+        `flight` is told which questions the call has out (a drain looks). With `kept` (a 2026-07-28 round kept from before a restart, all its questions), the call is not sent
         afresh: the round's open questions (`restored`: their prompts, whose cards are back on the surface) are
         waited for, then the round is resumed on a fresh connection with all its answers and its `requestState`.
         """
@@ -94,6 +121,8 @@ class Calls:
         if server is None:
             return failure(CallStatus.FAILED, f"unknown server {name!r}")
         call = _Call(caller=Caller(origin, tool=tool, arguments=arguments), server=name, tool=tool)
+        if flight is not None:
+            flight.caller = call.caller
         self._calls.append(call)
         if self._no_calls.is_set():
             self._no_calls = anyio.Event()
@@ -113,7 +142,9 @@ class Calls:
         except Unavailable as exc:
             return failure(CallStatus.UNAVAILABLE, exc.reason)
         finally:
-            if kept is not None:  # however the resumed call ended, its kept round is done with
+            # However the resumed call ended, its kept round is done with; unless the process leaves after a
+            # drain before the round went back (`Rounds.drive` forgets it once sent): the next process takes it.
+            if kept is not None and not self.prompts.detached:
                 await self.rounds.forget([q.id for q in kept])
             self._calls.remove(call)
             if not self._calls:

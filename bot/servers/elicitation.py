@@ -76,6 +76,10 @@ class _AfterVet:
     def __init__(self, inner: Keeper) -> None:
         self.inner = inner
 
+    @property
+    def resumable(self) -> bool:
+        return self.inner.resumable
+
     async def shown(self, prompt: Prompt) -> None:
         await self.inner.shown(prompt)
 

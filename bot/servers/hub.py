@@ -36,7 +36,7 @@ from bot.core import (
     ToolOutcome,
 )
 from bot.core.approvals import ApprovalAsk, ApprovalStatus, Approver, Verdict
-from bot.servers.calls import Calls, ProgressSink
+from bot.servers.calls import Calls, Flight, ProgressSink
 from bot.servers.connections import describe_error
 from bot.servers.elicitation import Elicitations
 from bot.servers.limits import Limits, Refusal
@@ -45,7 +45,7 @@ from bot.servers.results import failure
 from bot.servers.rounds import Rounds
 from mapping import new_request_id
 
-__all__ = ["Hub", "ProgressSink", "Unavailable"]
+__all__ = ["Flight", "Hub", "ProgressSink", "Unavailable"]
 
 logger = logging.getLogger(__name__)
 
@@ -206,12 +206,14 @@ class Hub:
         approved: Verdict | None = None,
         kept: list[KeptQuestion] | None = None,
         restored: list[tuple[Prompt, KeptQuestion]] | None = None,
+        flight: Flight | None = None,
     ) -> ToolOutcome:
         """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes.
 
         A call an `[[approvals]]` rule gates waits for the `approver`'s verdict first and is not sent unless
         approved (it ends `REFUSED` with the verdict's line); `approved` is a verdict already reached for exactly
-        these arguments (a request decided after a restart). With `kept`, the call is a 2026-07-28 round kept from
+        these arguments (a request decided after a restart). `flight` is kept up to date with what the call waits
+        for (a drain looks at it). With `kept`, the call is a 2026-07-28 round kept from
         before a restart, resumed (`Calls.call_tool`): it was approved and audited by the process that began it.
 
         A call past this person's limits is not started: it ends `REFUSED` with one line, empty when they were
@@ -222,7 +224,15 @@ class Hub:
         rule = self.config.approval_rule(name, tool)
         # With nobody to ask (the console), a call whose answers are gated is refused too: never half run.
         if kept is None and rule is not None and (rule.gate is ApprovalGate.CALL or self.approver is None):
-            verdict = approved if approved is not None else await self._approval(rule, name, tool, arguments, origin)
+            if approved is not None:
+                verdict = approved
+            else:
+                flight = flight or Flight()
+                flight.approval = self.approver is not None
+                try:
+                    verdict = await self._approval(rule, name, tool, arguments, origin)
+                finally:
+                    flight.approval = False
             if not verdict.approved:
                 outcome = failure(CallStatus.REFUSED, verdict.text)
                 self.calls_ended[outcome.status] += 1
@@ -239,7 +249,7 @@ class Hub:
                     outcome = refused(process)
                 else:
                     outcome = await self.calls.call_tool(
-                        name, tool, arguments, origin, on_progress, kept=kept, restored=restored
+                        name, tool, arguments, origin, on_progress, kept=kept, restored=restored, flight=flight
                     )
             finally:
                 self.limits.end_call(origin.user_id)

@@ -27,6 +27,10 @@ class RoundKeeper:
         self.book = book
         self.question = question
 
+    @property
+    def resumable(self) -> bool:
+        return self.question.era is Era.MODERN
+
     async def _write(self, what: str, write: Callable[[], Awaitable[None]]) -> None:
         try:
             await write()

@@ -112,11 +112,16 @@ class Rounds:
                 result = await send(None, result.request_state)
                 continue
             keepers: list[RoundKeeper] = []
+            sent = False
             try:
                 responses = await self._ask_all(conn, origin, tool, arguments, result, keepers)
+                sent = True
                 result = await send(responses, result.request_state)
             finally:
-                await self.forget([k.question.id for k in keepers if k.question.id])
+                # A round still being asked when the process leaves after a drain stays kept for the next one;
+                # once sent it is done with (never sent twice).
+                if sent or not self.elicitations.prompts.detached:
+                    await self.forget([k.question.id for k in keepers if k.question.id])
         if not isinstance(result, types.CallToolResult):
             raise MCPError(types.INTERNAL_ERROR, "the server answered the call with something else")
         return result

@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 from starlette.routing import BaseRoute
+from telegram import Update
 from telegram.ext import Application, ApplicationBuilder
 
 from bot.config import Config, ServerConfig, TelegramMode
@@ -28,6 +29,7 @@ from bot.telegram.access import Access, Refusals
 from bot.telegram.api_watch import ApiWatch
 from bot.telegram.approvals import TelegramApprovals
 from bot.telegram.bot import CardBot, build_bot
+from bot.telegram.drain import drain, take_answers
 from bot.telegram.flood import FloodLimiter
 from bot.telegram.handlers import access, audit, commands, forms, signin
 from bot.telegram.handlers import approvals as approval_taps
@@ -69,8 +71,13 @@ async def serve(
     *,
     transport: Callable[[ServerConfig], Any] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    drain: anyio.Event | None = None,
 ) -> None:
     """Run the bot until `stop` is set; then cancel every pending prompt, settle its card, and shut down.
+
+    Or until `drain` is set (SIGTERM): then take no new work, give running calls `[run] drain_s` to finish, and
+    shut down leaving what the store keeps to the next process (`bot.telegram.drain`); `stop` during the drain
+    cuts it short.
 
     With `[web]`, the web endpoint runs beside PTB (webhook mode needs it): it starts once PTB can take
     updates and stops first, so no update arrives that PTB would not handle. `transport` replaces how
@@ -92,7 +99,9 @@ async def serve(
         async with Hub(
             config, prompts, transport=transport, observer=observer, book=book, auth=auth, signed_in=signed_in
         ) as hub:
-            await _serve(config, app, watch, surface, prompts, hub, stop, ready, store, allowed, clock, signins)
+            await _serve(
+                config, app, watch, surface, prompts, hub, stop, ready, store, allowed, clock, signins, drain
+            )
 
 
 async def _serve(
@@ -108,7 +117,9 @@ async def _serve(
     allowed: Access,
     clock: Callable[[], float],
     signins: SignIns | None = None,
+    drain: anyio.Event | None = None,
 ) -> None:
+    draining = drain or anyio.Event()
     async with anyio.create_task_group() as tg:
         runner = ToolRunner(hub, prompts, surface, allowed)
         deps = Deps(config.telegram, allowed, hub, prompts, surface, runner, ToolButtons())
@@ -122,7 +133,7 @@ async def _serve(
         signing = [] if signins is None else signin.handlers(allowed, signins, hub, surface)
         app.add_handlers(gated + signing + forms.handlers(deps) + admin + commands.handlers(deps))
         app.add_error_handler(on_error)
-        web = _web_server(config, app, watch, prompts, hub, stop, surface, signins)
+        web = _web_server(config, app, watch, prompts, hub, stop, surface, signins, draining)
         async with app:
             await app.bot.set_my_commands(commands.COMMANDS)
             await app.start()
@@ -140,7 +151,9 @@ async def _serve(
                     logger.warning("%s", store.audit_note)
                 if ready is not None:
                     ready.set()
-                await stop.wait()
+                await _first(stop, draining)
+                if draining.is_set() and not stop.is_set():
+                    await _drain(config, app, runner, prompts, surface, stop)
                 logger.info("stopping: cancelling pending prompts")
                 if web is not None:
                     web.stop()
@@ -162,6 +175,37 @@ async def _serve(
                         await app.stop()
 
 
+async def _first(*events: anyio.Event) -> None:
+    """Wait until one of `events` is set."""
+    async with anyio.create_task_group() as tg:
+
+        async def wait(event: anyio.Event) -> None:
+            await event.wait()
+            tg.cancel_scope.cancel()
+
+        for event in events:
+            tg.start_soon(wait, event)
+
+
+async def _drain(
+    config: Config,
+    app: Application,  # type: ignore[type-arg]
+    runner: ToolRunner,
+    prompts: PromptRegistry,
+    surface: TelegramSurface,
+    stop: anyio.Event,
+) -> None:
+    """SIGTERM: no new updates (the webhook answers 503 from now on: `_web_server`), answers to this process's
+    cards still taken, running calls given `[run] drain_s`; then what the store keeps is left for the next process."""
+    logger.info("draining (SIGTERM): no new work; running calls get %g s to finish", config.run.drain_s)
+    async with anyio.create_task_group() as polling:
+        if app.updater is not None and app.updater.running:
+            await app.updater.stop()  # confirms what it fetched; the rest waits in Telegram
+            polling.start_soon(take_answers, app, surface.answers_a_card, ALLOWED_UPDATES)
+        await drain(app, runner, prompts, config.run.drain_s, stop)
+        polling.cancel_scope.cancel()
+
+
 def _approvals(config: Config, store: Store | None, surface: TelegramSurface, hub: Hub) -> TelegramApprovals | None:
     """The approvals of `[[approvals]]` (they need the database: a request must outlive the process)."""
     if not config.approvals:
@@ -181,20 +225,30 @@ def _web_server(
     stop: anyio.Event,
     surface: TelegramSurface,
     signins: SignIns | None = None,
+    draining: anyio.Event | None = None,
 ) -> WebServer | None:
-    """The web endpoint, when `[web]` is configured: health and metrics, and the webhook in webhook mode."""
+    """The web endpoint, when `[web]` is configured: health and metrics, and the webhook in webhook mode.
+
+    From the first moment of a drain `/healthz` answers 503 and the webhook takes only answers to this process's
+    cards (503 for the rest: Telegram delivers them again, to the next process)."""
     if config.web is None:
         return None
+    leaving = draining or anyio.Event()
     webhook = None
     if config.telegram.mode is TelegramMode.WEBHOOK:
         assert config.telegram.webhook_secret is not None  # checked by the config
-        webhook = Webhook(config.telegram.webhook_secret.get(), app.bot, app.update_queue)
+
+        def takes(update: Update) -> bool:
+            return not leaving.is_set() or surface.answers_a_card(update)
+
+        webhook = Webhook(config.telegram.webhook_secret.get(), app.bot, app.update_queue, takes)
 
     async def reachable() -> bool:
         return await watch.reachable(app.bot)
 
     web_app = build_app(
         running=lambda: app.running and not stop.is_set(),
+        draining=leaving.is_set,
         reachable=reachable,
         metrics=metrics_registry(prompts, hub, watch),
         webhook=webhook,
@@ -236,8 +290,13 @@ async def _start_updates(app: Application, config: Config, watch: ApiWatch) -> N
 
 
 async def run_bot(config: Config) -> int:
-    """`toolnexus-bot --config PATH`: run until SIGINT or SIGTERM, then exit 0."""
-    stop, ready = anyio.Event(), anyio.Event()
+    """`toolnexus-bot --config PATH`: run until SIGINT or SIGTERM, then exit 0.
+
+    SIGTERM drains (`serve`'s `drain`): what the store keeps stays open for the next process. SIGINT (Ctrl-C at a
+    terminal) is a hard stop, also during a drain: open questions are cancelled towards their servers and their
+    cards say the bot stopped.
+    """
+    stop, ready, draining = anyio.Event(), anyio.Event(), anyio.Event()
 
     async def settle_heap() -> None:
         # Everything alive once the bot runs (modules, PTB, the SDK, pydantic's schemas) lives as long as the
@@ -252,13 +311,16 @@ async def run_bot(config: Config) -> int:
 
     async def watch_signals() -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for _ in signals:
-                stop.set()
+            async for signum in signals:
+                if signum == signal.SIGTERM and not draining.is_set():
+                    draining.set()
+                    continue
+                stop.set()  # SIGINT, or a second SIGTERM: stop now
                 return
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(watch_signals)
         tg.start_soon(settle_heap)
-        await serve(config, stop, ready)
+        await serve(config, stop, ready, drain=draining)
         tg.cancel_scope.cancel()
     return 0

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
-from telegram import User
+from telegram import Update, User
 from telegram.error import BadRequest, Forbidden, TelegramError
 
 from bot.core import Origin, Outcome, Prompt
 from bot.telegram.access import Access
 from bot.telegram.bot import CardBot
-from bot.telegram.callback_data import Action, Button
+from bot.telegram.callback_data import Action, Button, unpack
 from bot.telegram.flood import Withdrawn, card_first, unless
 from bot.telegram.render import (
     Card,
@@ -384,6 +384,19 @@ class TelegramSurface:
                 if f.name in answer.data
             ]
         return prompt.answer(answer)
+
+    def answers_a_card(self, update: Update) -> bool:
+        """Whether `update` is a tap on, or a reply to, the card of a question still pending in this process
+        (a drain takes these: a 2025-era question cannot wait for the next process)."""
+        card = None
+        if update.callback_query is not None:
+            data = update.callback_query.data
+            button = unpack(data if isinstance(data, str) else None)
+            card = None if button is None else self.cards.get(button.token)
+        elif update.message is not None and update.message.reply_to_message is not None:
+            reply = update.message.reply_to_message
+            card = self.card_for_reply(reply.chat.id, reply.message_id)
+        return card is not None and card.prompt.pending
 
     def card_for_reply(self, chat_id: int, message_id: int) -> Card | None:
         token = self._by_message.get((chat_id, message_id))

@@ -26,7 +26,7 @@ from bot.core import (
     ToolOutcome,
 )
 from bot.core.call_args import missing_required, sub_schema
-from bot.servers.hub import Hub
+from bot.servers.hub import Flight, Hub
 from bot.telegram.access import Access
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.flood import Withdrawn, unless
@@ -165,6 +165,9 @@ class ToolRunner:
         self._running: Counter[tuple[Origin, str]] = Counter()
         """Calls running per person and server: a result is folded into an answered card only when just one
         call could have asked it."""
+        self._flights: dict[anyio.CancelScope, tuple[Flight, anyio.Event]] = {}
+        """Every run in progress, by the scope that ends it: what its call waits for (a drain looks), and set
+        once it has ended."""
 
     async def run(
         self,
@@ -185,12 +188,34 @@ class ToolRunner:
             return
         key = (origin, tool.server)
         self._running[key] += 1
+        scope, flight, ended = anyio.CancelScope(), Flight(), anyio.Event()
+        self._flights[scope] = (flight, ended)
         try:
-            await self._run(tool, args, origin, kept, restored)
+            with scope:
+                await self._run(tool, args, origin, kept, restored, flight)
         finally:
+            del self._flights[scope]
+            ended.set()
             self._running[key] -= 1
             if not self._running[key]:
                 del self._running[key]
+
+    @property
+    def busy(self) -> bool:
+        """Whether a run has work a drain waits for: a call running, a result on its way, a question that cannot
+        outlive the process. Calls waiting only for approvers or 2026-07-28 answers are not (they are kept)."""
+        return any(not flight.parked for flight, _ in self._flights.values())
+
+    async def leave_kept(self) -> int:
+        """The process leaves after a drain: runs whose every wait is kept in the store end here without a word
+        (no result, no card edited: the next process takes them up, as after a crash); returns how many, once
+        they have ended."""
+        left = [(scope, ended) for scope, (flight, ended) in self._flights.items() if flight.kept]
+        for scope, _ in left:
+            scope.cancel()
+        for _, ended in left:
+            await ended.wait()
+        return len(left)
 
     async def resume(
         self,
@@ -223,6 +248,7 @@ class ToolRunner:
         origin: Origin,
         kept: list[KeptQuestion] | None = None,
         restored: list[tuple[Prompt, KeptQuestion]] | None = None,
+        flight: Flight | None = None,
     ) -> None:
         """Ask for missing required arguments, then call and report; never raises for outcomes."""
         missing = [] if kept is not None else missing_required(tool.input_schema, args)
@@ -264,7 +290,7 @@ class ToolRunner:
             timer = loop.call_later(STATUS_AFTER_S, status_due)
             try:
                 outcome = await self.hub.call_tool(
-                    tool.server, tool.name, args, origin, on_progress, kept=kept, restored=restored
+                    tool.server, tool.name, args, origin, on_progress, kept=kept, restored=restored, flight=flight
                 )
             finally:
                 timer.cancel()

@@ -1,7 +1,8 @@
 """The bot's one ASGI application: the routes, and what each needs from the bot. Does I/O (HTTP answers).
 
 POST /telegram   the webhook (webhook mode only; see `bot.web.webhook`)
-GET  /healthz    200 while the bot runs and Telegram answers, else 503 (JSON says which part failed)
+GET  /healthz    200 while the bot runs and Telegram answers, else 503 (JSON says which part failed; "draining"
+                 from the first moment of a SIGTERM's drain, so a load balancer sends nothing more)
 GET  /metrics    Prometheus text
 /app/...         the Mini App's form pages, when given (`bot.web.miniapp`)
 """
@@ -30,15 +31,18 @@ def build_app(
     metrics: CollectorRegistry,
     webhook: Webhook | None = None,
     routes: Sequence[BaseRoute] = (),
+    draining: Callable[[], bool] = lambda: False,
 ) -> Starlette:
-    """The app: `running` says whether the bot is up, `reachable` whether Telegram answers (it may ask);
-    `routes` are more of them (the Mini App's)."""
+    """The app: `running` says whether the bot is up, `reachable` whether Telegram answers (it may ask),
+    `draining` whether it is on its way out (SIGTERM); `routes` are more of them (the Mini App's)."""
 
     async def healthz(request: Request) -> Response:
-        up = running()
+        up, leaving = running(), draining()
         telegram = up and await reachable()
-        body = {"bot": "running" if up else "stopped", "telegram": "reachable" if telegram else "unreachable"}
-        return JSONResponse(body, status_code=200 if telegram else 503, headers={"Cache-Control": "no-store"})
+        state = "draining" if leaving else "running" if up else "stopped"
+        body = {"bot": state, "telegram": "reachable" if telegram else "unreachable"}
+        healthy = telegram and not leaving
+        return JSONResponse(body, status_code=200 if healthy else 503, headers={"Cache-Control": "no-store"})
 
     async def scrape(request: Request) -> Response:
         return Response(generate_latest(metrics), media_type=CONTENT_TYPE_LATEST)

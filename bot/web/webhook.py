@@ -3,7 +3,9 @@
 The secret header is compared in constant time before a byte of the body is read, so a stranger's request
 costs its headers and no more. The body is refused over `MAX_BODY` bytes, by its Content-Length first and
 then by counting what arrives (a chunked body has no length). An answer of 200 tells Telegram the update
-arrived; anything else makes Telegram deliver it again later, so only a well-formed update gets 200.
+arrived; anything else makes Telegram deliver it again later, so only a well-formed update gets 200. An update
+the bot will not take now (`takes`: it is draining, and the update is new work) gets 503: Telegram delivers it
+again, to the next process.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+from collections.abc import Callable
 from typing import Any, Final
 
 from starlette.requests import ClientDisconnect, Request
@@ -29,10 +32,13 @@ MAX_BODY: Final = 1 << 20
 class Webhook:
     """The endpoint: `Route("/telegram", Webhook(...).handle, methods=["POST"])`."""
 
-    def __init__(self, secret: str, bot: Bot, queue: asyncio.Queue[Any]) -> None:
+    def __init__(
+        self, secret: str, bot: Bot, queue: asyncio.Queue[Any], takes: Callable[[Update], bool] = lambda u: True
+    ) -> None:
         self._secret = secret.encode()
         self._bot = bot
         self._queue = queue
+        self._takes = takes
 
     async def handle(self, request: Request) -> Response:
         # Starlette decodes header values as latin-1, so any bytes a client sends compare as bytes.
@@ -53,6 +59,8 @@ class Webhook:
         update = self._update(bytes(body))
         if update is None:
             return PlainTextResponse("Bad Request: not a Telegram update", status_code=400)
+        if not self._takes(update):
+            return PlainTextResponse("Service Unavailable: the bot is restarting", status_code=503)
         await self._queue.put(update)
         return Response(status_code=200)
 

@@ -99,8 +99,9 @@ def test_a_bad_config_exits_2_naming_the_key(tmp_path: Path, toml: str, expected
 
 
 @pytest.mark.anyio
-async def test_the_bot_completes_a_deploy_and_sigterm_settles_pending_cards(tmp_path: Path) -> None:
-    """The installed command against the fake Bot API and the demo server; SIGTERM cancels what is pending."""
+async def test_the_bot_completes_a_deploy_and_sigint_settles_pending_cards(tmp_path: Path) -> None:
+    """The installed command against the fake Bot API and the demo server; SIGINT (Ctrl-C, the hard stop) cancels
+    what is pending. (SIGTERM drains and keeps it: tests/bot/test_drain.py.)"""
     async with FakeTelegram() as fake:
         alice = fake.user(id=1001, first_name="Alice")
         config = tmp_path / "bot.toml"
@@ -118,7 +119,7 @@ async def test_the_bot_completes_a_deploy_and_sigterm_settles_pending_cards(tmp_
             confirm = await fake.wait_for(
                 lambda m: "Deploy web to production?" in m.text and bool(m.buttons), timeout=15
             )
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(signal.SIGINT)
             with anyio.fail_after(10):
                 code = await proc.wait()
             stderr = (await proc.stderr.receive()).decode() if proc.stderr else ""

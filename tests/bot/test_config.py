@@ -21,6 +21,7 @@ from bot.config import (
     LimitsConfig,
     MiniAppConfig,
     OAuthClient,
+    RunConfig,
     Secret,
     ServerConfig,
     ServerProtocol,
@@ -525,8 +526,9 @@ def test_the_example_config_shows_every_option_and_its_commented_ones_are_valid(
 
     assert set(data) == {
         "telegram", "elicitation", "sessions", "servers", "web", "miniapp", "storage", "audit", "limits",
-        "approvals",
+        "approvals", "run",
     }
+    assert set(data["run"]) == keys(RunConfig)
     assert set(data["approvals"][0]) == keys(ApprovalRule) - {"index"}
     assert set(data["limits"]) == keys(LimitsConfig)
     assert set(data["telegram"]) == keys(TelegramConfig) - {"token_problem"}

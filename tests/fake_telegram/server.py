@@ -6,6 +6,7 @@ I/O: serves PTB's requests in the test's own event loop, decodes params like Tel
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections import Counter
@@ -33,6 +34,8 @@ _STRING_PARAMS: Final = frozenset({
     "name", "query_id", "business_connection_id", "message_effect_id", "custom_title",
 })  # fmt: skip
 SECRET_HEADER: Final = "X-Telegram-Bot-Api-Secret-Token"
+WEBHOOK_RETRY_S: Final = 0.2
+"""Between attempts to deliver an update the webhook did not take (`deliver_via_webhook(retry=True)`)."""
 
 
 class FakeTelegram(World):
@@ -56,6 +59,11 @@ class FakeTelegram(World):
         self.port = 0
         self.abandoned: list[tuple[str, JSON]] = []
         """Held (`hang`) calls whose client gave up (closed the connection) before the fake answered."""
+        self.webhook_attempts: list[tuple[int, int | None]] = []
+        """Webhook deliveries with `retry`: (update_id, HTTP status, or None when nobody answered), in order."""
+        self._outbox: list[JSON] = []
+        self._outbox_changed = asyncio.Event()
+        self._outbox_task: asyncio.Task[None] | None = None
 
     @property
     def base_url(self) -> str:
@@ -103,6 +111,10 @@ class FakeTelegram(World):
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if self._outbox_task is not None:
+            self._outbox_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._outbox_task
         server, self._server = self._server, None
         if server is None:
             return
@@ -150,13 +162,25 @@ class FakeTelegram(World):
             response = await client.post(url, json=update, headers=headers, timeout=5)
         return response.status_code
 
-    def deliver_via_webhook(self, url: str | None, *, secret_token: str | None = None) -> None:
+    def deliver_via_webhook(self, url: str | None, *, secret_token: str | None = None, retry: bool = False) -> None:
         """Send users' future updates to `url` instead of queueing them for getUpdates (None: queue again).
 
-        A delivery the webhook does not answer with 200 raises ScriptError in the user action.
+        A delivery the webhook does not answer with 200 raises ScriptError in the user action. With `retry`, as
+        Telegram does: updates are delivered in order by a task of the fake's, and one answered with anything
+        but 2xx (or not answered: nobody listens) is delivered again every `WEBHOOK_RETRY_S` until it is taken;
+        every attempt is listed in `webhook_attempts` as (update_id, HTTP status or None).
         """
         if url is None:
             self._deliver = None
+            return
+        if retry:
+            self._outbox_task = asyncio.get_running_loop().create_task(self._deliver_in_order(url, secret_token))
+
+            async def queue(update: JSON) -> None:
+                self._outbox.append(update)
+                self._outbox_changed.set()
+
+            self._deliver = queue
             return
 
         async def deliver(update: JSON) -> None:
@@ -165,6 +189,37 @@ class FakeTelegram(World):
                 raise ScriptError(f"webhook {url} answered {status} to update {update['update_id']}")
 
         self._deliver = deliver
+
+    async def wait_for_attempt(
+        self, predicate: Callable[[int, int | None], bool], timeout: float = 5.0  # noqa: ASYNC109 - like wait_for
+    ) -> tuple[int, int | None]:
+        """Wait for a webhook delivery attempt (update_id, status) matching `predicate` (`retry` mode)."""
+
+        def check() -> tuple[int, int | None] | None:
+            return next((a for a in self.webhook_attempts if predicate(*a)), None)
+
+        return await self._until(check, timeout, "no webhook delivery attempt matched")
+
+    async def _deliver_in_order(self, url: str, secret_token: str | None) -> None:
+        headers = {SECRET_HEADER: secret_token} if secret_token else {}
+        async with httpx.AsyncClient(trust_env=False) as client:
+            while True:
+                if not self._outbox:
+                    self._outbox_changed.clear()
+                    await self._outbox_changed.wait()
+                    continue
+                update = self._outbox[0]
+                status: int | None
+                try:
+                    status = (await client.post(url, json=update, headers=headers, timeout=5)).status_code
+                except httpx.TransportError:
+                    status = None
+                self.webhook_attempts.append((update["update_id"], status))
+                self.notify()
+                if status is not None and 200 <= status < 300:
+                    self._outbox.pop(0)
+                else:
+                    await asyncio.sleep(WEBHOOK_RETRY_S)  # Telegram's back-off, shortened
 
     # --- HTTP -----------------------------------------------------------------------------------------
 
