@@ -29,6 +29,7 @@ from mapping.form import (
     restore,
     snapshot,
     start,
+    walk_note,
 )
 from mapping.ids import new_request_id, to_base36
 from mapping.model import DECLINED, Answer, Request, RequestKind
@@ -104,5 +105,6 @@ __all__ = [
     "restore",
     "snapshot",
     "start",
+    "walk_note",
     "to_base36",
 ]
