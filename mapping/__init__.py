@@ -105,6 +105,6 @@ __all__ = [
     "restore",
     "snapshot",
     "start",
-    "walk_note",
     "to_base36",
+    "walk_note",
 ]
