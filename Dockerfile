@@ -1,10 +1,11 @@
 # toolnexus-bot: a Telegram bot that is an MCP client.
 #   docker build -t toolnexus-bot .
 #   docker run -d --init --stop-timeout 30 --name toolnexus -v toolnexus-data:/data -e TELEGRAM_BOT_TOKEN toolnexus-bot
-# Put config.toml in the volume (/data/config.toml); the database is created beside it. `--init` reaps the
-# stdio MCP servers' processes. `docker stop` sends SIGTERM and the bot drains for [run] drain_s (default 20 s):
-# give it drain_s + 10 s (`--stop-timeout 30`; compose: `stop_grace_period: 30s`; Docker's default is 10 s). Other commands: `docker run --rm -it -v toolnexus-data:/data toolnexus-bot
-# check --config /data/config.toml` (or `console`).
+# Put config.toml in the volume (/data/config.toml); the default database is created there too
+# (STATE_DIRECTORY=/data). `--init` reaps the stdio MCP servers' processes. `docker stop` sends SIGTERM and the
+# bot drains for [run] drain_s (default 20 s): give it drain_s + 10 s (`--stop-timeout 30`; compose:
+# `stop_grace_period: 30s`; Docker's default is 10 s). Other commands: `docker run --rm -it -v toolnexus-data:/data
+# -e TELEGRAM_BOT_TOKEN toolnexus-bot check` (or `console`; TOOLNEXUS_CONFIG names the config for every command).
 
 FROM python:3.11-slim AS build
 WORKDIR /src
@@ -22,7 +23,8 @@ COPY --from=build /opt/toolnexus /opt/toolnexus
 COPY deploy/healthcheck.py /opt/toolnexus/healthcheck.py
 ENV PATH="/opt/toolnexus/bin:$PATH" \
     PYTHONUNBUFFERED=1 \
-    TOOLNEXUS_CONFIG=/data/config.toml
+    TOOLNEXUS_CONFIG=/data/config.toml \
+    STATE_DIRECTORY=/data
 WORKDIR /data
 VOLUME ["/data"]
 USER toolnexus

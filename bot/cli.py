@@ -21,6 +21,9 @@ from bot.logs import setup_logging
 
 logger = logging.getLogger("bot.cli")
 
+CONFIG_ENV = "TOOLNEXUS_CONFIG"
+"""Stands in for `--config` in every sub-command (the container image sets it)."""
+
 DEMO_CONFIG = {"servers": {"demo": {"command": "python", "args": ["-m", "bot.demo_server"], "title": "Demo"}}}
 
 
@@ -31,7 +34,7 @@ def _options(*, defaults: bool) -> argparse.ArgumentParser:
     common.add_argument(
         "--config",
         metavar="PATH",
-        help="TOML config (see config.example.toml)",
+        help=f"TOML config (see config.example.toml); default ${CONFIG_ENV}",
         default=None if defaults else argparse.SUPPRESS,
     )
     common.add_argument(
@@ -89,6 +92,16 @@ def _store_parsers(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `toolnexus-bot` script and `python -m bot`."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # whoever read our output stopped reading (`... | head -1`): not an error
+        from bot.store.commands import quiet_broken_pipe
+
+        quiet_broken_pipe(sys.stdout)
+        return 0
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     command = args.command or "run"
     if command == "keygen":
@@ -100,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         config = _load(args.config, command)
-        if command == "run":
+        if command in ("run", "check"):  # `check` passes exactly what `run` would accept
             config.require_telegram()
     except ConfigError as exc:
         for problem in exc.problems:
@@ -203,8 +216,11 @@ def _store_command(args: argparse.Namespace, config: Config) -> int:
 
 
 def _load(path: str | None, command: str) -> Config:
+    path = path if path is not None else os.environ.get(CONFIG_ENV) or None
     if path is not None:
         return load_config(path)
     if command == "console":
         return parse_config(DEMO_CONFIG, os.environ)
-    raise ConfigError([f"--config: required for {command!r} (try: --config config.example.toml)"])
+    raise ConfigError(
+        [f"--config: required for {command!r} (try: --config config.example.toml, or set {CONFIG_ENV})"]
+    )

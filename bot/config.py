@@ -25,6 +25,7 @@ from bot import _config_read as read
 
 __all__ = [
     "SERVER_NAME",
+    "STORAGE_FILE",
     "WEBHOOK_PATH",
     "WEBHOOK_PORTS",
     "WEBHOOK_SECRET",
@@ -52,6 +53,7 @@ __all__ = [
     "WebConfig",
     "load_config",
     "parse_config",
+    "state_folder",
 ]
 
 _MASK: Final = "**********"
@@ -295,7 +297,8 @@ class RunConfig:
 
 
 STORAGE_FILE: Final = "toolnexus.db"
-"""The SQLite database's name beside the config file when there is no `[storage]` table."""
+"""The SQLite database's name when there is no `[storage] url`: in the state folder (see `state_folder`), else
+beside the config file."""
 _STORAGE_SCHEMES: Final = ("sqlite", "postgresql", "postgres")
 
 
@@ -512,7 +515,8 @@ def parse_config(
     """Validate a parsed TOML document, expanding `${VAR}` from `environ`.
 
     `base_dir` is the config file's folder: a relative SQLite path is resolved against it, and with no
-    `[storage]` table the database is `toolnexus.db` there. Without it (and without `[storage]`), the
+    `[storage] url` the database is `toolnexus.db` in the state folder (`$STATE_DIRECTORY`: systemd's
+    `StateDirectory=`, the image's `/data`), else there. Without it (and without `[storage]`), the
     config has no database.
 
     `command = "python"` becomes `sys.executable`, so `args = ["-m", "bot.demo_server"]` runs in the bot's
@@ -546,7 +550,7 @@ def parse_config(
     )
     servers = _servers(root)
     miniapp = _miniapp(root.section("miniapp"))
-    storage = _storage(root, base_dir)
+    storage = _storage(root, base_dir, environ)
     if any(server.oauth is not None for server in servers) and (
         storage is None or storage.secret_key is None
     ):
@@ -658,7 +662,15 @@ def _chat_id(value: object, environ: Mapping[str, str]) -> int:
     return value
 
 
-def _storage(root: read.Section, base_dir: str | None) -> StorageConfig | None:
+def state_folder(environ: Mapping[str, str]) -> str | None:
+    """Where the process may keep its state, when something set one up for it: systemd's
+    `$STATE_DIRECTORY` (the unit's `StateDirectory=`; the first of a colon-separated list), which the
+    container image sets to its volume `/data`. None otherwise (the default database goes beside the config)."""
+    first = environ.get("STATE_DIRECTORY", "").split(":")[0]
+    return first if os.path.isabs(first) else None
+
+
+def _storage(root: read.Section, base_dir: str | None, environ: Mapping[str, str]) -> StorageConfig | None:
     st = root.section("storage")
     st.only(("url", "secret_key"))
     key = st.get("secret_key", _secret_key, None)
@@ -666,7 +678,8 @@ def _storage(root: read.Section, base_dir: str | None) -> StorageConfig | None:
     if not st.has("url"):
         if base_dir is None:
             return None
-        return StorageConfig(Secret("sqlite:///" + os.path.join(base_dir, STORAGE_FILE)), secret_key)
+        folder = state_folder(environ) or base_dir
+        return StorageConfig(Secret("sqlite:///" + os.path.join(folder, STORAGE_FILE)), secret_key)
     url = st.get("url", _storage_url, None)
     if url is None:
         return None

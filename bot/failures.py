@@ -32,7 +32,7 @@ def _line(exc: BaseException, config: Config | None) -> str | None:
     from bot.store import StoreUnavailable  # the store pulls in SQLAlchemy: only once a command failed
 
     if isinstance(exc, StoreUnavailable):
-        return f"{exc}: check [storage] url and that the database is running"
+        return str(exc) if exc.file else f"{exc}: check [storage] url and that the database is running"
     host = _telegram_host(config)
     if isinstance(exc, InvalidToken | Forbidden) and not isinstance(exc, NetworkError):
         return (

@@ -1,6 +1,6 @@
 """The container's HEALTHCHECK: GET /healthz of the bot's [web] endpoint; healthy without one. Does I/O.
 
-Stdlib only (it runs as `python /app/healthcheck.py` in the image). Reads the config named by
+Stdlib only (the image runs it as `python /opt/toolnexus/healthcheck.py`). Reads the config named by
 `TOOLNEXUS_CONFIG` (default /data/config.toml): without a `[web]` table the bot serves no HTTP (polling
 mode) and the check passes; with one it asks http://127.0.0.1:<port>/healthz and passes on a 2xx answer.
 """

@@ -29,6 +29,7 @@ from mapping.form import (
     restore,
     snapshot,
     start,
+    walk_note,
 )
 from mapping.ids import new_request_id, to_base36
 from mapping.model import DECLINED, Answer, Request, RequestKind
@@ -105,4 +106,5 @@ __all__ = [
     "snapshot",
     "start",
     "to_base36",
+    "walk_note",
 ]

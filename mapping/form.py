@@ -39,6 +39,7 @@ __all__ = [
     "restore",
     "snapshot",
     "start",
+    "walk_note",
 ]
 
 _V = TypeVar("_V", bound="Value | None")
@@ -274,6 +275,19 @@ def _on_review(state: FormState, user_input: object) -> FormState:
             content = {f.name: _copy(values[f.name]) for f in state.spec.fields if f.name in values}
             return _with_step(state, Finished(content))
     return _with_step(state, _review(state.spec, values, NOT_FOR_THIS))
+
+
+def walk_note(state: FormState) -> str | None:
+    """On a walk's first question, when fields already hold a value (defaults) and will only be shown at the
+    review, what the count leaves out: "5 to answer, 2 more with defaults at the review". Else None."""
+    step = state.step
+    if not isinstance(step, Ask) or state.editing or step.index != 0:
+        return None
+    prefilled = len(state.spec.fields) - step.total
+    if prefilled <= 0:
+        return None
+    more = "1 more with a default" if prefilled == 1 else f"{prefilled} more with defaults"
+    return f"{step.total} to answer, {more} at the review"
 
 
 def check_content(spec: FormSpec, content: Mapping[str, Value]) -> str | None:

@@ -79,7 +79,7 @@ def parse_text(field: Field, raw: str) -> Value | FieldError:
             value = _typed_bool(field, text)
         case ChoiceField():
             option = _find_option(field.options, text)
-            value = option.value if isinstance(option, Option) else FieldError(field.name, option)
+            value = option.value if isinstance(option, Option) else FieldError(field.name, _about(text, option))
         case MultiChoiceField():
             value = _typed_choices(field, text)
         case _:
@@ -174,6 +174,11 @@ def _typed_bool(field: BoolField, text: str) -> bool | FieldError:
     if word in _NO:
         return False
     return FieldError(field.name, "must be yes or no")
+
+
+def _about(text: str, reason: str) -> str:
+    """A refusal of typed `text` that says what was typed: "“prod” is not one of the options: ..."."""
+    return f"“{clip(text)}” {reason}" if text.strip() else reason
 
 
 def _find_option(options: tuple[Option, ...], text: str) -> Option | str:

@@ -35,11 +35,16 @@ from bot.core import (
 from bot.core.call_args import (
     ECHO_LIMIT,
     CallArgsError,
+    CallCommand,
+    asking_again,
+    check_arguments,
     echo,
-    missing_required,
+    not_found_text,
     parse_arguments,
     split_call,
     sub_schema,
+    to_ask,
+    unknown_text,
 )
 from bot.servers.hub import Hub, Unavailable
 from mapping import (
@@ -63,7 +68,7 @@ from mapping import (
     parse_schema,
     start,
 )
-from mapping.form import Edit, FormState
+from mapping.form import Edit, FormState, walk_note
 from mapping.urls import MAX_SHOWN_URL, check_url
 
 CONSOLE_USER = Origin(chat_id=0, user_id=0)
@@ -200,7 +205,8 @@ class Console:
         elif word == "/call":
             await self._call(rest)
         elif word == "/cancel":
-            self.say(f"  cancelled {self.hub.cancel(CONSOLE_USER)}")
+            count = self.hub.cancel(CONSOLE_USER)
+            self.say(f"  Cancelled {count} running call(s) and question(s)." if count else "  Nothing to cancel.")
         elif word in ("/skip", "/decline"):
             self.say(f"  {word} answers a question, and nothing is being asked now.")
         else:
@@ -213,7 +219,7 @@ class Console:
         except CallArgsError as exc:
             self.say(f"  {exc}")
             return
-        tool = await self._find_tool(cmd.server, cmd.tool)
+        tool = await self._find_tool(cmd)
         if tool is None:
             return
         try:
@@ -221,13 +227,19 @@ class Console:
         except CallArgsError as exc:
             self.say(f"  {exc}")
             return
-        missing = missing_required(tool.input_schema, args)
+        check = check_arguments(tool.input_schema, args)
+        if check.unknown:
+            self.say(f"  {unknown_text(tool.name, check)}")
+            return
+        missing = to_ask(tool.input_schema, args, check)
         if missing:
-            extra = await self._ask_arguments(tool, missing)
+            if check.invalid:
+                self.say("  " + asking_again(tool.name, check).replace("\n", "\n  "))
+            extra = await self._ask_arguments(tool, missing, check.refused)
             if extra is None:
                 self.say("  Not called.")
                 return
-            args.update(extra)
+            args = {**{k: v for k, v in args.items() if k not in missing}, **extra}
         self.say(f"  Calling {tool.server}/{tool.name}...")
         if self.reader.interactive:
             outcome = await self._call_watching(tool, args)
@@ -286,8 +298,9 @@ class Console:
         if self._questions == 0:
             self._no_questions.set()
 
-    async def _find_tool(self, server: str | None, name: str) -> ToolInfo | None:
+    async def _find_tool(self, cmd: CallCommand) -> ToolInfo | None:
         assert self.hub is not None
+        server, name = cmd.server, cmd.tool
         found: list[ToolInfo] = []
         for candidate in [server] if server else self.hub.server_names():
             try:
@@ -299,7 +312,7 @@ class Console:
         if len(found) == 1:
             return found[0]
         if not found:
-            self.say(f"  No tool named {echo(name)}." + ("" if server else " Try /tools."))
+            self.say(f"  {not_found_text(cmd, self.hub.server_names())}" + ("" if server else " Try /tools."))
         else:
             self.say(
                 f"  {name!r} is on several servers: "
@@ -308,13 +321,16 @@ class Console:
             )
         return None
 
-    async def _ask_arguments(self, tool: ToolInfo, names: list[str]) -> dict[str, object] | None:
+    async def _ask_arguments(
+        self, tool: ToolInfo, names: list[str], refused: frozenset[str] = frozenset()
+    ) -> dict[str, object] | None:
         try:
-            spec = parse_schema(sub_schema(tool.input_schema, names))
+            spec = parse_schema(sub_schema(tool.input_schema, names, refused))
         except UnsupportedSchema as exc:
             self.say(f"  {tool.name} needs {', '.join(names)}; pass them as JSON ({exc.reason}).")
             return None
-        self.say(f"  {tool.name} needs some arguments.")
+        if not refused:
+            self.say(f"  {tool.name} needs some arguments.")
         answer = await self._walk_form(spec)
         return answer if isinstance(answer, dict) else None
 
@@ -388,7 +404,7 @@ class Console:
         state: FormState = start(spec)
         while not isinstance(state.step, Finished):
             step = state.step
-            self._show_step(step)
+            self._show_step(step, walk_note(state))
             line = await self._next_line(
                 "submit? > " if isinstance(step, Review) else f"{step.field.title}> "
             )
@@ -413,7 +429,7 @@ class Console:
                 state = apply(state, TextInput(raw))
         return dict(state.step.content)
 
-    def _show_step(self, step: Ask | Review) -> None:
+    def _show_step(self, step: Ask | Review, note: str | None = None) -> None:
         if isinstance(step, Review):
             if step.error:
                 self.say(f"  ! {step.error}")
@@ -428,9 +444,9 @@ class Console:
             return
         field = step.field
         if step.error:
-            self.say(f"  ! {step.error}")
+            self.say(f"  ! {field.title}: {step.error}")
         need = "required" if field.required else "optional, /skip to leave empty"
-        self.say(f"  ({step.index + 1}/{step.total}) {field.title} ({need})")
+        self.say(f"  ({step.index + 1}/{step.total}) {field.title} ({need})" + (f"; {note}" if note else ""))
         if field.description:
             self.say(f"    {field.description}")
         if isinstance(field, ChoiceField | MultiChoiceField):

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from mapping.errors import UnsupportedSchema
+from mapping.form import check_content
+from mapping.schema import parse_schema
 
 _KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z_][\w.-]*)=")
 
@@ -51,6 +55,16 @@ def split_call(text: str, servers: list[str]) -> CallCommand:
         return CallCommand(words[0], words[1], words[2] if len(words) > 2 else "")
     rest = text.strip()[len(words[0]) :].strip()
     return CallCommand(None, words[0], rest)
+
+
+def not_found_text(cmd: CallCommand, servers: list[str]) -> str:
+    """Why `/call` found no tool (plain text): `/call nosrv deploy` meant a server that is not there (listed);
+    `/call nosuchtool` a tool no server has."""
+    rest = cmd.raw_args.split(maxsplit=1)
+    if cmd.server is None and rest and not rest[0].startswith("{") and "=" not in rest[0]:
+        listed = ", ".join(servers) if servers else "none configured"
+        return f"There is no server “{cmd.tool[:64]}”. The servers: {listed}."
+    return f"No tool named “{cmd.tool[:64]}”."
 
 
 def parse_arguments(raw: str, input_schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -98,14 +112,86 @@ def missing_required(input_schema: Mapping[str, Any] | None, args: Mapping[str, 
     return [name for name in required if isinstance(name, str) and name not in args]
 
 
-def sub_schema(input_schema: Mapping[str, Any], names: list[str]) -> dict[str, Any]:
-    """The flat object schema of just `names`, all required (to ask them with the form UI)."""
+@dataclass(frozen=True, slots=True)
+class ArgumentCheck:
+    """What is wrong with a call's arguments by the tool's `inputSchema`, before anything is sent."""
+
+    unknown: tuple[str, ...] = ()
+    """Names the tool does not take (its schema lists its properties and allows no others)."""
+    invalid: tuple[tuple[str, str], ...] = ()
+    """(name, reason) for values that do not fit their property, to be asked again with the form UI."""
+
+    @property
+    def refused(self) -> frozenset[str]:
+        """The names in `invalid`."""
+        return frozenset(name for name, _ in self.invalid)
+    known: tuple[str, ...] = ()
+    """The tool's argument names, in schema order (to name them beside an unknown one)."""
+
+
+def unknown_text(tool: str, check: ArgumentCheck) -> str:
+    """`deploy takes no argument “enviroment”. Its arguments: environment, service.` (plain text)."""
+    names = ", ".join(f"“{name[:40]}”" for name in check.unknown[:5])
+    plural = "arguments" if len(check.unknown) > 1 else "argument"
+    known = ", ".join(check.known) if check.known else "none"
+    return f"{tool} takes no {plural} {names}. Its arguments: {known}."
+
+
+def asking_again(tool: str, check: ArgumentCheck) -> str:
+    """The form's prompt when values given were refused: each reason, then what to do."""
+    lines = [f"To call {tool}, please fill in again what did not fit:"]
+    lines += [reason for _, reason in check.invalid]
+    return "\n".join(lines)
+
+
+def to_ask(input_schema: Mapping[str, Any] | None, args: Mapping[str, Any], check: ArgumentCheck) -> list[str]:
+    """Argument names to ask with the form UI, in schema order: the required ones not given, and those given
+    whose values did not fit (`check.invalid`)."""
+    refused = {name for name, _ in check.invalid}
+    kept = {name: value for name, value in args.items() if name not in refused}
+    missing = set(missing_required(input_schema, kept)) | refused
+    order = [name for name in _properties(input_schema) if name in missing]
+    return order + [name for name in missing_required(input_schema, kept) if name not in order]
+
+
+def check_arguments(input_schema: Mapping[str, Any] | None, args: Mapping[str, Any]) -> ArgumentCheck:
+    """Check `args` against the tool's input schema as the form UI would check answers (same reasons). A
+    property the form UI cannot show (nested objects, ...) is left to the server's own validation."""
     properties = _properties(input_schema)
-    return {
-        "type": "object",
-        "properties": {n: properties.get(n, {"type": "string"}) for n in names},
-        "required": list(names),
-    }
+    if not properties:
+        return ArgumentCheck()
+    known = tuple(name for name in properties if isinstance(name, str))
+    extra = input_schema.get("additionalProperties") if isinstance(input_schema, Mapping) else None
+    unknown = () if extra is True or isinstance(extra, Mapping) else tuple(n for n in args if n not in properties)
+    invalid: list[tuple[str, str]] = []
+    for name, value in args.items():
+        if name not in properties:
+            continue
+        try:
+            spec = parse_schema(sub_schema(input_schema or {}, [name]))
+        except UnsupportedSchema:
+            continue
+        reason = check_content(spec, {name: value})
+        if reason is not None:
+            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            invalid.append((name, f"{reason} (you gave “{shown[:60]}”)"))
+    return ArgumentCheck(unknown, tuple(invalid), known)
+
+
+def sub_schema(
+    input_schema: Mapping[str, Any], names: list[str], refused: Collection[str] = ()
+) -> dict[str, Any]:
+    """The flat object schema of just `names`, all required (to ask them with the form UI). A `refused` name
+    loses its default: the person gave a value that did not fit, so it is asked, not filled in for them."""
+    properties = _properties(input_schema)
+
+    def prop(name: str) -> Any:
+        found = properties.get(name, {"type": "string"})
+        if name in refused and isinstance(found, Mapping):
+            return {k: v for k, v in found.items() if k != "default"}
+        return found
+
+    return {"type": "object", "properties": {n: prop(n) for n in names}, "required": list(names)}
 
 
 def _properties(schema: Mapping[str, Any] | None) -> Mapping[str, Any]:

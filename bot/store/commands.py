@@ -10,9 +10,11 @@ Exit status: 0 fine; 1 the audit chain is broken (`--verify`) or the database ca
 
 from __future__ import annotations
 
+import argparse
 import csv
 import datetime as dt
 import json
+import os
 import sys
 from typing import Final, TextIO
 
@@ -23,9 +25,9 @@ from bot.config import Config
 from bot.store.audit import AuditLog, AuditRow
 from bot.store.audit_keys import AuditKeys, BadCheckpoint, Checkpoint
 from bot.store.audit_seal import sealed_with
-from bot.store.engine import current_revision, display_url, open_engine
+from bot.store.engine import DatabaseMissing, current_revision, display_url, failure_reason, open_engine
 
-__all__ = ["audit_command", "db_upgrade", "parse_since"]
+__all__ = ["audit_command", "db_upgrade", "parse_since", "quiet_broken_pipe"]
 
 _COLUMNS: Final = ("seq", "id", "at", "event", "user_id", "chat_id", "server", "tool", "request_id", "detail")
 
@@ -34,9 +36,15 @@ def parse_since(text: str) -> dt.datetime:
     """`--since`: an ISO date or date-time; naive values are UTC.
 
     Raises:
-        ValueError: not an ISO date.
+        argparse.ArgumentTypeError: not an ISO date, with the forms that work (argparse prints it).
     """
-    value = dt.datetime.fromisoformat(text)
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a date: use an ISO date or date-time, such as 2026-12-01, 2026-12-01T08:30 "
+            "(UTC) or 2026-12-01T08:30+01:00"
+        ) from None
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
@@ -51,7 +59,7 @@ async def db_upgrade(config: Config, out: TextIO = sys.stdout) -> int:
         finally:
             await engine.dispose()
     except (SQLAlchemyError, OSError) as exc:
-        print(f"database {display_url(url)}: {exc}", file=sys.stderr)
+        print(f"database {display_url(url)}: {failure_reason(exc)}", file=sys.stderr)
         return 1
     print(f"database {display_url(url)}: at revision {revision}", file=out)
     return 0
@@ -71,7 +79,9 @@ async def audit_command(
     out: TextIO = sys.stdout,
 ) -> int:
     """Print the audit log (filtered), or with `verify` check its whole chain (against the `checkpoint`
-    line too, signed with `public_key` when given); `action` "checkpoint" or "public-key" (see above)."""
+    line too, signed with `public_key` when given); `action` "checkpoint" or "public-key" (see above).
+    Read-only: a database that does not exist is an error (exit 1), never created; a reader that stops
+    reading (`| head`) ends it quietly."""
     assert config.storage is not None  # load_config always sets one
     url = config.storage.url.get()
     secret = config.storage.secret_key
@@ -91,7 +101,7 @@ async def audit_command(
             print(f"audit checkpoint refused: {exc}", file=out)
             return 1
     try:
-        engine = await open_engine(url)
+        engine = await open_engine(url, migrate=False, create=False)
         try:
             if action == "checkpoint":
                 made = await AuditLog(engine, keys).checkpoint()
@@ -104,8 +114,11 @@ async def audit_command(
             _print(await log.rows(since=since, user_id=user_id, server=server), fmt, out)
         finally:
             await engine.dispose()
-    except (SQLAlchemyError, OSError) as exc:
-        print(f"database {display_url(url)}: {exc}", file=sys.stderr)
+    except BrokenPipeError:
+        quiet_broken_pipe(out)
+        return 0
+    except (SQLAlchemyError, OSError, DatabaseMissing) as exc:
+        print(f"database {display_url(url)}: {failure_reason(exc)}", file=sys.stderr)
         return 1
     return 0
 
@@ -133,6 +146,20 @@ async def _verify(engine: AsyncEngine, keys: AuditKeys | None, anchors: list[Che
     kind = "HMAC-SHA-256" if sealed is not None else "SHA-256, unkeyed: it shows accidents, not tampering"
     print(f"audit chain ok: {count} rows, {kind}, {len(anchors)} checkpoints{how}", file=out)
     return 0
+
+
+def quiet_broken_pipe(out: TextIO) -> None:
+    """The reader of `out` went away (`audit | head -1`): point it at /dev/null, so flushing what is left
+    at exit raises nothing either."""
+    try:
+        fd = out.fileno()
+    except (OSError, ValueError):  # not a real file (a test's StringIO)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def _print(rows: list[AuditRow], fmt: str, out: TextIO) -> None:

@@ -7,6 +7,8 @@ database is upgraded in place, never dropped.
 
 from __future__ import annotations
 
+import contextlib
+import getpass
 import os
 from pathlib import Path
 from typing import Any, Final
@@ -16,9 +18,20 @@ from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, event
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-__all__ = ["HEAD", "current_revision", "database_url", "display_url", "open_engine", "upgrade"]
+__all__ = [
+    "HEAD",
+    "DatabaseMissing",
+    "current_revision",
+    "database_url",
+    "display_url",
+    "failure_reason",
+    "is_file_database",
+    "open_engine",
+    "upgrade",
+]
 
 HEAD: Final = "head"
 _MIGRATIONS: Final = Path(__file__).parent / "migrations"
@@ -47,15 +60,90 @@ def display_url(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-async def open_engine(url: str, *, migrate: bool = True) -> AsyncEngine:
-    """An engine for `url`; a SQLite file (and its folder) is created on first use, readable by its owner
-    only. With `migrate`, the schema is upgraded to the newest revision first."""
+class DatabaseMissing(Exception):
+    """A read-only command found no database (or none of our tables) where the config points."""
+
+
+def is_file_database(url: str) -> bool:
+    """Whether `url` is a SQLite file (not a server, not `:memory:`)."""
     target = database_url(url)
-    if target.drivername.startswith("sqlite") and target.database not in (None, "", ":memory:"):
-        _create_private(Path(target.database))
+    return target.drivername.startswith("sqlite") and target.database not in (None, "", ":memory:")
+
+
+def failure_reason(exc: BaseException) -> str:
+    """Why the database failed, in one line: the driver's own message, without SQLAlchemy's second line
+    ("Background on this error at: https://sqlalche.me/...") or its statement."""
+    inner = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    text = str(inner).strip().splitlines()
+    return text[0] if text else type(inner).__name__
+
+
+def _writable_folder(path: Path) -> None:
+    """Create a SQLite file's folder if needed, and make sure this process may write there (the file, and
+    SQLite's `-wal` and `-shm` files beside it).
+
+    Raises:
+        PermissionError: naming the folder that is not writable, and who this process runs as.
+    """
+    folder = path.parent
+    with contextlib.suppress(PermissionError):  # said below, naming the folder
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK) or (
+        path.exists() and not os.access(path, os.R_OK | os.W_OK)
+    ):
+        where = path if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK) else folder
+        raise PermissionError(
+            f"the {'file' if where == path else 'folder'} {where} is not writable by this process (user "
+            f"{_user()}): make it writable, or set [storage] url to a place that is (under systemd the "
+            "default is the unit's StateDirectory=)"
+        )
+
+
+def _prepare_file(path: Path, *, create: bool) -> None:
+    if not create and not path.exists():
+        raise DatabaseMissing(
+            f"no database file at {path} (check [storage] url; the bot creates it at its first start)"
+        )
+    if create:
+        _writable_folder(path)
+        _create_private(path)
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid {os.getuid()}"
+
+
+async def open_engine(url: str, *, migrate: bool = True, create: bool = True) -> AsyncEngine:
+    """An engine for `url`; a SQLite file (and its folder) is created on first use, readable by its owner
+    only. With `migrate`, the
+    schema is upgraded to the newest revision first. Without `create` (read-only commands) nothing is made:
+    a missing SQLite file, or a database without our tables, raises `DatabaseMissing`.
+
+    Raises:
+        PermissionError: a SQLite file's folder is not writable (the message names it).
+        DatabaseMissing: without `create`, there is no database there.
+    """
+    target = database_url(url)
+    if is_file_database(url):
+        _prepare_file(Path(str(target.database)), create=create)
     engine = create_async_engine(target)
     if target.drivername.startswith("sqlite"):
         event.listen(engine.sync_engine, "connect", _write_ahead_log)
+    if not create:
+        try:
+            revision = await current_revision(engine)
+        except BaseException:
+            await engine.dispose()
+            raise
+        if revision is None:
+            await engine.dispose()
+            raise DatabaseMissing(
+                "the database has no toolnexus-bot tables (check [storage] url; the bot creates them at its "
+                "first start)"
+            )
     if migrate:
         await upgrade(engine)
     return engine

@@ -16,7 +16,7 @@ from bot.store.approvals import ApprovalStore
 from bot.store.audit import AuditEvent, AuditLog
 from bot.store.audit_keys import AuditKeys
 from bot.store.audit_seal import reseal, sealed_with
-from bot.store.engine import display_url, open_engine
+from bot.store.engine import display_url, failure_reason, is_file_database, open_engine
 from bot.store.observer import AuditObserver
 from bot.store.rounds import RoundStore
 from bot.store.tokens import SignInStore
@@ -27,7 +27,12 @@ __all__ = ["Store", "StoreUnavailable", "open_configured_store", "open_store"]
 
 
 class StoreUnavailable(Exception):
-    """The database cannot be opened or migrated; the message names it (password masked) and why."""
+    """The database cannot be opened or migrated; the message (one line) names it (password masked) and why."""
+
+    def __init__(self, message: str, *, file: bool) -> None:
+        super().__init__(message)
+        self.file = file
+        """A SQLite file (nothing to be "running"), not a database server."""
 
 
 @dataclass(slots=True)
@@ -64,10 +69,11 @@ async def open_store(
         StoreUnavailable: the database cannot be reached or migrated.
     """
     url = storage.url.get()
+    file = is_file_database(url)
     try:
         engine = await open_engine(url)
     except (SQLAlchemyError, OSError) as exc:
-        raise StoreUnavailable(f"database {display_url(url)}: {exc}") from exc
+        raise StoreUnavailable(f"database {display_url(url)}: {failure_reason(exc)}", file=file) from exc
     log: AuditLog | None = None
     try:
         log = AuditLog(engine, None if storage.secret_key is None else AuditKeys(storage.secret_key.get()))
@@ -75,7 +81,7 @@ async def open_store(
             await log.read_head()
             note = await _seal(log)
         except SQLAlchemyError as exc:
-            raise StoreUnavailable(f"database {display_url(url)}: {exc}") from exc
+            raise StoreUnavailable(f"database {display_url(url)}: {failure_reason(exc)}", file=file) from exc
         key = storage.secret_key
         signins = None if key is None else SignInStore(engine, key.get())
         yield Store(

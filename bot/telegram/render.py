@@ -23,6 +23,7 @@ from mapping import (
     describe,
     display_value,
 )
+from mapping.form import walk_note
 from mapping.urls import MAX_HOST, MAX_SHOWN_URL, UrlCheck, check_url
 
 PAGE_SIZE: Final = 8
@@ -130,6 +131,9 @@ def _ask_screen(card: Card, step: Ask) -> Screen:
     counter = f" ({step.index + 1}/{step.total})" if step.total > 1 else ""
     need = "" if field_.required else " <i>(optional)</i>"
     lines.append(f"<b>{esc(field_.title, 100)}</b>{counter}{need}")
+    note = walk_note(card.state) if card.state is not None else None
+    if note is not None:
+        lines[-1] += f" · <i>{esc(note)}</i>"
     if field_.description:
         lines.append(f"<i>{esc(field_.description, 300)}</i>")
     rows: Keyboard = []

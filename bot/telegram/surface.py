@@ -415,6 +415,13 @@ class TelegramSurface:
             and isinstance(c.state.step.field, TextField | NumberField)
         ]
 
+    def waiting_for(self, chat_id: int, user_id: int) -> bool:
+        """Whether a card in this chat waits for this person (whatever its question: buttons or text)."""
+        return any(
+            c.chat_id == chat_id and c.prompt.pending and c.prompt.origin.user_id == user_id
+            for c in self.cards.values()
+        )
+
     async def on_text(self, card: Card, user: User, text: str, message_id: int) -> None:
         """A typed answer for `card` (already matched by reply or as the only text question); one from a
         person not allowed is dropped unanswered."""

@@ -25,7 +25,7 @@ from bot.core import (
     ToolInfo,
     ToolOutcome,
 )
-from bot.core.call_args import missing_required, sub_schema
+from bot.core.call_args import ArgumentCheck, asking_again, check_arguments, sub_schema, to_ask, unknown_text
 from bot.servers.hub import Flight, Hub
 from bot.telegram.access import Access
 from bot.telegram.callback_data import Action, Button, Kind
@@ -250,13 +250,19 @@ class ToolRunner:
         restored: list[tuple[Prompt, KeptQuestion]] | None = None,
         flight: Flight | None = None,
     ) -> None:
-        """Ask for missing required arguments, then call and report; never raises for outcomes."""
-        missing = [] if kept is not None else missing_required(tool.input_schema, args)
-        if missing:
-            extra = await self._ask_arguments(tool, missing, origin)
-            if extra is None:
+        """Check the arguments by the tool's schema (an unknown name ends it, naming the real ones), ask for
+        missing required ones and those that did not fit, then call and report; never raises for outcomes."""
+        if kept is None:
+            check = check_arguments(tool.input_schema, args)
+            if check.unknown:
+                await self.surface.send(origin.chat_id, Screen(esc(unknown_text(tool.name, check), 1000)))
                 return
-            args = {**args, **extra}
+            missing = to_ask(tool.input_schema, args, check)
+            if missing:
+                extra = await self._ask_arguments(tool, missing, origin, check)
+                if extra is None:
+                    return
+                args = {**{k: v for k, v in args.items() if k not in missing}, **extra}
         status = _Status(origin.chat_id, None, f"{tool.server} · {tool.name}", asker=(origin, tool.server))
         loop = asyncio.get_running_loop()
         timer: asyncio.TimerHandle | None = None
@@ -346,8 +352,10 @@ class ToolRunner:
         for text in messages:
             await self.surface.send(status.chat_id, Screen(text))
 
-    async def _ask_arguments(self, tool: ToolInfo, names: list[str], origin: Origin) -> dict[str, Any] | None:
-        schema = sub_schema(tool.input_schema, names)
+    async def _ask_arguments(
+        self, tool: ToolInfo, names: list[str], origin: Origin, check: ArgumentCheck
+    ) -> dict[str, Any] | None:
+        schema = sub_schema(tool.input_schema, names, check.refused)
         try:
             spec = parse_schema(schema)
         except UnsupportedSchema as exc:
@@ -364,7 +372,7 @@ class ToolRunner:
         request = Request(
             id=new_request_id(),
             kind=RequestKind.INPUT,
-            prompt=f"To call {tool.name}, please fill in:",
+            prompt=asking_again(tool.name, check) if check.invalid else f"To call {tool.name}, please fill in:",
             data={"schema": schema},
         )
         answer = await self.prompts.ask(Prompt(request=request, origin=origin, server=tool.server, form=spec))

@@ -20,7 +20,7 @@ import pytest
 from bot.config import ServerConfig, ServerProtocol
 from bot.servers.check import check, probe
 from bot.servers.connections import describe_error
-from tests.bot.test_cli import EXE, REPO
+from tests.bot.test_cli import EXE, REPO, TOKEN_LINE
 from tests.servers.elicit import build_server
 from tests.servers.http import serve_http
 from tests.servers.hung import hung_http
@@ -146,7 +146,7 @@ def test_a_certificate_failure_gives_the_verification_reason() -> None:
 def test_each_failure_is_printed_once_without_log_lines(tmp_path: Path) -> None:
     """The CLI prints the FAILED line and the summary; no WARNING line repeats it."""
     config = tmp_path / "c.toml"
-    config.write_text('[servers.gone]\ncommand = "python"\nargs = ["-c", "import sys; sys.exit(4)"]\n')
+    config.write_text(TOKEN_LINE + '[servers.gone]\ncommand = "python"\nargs = ["-c", "import sys; sys.exit(4)"]\n')
     done = subprocess.run(
         [str(EXE), "check", "--config", str(config)], capture_output=True, text=True, cwd=REPO, timeout=60
     )
@@ -169,7 +169,7 @@ async def test_sigterm_during_check_stops_every_server_process(tmp_path: Path) -
     os.mkfifo(pid_file)  # the server writes its pid here once it runs; reading it is the wait
     config = tmp_path / "c.toml"
     config.write_text(
-        f'[servers.hung]\ncommand = "python"\nargs = ["-m", "tests.servers.hung", "{pid_file}"]\ncwd = "{REPO}"\n'
+        f'{TOKEN_LINE}[servers.hung]\ncommand = "python"\nargs = ["-m", "tests.servers.hung", "{pid_file}"]\ncwd = "{REPO}"\n'
     )
     process = await anyio.open_process(
         [str(EXE), "check", "--config", str(config), "--timeout", "600"], cwd=REPO

@@ -16,6 +16,8 @@ from tests.fake_telegram import FakeTelegram
 
 REPO = Path(__file__).resolve().parents[2]
 EXE = Path(sys.executable).with_name("toolnexus-bot")
+TOKEN_LINE = '[telegram]\ntoken = "123456:' + "A" * 35 + '"\n'
+"""`check` validates the config as `run` does, so its configs carry a token (never used: check talks to no Telegram)."""
 
 
 def run(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -56,8 +58,8 @@ def test_console_lists_servers_and_tools() -> None:
 
 
 def test_check_reports_the_example_config_ok_with_its_tool_count() -> None:
-    """`check --config config.example.toml` connects to the demo server; no Telegram token is needed."""
-    done = run("check", "--config", "config.example.toml")
+    """`check --config config.example.toml` connects to the demo server (with a token, as `run` needs)."""
+    done = run("check", "--config", "config.example.toml", env={"TELEGRAM_BOT_TOKEN": "123456:" + "A" * 35})
     assert done.returncode == 0, done.stderr
     assert (
         "demo: ok (protocol 2026-07-28, 6 tools; shared: calls of different people run concurrently)"
@@ -69,7 +71,7 @@ def test_check_fails_with_status_1_for_an_unreachable_server(tmp_path: Path) -> 
     """A server that cannot start is reported on its own line; exit status 1."""
     config = tmp_path / "c.toml"
     config.write_text(
-        '[servers.gone]\ncommand = "/nonexistent/server"\n[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+        f'{TOKEN_LINE}[servers.gone]\ncommand = "/nonexistent/server"\n[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
     )
     done = run("check", "--config", str(config))
     assert done.returncode == 1
@@ -178,7 +180,7 @@ async def test_webhook_mode_logs_neither_secret_at_debug_and_stops_on_sigterm(tm
 def other_demo_config(tmp_path: Path) -> Path:
     """A config whose one server is the demo under another name, so output shows which config was read."""
     config = tmp_path / "other.toml"
-    config.write_text('[servers.other]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n')
+    config.write_text(f'{TOKEN_LINE}[servers.other]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n')
     return config
 
 

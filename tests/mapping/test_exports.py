@@ -63,6 +63,7 @@ EXPECTED = [
     "restore",
     "snapshot",
     "start",
+    "walk_note",
     "to_base36",
 ]
 

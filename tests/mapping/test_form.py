@@ -96,11 +96,11 @@ def test_bad_text_is_refused_with_the_reason_and_earlier_answers_are_kept() -> N
     state = walk(ORDER, TextInput("3"), TextInput("medium"))
 
     assert ask(state).field.name == "size"
-    assert ask(state).error == "is not one of the options: Small, Large"
+    assert ask(state).error == "“medium” is not one of the options: Small, Large"
     assert state.values["qty"] == 3
 
     state = apply(state, TextInput("13"))
-    assert ask(state).error == "is not one of the options: Small, Large"
+    assert ask(state).error == "“13” is not one of the options: Small, Large"
 
 
 def test_the_error_clears_once_an_answer_fits() -> None:

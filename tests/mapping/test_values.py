@@ -279,8 +279,9 @@ def test_choices_match_value_title_case_insensitively_or_number(raw: str, value:
 
 @pytest.mark.parametrize("raw", ["0", "4", "Mediums", "", "1.0"])
 def test_choices_refuse_unknown_names_and_numbers(raw: str) -> None:
-    """Numbers outside the list and near-misses are refused, listing the options."""
-    assert parse_text(SIZES, raw) == FieldError("size", "is not one of the options: Small, Medium, Large")
+    """Numbers outside the list and near-misses are refused, saying what was typed and listing the options."""
+    said = f"“{raw}” " if raw else ""
+    assert parse_text(SIZES, raw) == FieldError("size", said + "is not one of the options: Small, Medium, Large")
 
 
 def test_ambiguous_titles_ask_for_the_number() -> None:

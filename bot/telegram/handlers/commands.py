@@ -8,7 +8,7 @@ from telegram import BotCommand, Update
 from telegram.ext import BaseHandler, CommandHandler, ContextTypes
 
 from bot.core import Origin, ToolInfo
-from bot.core.call_args import CallArgsError, parse_arguments, split_call
+from bot.core.call_args import CallArgsError, not_found_text, parse_arguments, split_call
 from bot.servers.hub import Unavailable
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.handlers.access import allowed_only
@@ -133,7 +133,7 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
                     update,
                     f"<b>{esc(cmd.tool, 64)}</b> is on several servers ({esc(where)}); name one: /call &lt;server&gt; {esc(cmd.tool, 64)}"
                     if found
-                    else f"No tool named <b>{esc(cmd.tool, 64)}</b>. /tools lists them.",
+                    else f"{esc(not_found_text(cmd, deps.hub.server_names()), 600)} /tools lists the tools.",
                 )
                 return
             server = found[0].server

@@ -72,6 +72,12 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
                 Screen("Several questions are waiting for you here; reply to the one you mean."),
                 reply_to=message.message_id,
             )
+        elif message.chat.type == "private" and deps.surface.waiting_for(chat_id, message.from_user.id):
+            await deps.surface.send(
+                chat_id,
+                Screen("That question is answered with its buttons: tap one of the buttons above."),
+                reply_to=message.message_id,
+            )
         elif message.chat.type == "private":
             await deps.surface.send(
                 chat_id, Screen("Nothing is waiting for an answer. /help lists the commands.")

@@ -1,0 +1,59 @@
+"""The operations guide's files (deploy/): the compose file runs PostgreSQL, the bot and Caddy with every
+secret from the env file, and the production config it mounts is one the bot accepts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from bot.config import TelegramMode, load_config
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+VAR = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)")
+
+
+def _env_names() -> set[str]:
+    lines = (DEPLOY / "env.example").read_text().splitlines()
+    return {line.split("=", 1)[0] for line in lines if line and not line.startswith("#")}
+
+
+def test_compose_runs_the_database_the_bot_and_caddy_with_their_volumes() -> None:
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    services = compose["services"]
+    assert set(services) == {"db", "bot", "caddy"}
+    bot = services["bot"]
+    assert bot["depends_on"]["db"]["condition"] == "service_healthy" and bot["init"] is True
+    assert "./production.toml:/data/config.toml:ro" in bot["volumes"]
+    assert bot["environment"]["TOOLNEXUS_CONFIG"] == "/data/config.toml"
+    assert "80:80" in services["caddy"]["ports"] and "443:443" in services["caddy"]["ports"]
+    assert "ports" not in bot  # only Caddy reaches the bot
+    named = {v.split(":")[0] for s in services.values() for v in s.get("volumes", []) if not v.startswith(".")}
+    assert named == set(compose["volumes"])
+    for mounted in (v.split(":")[0] for s in services.values() for v in s.get("volumes", []) if v.startswith(".")):
+        assert (DEPLOY / mounted).is_file(), mounted
+
+
+def test_every_secret_the_deploy_reads_is_in_the_env_file() -> None:
+    used = set(VAR.findall((DEPLOY / "compose.yaml").read_text()))
+    used |= set(VAR.findall((DEPLOY / "production.toml").read_text()))
+    assert used <= _env_names(), used - _env_names()
+    bot_env = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]["bot"]["environment"]
+    needed = set(VAR.findall((DEPLOY / "production.toml").read_text()))
+    assert needed <= set(bot_env), needed - set(bot_env)
+
+
+def test_the_production_config_is_one_the_bot_accepts() -> None:
+    environ = {
+        "TELEGRAM_BOT_TOKEN": "123456:" + "A" * 35,
+        "TOOLNEXUS_ALLOWED_USERS": "1001,1002",
+        "TOOLNEXUS_SECRET_KEY": "A" * 43 + "=",
+        "TELEGRAM_WEBHOOK_SECRET": "s" * 32,
+        "PGPASSWORD": "pw",
+    }
+    config = load_config(DEPLOY / "production.toml", environ)
+    config.require_telegram()
+    assert config.telegram.mode is TelegramMode.WEBHOOK
+    assert config.storage is not None and config.storage.url.get() == "postgresql://bot:pw@db/toolnexus"
+    assert config.web is not None and config.web.public_url == "https://bot.example.com"
