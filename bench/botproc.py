@@ -47,6 +47,20 @@ def _unthrottle() -> None:
     bot.telegram.app.FloodLimiter = Unthrottled  # type: ignore[misc,assignment]
 
 
+def _no_store() -> None:
+    """The bot without its database (no audit log, no kept questions): what the store costs is the difference."""
+    from collections.abc import AsyncIterator
+    from contextlib import asynccontextmanager
+
+    import bot.telegram.app
+
+    @asynccontextmanager
+    async def none(config: Any) -> AsyncIterator[None]:
+        yield None
+
+    bot.telegram.app.open_configured_store = none  # type: ignore[assignment]
+
+
 def _use_httpx() -> None:
     from telegram.request import HTTPXRequest
 
@@ -64,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.botproc")
     parser.add_argument("--unthrottled", action="store_true")
     parser.add_argument("--client", choices=("aiohttp", "httpx"), default="aiohttp")
+    parser.add_argument("--no-store", action="store_true")
     parser.add_argument("--profile", metavar="PATH")
     parser.add_argument("--memory", metavar="PATH")
     args, bot_args = parser.parse_known_args(argv)
@@ -71,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         _unthrottle()
     if args.client == "httpx":
         _use_httpx()
+    if args.no_store:
+        _no_store()
     if args.memory is not None:
         _arm_tracemalloc(args.memory)
     from bot.cli import main as bot_main

@@ -185,7 +185,13 @@ async def bridge_cost(
 
 
 async def bridge_instructions(
-    per_user: int, users: int, protocol: str, client: str = "aiohttp"
+    per_user: int,
+    users: int,
+    protocol: str,
+    client: str = "aiohttp",
+    *,
+    store: bool = True,
+    keep: Path | None = None,
 ) -> dict[str, Any] | None:
     """Instructions the bot executes per single-choice elicitation, counted by valgrind's callgrind.
 
@@ -193,7 +199,9 @@ async def bridge_instructions(
     instruction count does not (0.3% between runs), so it is the figure to compare commits by. The same
     people then make as many plain calls (`/call`, no question): what a call costs on its own, so the
     elicitation's own share is the difference. The bot is about 50 times slower under valgrind, so this runs
-    few elicitations. None when valgrind is not installed.
+    few elicitations. `store=False` runs the bot without its database (what the store costs is the difference).
+    `keep`: a folder where callgrind's two parts (the elicitations, the plain calls) are copied, for
+    `callgrind_annotate`. None when valgrind is not installed.
     """
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         progress("a. instructions: valgrind not installed, skipped")
@@ -205,7 +213,7 @@ async def bridge_instructions(
                 f"a. instructions ({protocol}, {client}): the bot under callgrind, {per_user * users} elicitations"
             )
             async with bot_process(
-                fake, stdio_server_entry(log, protocol), callgrind=True, client=client
+                fake, stdio_server_entry(log, protocol), callgrind=True, client=client, store=store
             ) as bot:
                 people = _users(fake, users)
                 await _each(people, lambda u: _warm_up(fake, u))
@@ -229,10 +237,13 @@ async def bridge_instructions(
                 await _each(people, plain)
                 plain_calls = bot.instructions()
                 bot.count(False)
+                if keep is not None:
+                    bot.keep_counts(keep, f"{protocol}-{client}{'' if store else '-no-store'}")
         total = per_user * users
         return {
             "protocol": protocol,
             "client": client,
+            "store": store,
             "elicitations": total,
             "people_in_parallel": users,
             "answered_correctly": _check_log(read_log(log), expected),

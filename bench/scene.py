@@ -225,6 +225,14 @@ class BotProcess:
             raise RuntimeError(f"no summary line in callgrind's part {self._dumps}")
         return int(found.group(1))
 
+    def keep_counts(self, folder: Path, name: str) -> None:
+        """Copy the parts callgrind dumped so far to `folder` as `<name>.<part>` (for `callgrind_annotate`)."""
+        assert self.callgrind_out is not None, "started without callgrind"
+        folder.mkdir(parents=True, exist_ok=True)
+        for part in range(1, self._dumps + 1):
+            source = self.callgrind_out.with_name(f"{self.callgrind_out.name}.{part}")
+            (folder / f"{name}.{part}").write_bytes(source.read_bytes())
+
     def _callgrind(self, *args: str) -> None:
         subprocess.run(["callgrind_control", *args, str(self.pid)], check=True, capture_output=True)
 
@@ -248,11 +256,13 @@ async def bot_process(
     client: str = "aiohttp",
     config_text: str | None = None,
     env: dict[str, str] | None = None,
+    store: bool = True,
 ) -> AsyncIterator[BotProcess]:
     """Start `python -m bench.botproc [--unthrottled] [--client C] --config <tmp>` and wait until it polls the
     fake. `client` is the Bot API client under the bot: "aiohttp" (shipped) or "httpx" (PTB's own).
 
     `config_text` is the whole config file instead of one written for `server`; `env` adds to the environment.
+    `store=False` runs the bot without its database (`bench.botproc --no-store`).
 
     With `callgrind`, the bot runs under valgrind's callgrind with instrumentation off; `BotProcess.count`
     switches it on and off, and `instructions()` reads what was counted since the last reading.
@@ -267,6 +277,8 @@ async def bot_process(
         command = [sys.executable, "-m", "bench.botproc", "--config", str(config), "--log-level", "WARNING"]
         if unthrottled:
             command.insert(3, "--unthrottled")
+        if not store:
+            command.insert(3, "--no-store")
         if client != "aiohttp":
             command[3:3] = ["--client", client]
         if profile is not None:
