@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from tests.bot.telegram_harness import bot_scene, is_result
-from tests.bot.test_cli import EXE, REPO
+from tests.bot.test_cli import EXE, REPO, run
 
 pytestmark = pytest.mark.anyio
 
@@ -100,3 +100,10 @@ async def test_a_cancelled_call_says_cancelled_once_in_the_console() -> None:
     text = output.decode()
     said = text[text.index("Calling demo/long_task") : text.index("demo (stdio)")]  # up to /servers' answer
     assert said.lower().count("cancelled") == 1, said
+
+
+def test_cancel_in_the_console_with_nothing_running_says_so() -> None:
+    """`/cancel` at the console with no call or question: "Nothing to cancel.", not "cancelled 0"."""
+    done = run("console", stdin="/cancel\n")
+    assert done.returncode == 0, done.stderr
+    assert "  Nothing to cancel." in done.stdout and "cancelled 0" not in done.stdout.lower()
