@@ -63,8 +63,8 @@ EXPECTED = [
     "restore",
     "snapshot",
     "start",
-    "walk_note",
     "to_base36",
+    "walk_note",
 ]
 
 
