@@ -171,7 +171,7 @@ class Console:
         """SIGINT (Ctrl-C outside a terminal prompt): cancel the running call or question; False if none."""
         assert self.hub is not None
         if self.hub.cancel(CONSOLE_USER):
-            self.say("  Cancelled.")
+            self.say("  Cancelling...")  # the call's outcome (or the question's) says "Cancelled" once it is
             return True
         return False
 

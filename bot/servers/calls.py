@@ -138,7 +138,8 @@ class Calls:
                     if declined is not None:
                         return declined
                 return failure(CallStatus.FAILED, "the server kept asking for authorization; giving up")
-            return failure(CallStatus.CANCELLED, "cancelled" if call.cancelled_by_user else "stopped")
+            # The status says "cancelled": a person's cancel needs no text besides it (the hosts would say it twice).
+            return failure(CallStatus.CANCELLED, "" if call.cancelled_by_user else "stopped")
         except Unavailable as exc:
             return failure(CallStatus.UNAVAILABLE, exc.reason)
         finally:
@@ -288,7 +289,7 @@ class Calls:
             return failure(CallStatus.FAILED, error.message)
         if error is not None:
             return failure(CallStatus.FAILED, describe_error(error))
-        return failure(CallStatus.CANCELLED, "cancelled")
+        return failure(CallStatus.CANCELLED, "")
 
     async def _authorize(
         self, call: _Call, elicitations: list[types.ElicitRequestURLParams]

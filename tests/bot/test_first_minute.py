@@ -1,12 +1,18 @@
 """A person's first minute in the chat (issue 33): `/call` arguments checked by the tool's schema before the
-call, a server name that is not there, typing at a buttons-only question, an honest question count. Real PTB
-against the fake Bot API, the real demo server."""
+call, a server name that is not there, typing at a buttons-only question, an honest question count, a
+cancelled call said once. Real PTB against the fake Bot API, the real demo server; the console as its own
+process."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+
+import anyio
 import pytest
 
-from tests.bot.telegram_harness import bot_scene
+from tests.bot.telegram_harness import bot_scene, is_result
+from tests.bot.test_cli import EXE, REPO, run
 
 pytestmark = pytest.mark.anyio
 
@@ -60,3 +66,44 @@ async def test_the_question_count_says_how_many_defaults_wait_at_the_review() ->
         card = await s.fake.wait_for(lambda m: "Party size" in m.text and bool(m.buttons))
         assert "(1/5)" in card.text and "5 to answer, 2 more with defaults at the review" in card.text
         await s.alice.press(card, "Cancel")
+
+
+async def test_a_cancelled_call_says_cancelled_once_in_telegram() -> None:
+    """/cancel while long_task runs: its result is "⏹ demo · long_task — cancelled", not followed by a second
+    "cancelled" as its text."""
+    async with bot_scene() as s:
+        call = await s.alice.send("/call demo long_task steps=100")
+        await s.fake.wait_for(lambda m: "Step " in m.text and m.chat_id == s.alice.id)  # its progress: it runs
+        await s.alice.send("/cancel")
+        result = await s.fake.wait_for(lambda m: is_result(m, call) and "⏹" in m.text)
+        assert result.text.lower().count("cancel") == 1, result.text
+
+
+async def test_a_cancelled_call_says_cancelled_once_in_the_console() -> None:
+    """Ctrl-C (SIGINT) while the console runs long_task: "Cancelling..." then one "Cancelled." before what comes
+    next (not "Cancelled." then "Cancelled:" and "cancelled")."""
+    process = await anyio.open_process([str(EXE), "console"], cwd=REPO, stderr=subprocess.STDOUT)
+    async with process:
+        assert process.stdin is not None and process.stdout is not None
+        await process.stdin.send(b"/call demo long_task steps=100\n")
+        output = b""
+        with anyio.fail_after(20):
+            while b"Step 1 of 100" not in output:  # its first progress line: the call runs
+                output += await process.stdout.receive()
+        process.send_signal(signal.SIGINT)
+        await process.stdin.send(b"/servers\n")
+        await process.stdin.aclose()
+        with anyio.fail_after(20):
+            async for chunk in process.stdout:
+                output += chunk
+            assert await process.wait() == 0
+    text = output.decode()
+    said = text[text.index("Calling demo/long_task") : text.index("demo (stdio)")]  # up to /servers' answer
+    assert said.lower().count("cancelled") == 1, said
+
+
+def test_cancel_in_the_console_with_nothing_running_says_so() -> None:
+    """`/cancel` at the console with no call or question: "Nothing to cancel.", not "cancelled 0"."""
+    done = run("console", stdin="/cancel\n")
+    assert done.returncode == 0, done.stderr
+    assert "  Nothing to cancel." in done.stdout and "cancelled 0" not in done.stdout.lower()
