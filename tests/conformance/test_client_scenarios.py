@@ -70,14 +70,10 @@ def refused(tool: str = "test-tool") -> tuple[tuple[str, str], ...]:
 
 # The bot never sends these (2026-07-28 is stateless: no initialize; it runs tools, and lists no resources or
 # prompts; it declares elicitation, not roots or sampling).
-UNSENT_METHODS = tuple(
-    f"ClientMcp{kind}Header_{method}"
-    for kind, methods in (
-        ("Method", ("initialize", "notifications_initialized", "resources_list", "resources_read", "prompts_list")),
-        ("Method", ("prompts_get",)),
-        ("Name", ("resources_read", "prompts_get")),
-    )
-    for method in methods
+UNSENT_METHODS = (
+    *(f"ClientMcpMethodHeader_{m}" for m in ("initialize", "notifications_initialized", "resources_list")),
+    *(f"ClientMcpMethodHeader_{m}" for m in ("resources_read", "prompts_list", "prompts_get")),
+    *(f"ClientMcpNameHeader_{m}" for m in ("resources_read", "prompts_get")),
 )
 UNDECLARED = ("ClientDeclaresRootsCapability", "ClientDeclaresSamplingCapability")
 
