@@ -113,6 +113,7 @@ CASES: list[Case] = [
             "auth/metadata-issuer-mismatch",
         )
     ),
+    *(Case(v, "initialize", {}, (("/tools c", "c has no tools"),)) for v in (NEXT, STABLE)),
     *(Case(v, "tools_call", {}, (("add_numbers a=5 b=3", "The sum of 5 and 3 is 8"),)) for v in (NEXT, STABLE)),
     Case(NEXT, "request-metadata", {}, (("/tools c", "c has no tools"),), skipped=UNDECLARED),
     Case(
