@@ -22,7 +22,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.bot.telegram_harness import ALICE_ID, bot_scene, is_result, result_body
+from tests.bot.telegram_harness import ALICE_ID, Chat, bot_scene, is_result, result_body
 from tests.conformance import suite
 from tests.fake_telegram.model import Msg
 from tests.servers.oauth import follow
@@ -181,7 +181,8 @@ async def test_client_scenario(case: Case, tmp_path: Path) -> None:
             assert head is not None and head.group(1) == "✅", msg.text
             assert result_body(msg).rstrip().endswith(expected), msg.text
     bad = [c for c in checks if c["status"] != "SUCCESS" and not (c["status"] == "SKIPPED" and c["name"] in case.skipped)]
-    assert checks and not bad, bad
+    # On failure, the suite's own log too (its request log shows what the bot sent, for a flake seen once).
+    assert checks and not bad, f"{bad}\n--- the suite said:\n{''.join(running.lines)[-6000:]}"
 
 
 def _refused(m: Msg, after: Msg | None) -> bool:
@@ -190,7 +191,7 @@ def _refused(m: Msg, after: Msg | None) -> bool:
     return late and (" is unavailable: " in m.text or m.text.startswith("❌"))
 
 
-async def _drive(s: Any, asked: Msg, local: str, answer: str | bool = False) -> Msg:
+async def _drive(s: Chat, asked: Msg, local: str, answer: str | bool = False) -> Msg:
     """Play the person until the call ends: tap each sign-in card and let the browser follow its link, answer
     a yes/no question Yes, submit a form as pre-filled. The call's result, or the refusal line (for a command,
     the bot's answer containing `answer`)."""
