@@ -124,7 +124,11 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     if command == "check":
         from bot.servers.check import check
+        from bot.store.store import audit_note
 
+        note = audit_note(config.storage)
+        if note is not None:
+            print(note)
         return _reporting(config, args.log_level, check, config, args.timeout)
     if command in ("audit", "db"):
         return _store_command(args, config)

@@ -23,7 +23,7 @@ from bot.store.tokens import SignInStore
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Store", "StoreUnavailable", "open_configured_store", "open_store"]
+__all__ = ["Store", "StoreUnavailable", "audit_note", "open_configured_store", "open_store"]
 
 
 class StoreUnavailable(Exception):
@@ -79,7 +79,7 @@ async def open_store(
         log = AuditLog(engine, None if storage.secret_key is None else AuditKeys(storage.secret_key.get()))
         try:
             await log.read_head()
-            note = await _seal(log)
+            note = await _seal(log, storage)
         except SQLAlchemyError as exc:
             raise StoreUnavailable(f"database {display_url(url)}: {failure_reason(exc)}", file=file) from exc
         key = storage.secret_key
@@ -103,10 +103,18 @@ async def open_store(
             await engine.dispose()
 
 
-async def _seal(log: AuditLog) -> str | None:
+def audit_note(storage: StorageConfig | None) -> str | None:
+    """What the audit chain is worth, when that needs saying: without a key it shows accidents only (`check`
+    says so, and the running bot's log)."""
+    if storage is None or storage.secret_key is not None:
+        return None
+    return "audit log: no key ([storage] secret_key): its hash chain shows accidents, not tampering"
+
+
+async def _seal(log: AuditLog, storage: StorageConfig) -> str | None:
     """Re-seal an unkeyed chain once a key is there; what the chain is worth, when that needs saying."""
     if log.keys is None:
-        return "audit log: no key ([storage] secret_key): its hash chain shows accidents, not tampering"
+        return audit_note(storage)
     sealed = await sealed_with(log.engine)
     if sealed is None:
         await reseal(log)

@@ -270,3 +270,20 @@ async def test_debug_logging_shows_neither_the_webhook_secret_nor_what_people_ty
     stderr = log.read_text()
     assert " DEBUG " in stderr
     assert secret not in stderr and typed not in stderr and fake.token not in stderr
+
+
+def test_check_says_an_unkeyed_audit_chain_only_shows_accidents(tmp_path: Path) -> None:
+    """A database without `[storage] secret_key`: `check` says what its audit chain is then worth (not only the
+    running bot's log); with a key it says nothing of the kind."""
+    server = '[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+    storage = f'[storage]\nurl = "sqlite:///{tmp_path / "t.db"}"\n'
+    config = tmp_path / "c.toml"
+    config.write_text(TOKEN_LINE + storage + server)
+    done = run("check", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert "audit log: no key ([storage] secret_key): its hash chain shows accidents, not tampering" in done.stdout
+    key = 'secret_key = "ZE684GUyyWUEIP44cl3mB7pQEbd5iodm_LILuxrMOH4="\n'
+    config.write_text(TOKEN_LINE + storage + key + server)
+    keyed = run("check", "--config", str(config))
+    assert keyed.returncode == 0, keyed.stderr
+    assert "accidents" not in keyed.stdout and "demo: ok" in keyed.stdout
