@@ -342,8 +342,12 @@ async def test_a_webhook_delivery_during_the_drain_gets_503_and_is_handled_after
         assert server.received() == []
 
 
-async def test_a_sign_in_waiting_for_its_browser_at_sigterm_is_asked_again_with_a_fresh_link(tmp_path: Path) -> None:
-    """SIGTERM while a consented sign-in card waits for the browser: the bot exits 0 leaving the card as it was.
+@pytest.mark.parametrize("how", ["sigterm", "crash"])
+async def test_a_sign_in_waiting_for_its_browser_at_sigterm_or_a_crash_is_asked_again_with_a_fresh_link(
+    tmp_path: Path, how: str
+) -> None:
+    """SIGTERM while a consented sign-in card waits for the browser: the bot exits 0 leaving the card as it was
+    (after a crash, SIGKILL, the card is as it was too).
     The SDK keeps the flow's PKCE verifier in the process, so the next one cannot finish that flow: it says on the
     card that the link no longer works and sends a new sign-in card below; the old link's return is refused,
     the new one signs the person in (the next call runs without asking), and the audit chain verifies."""
@@ -368,7 +372,11 @@ async def test_a_sign_in_waiting_for_its_browser_at_sigterm_is_asked_again_with_
             old_link = card.button(CONSENT).url
             assert old_link is not None
             edits = card.edit_count
-            assert await bot.terminate() == 0
+            if how == "sigterm":
+                assert await bot.terminate() == 0
+            else:
+                bot.process.kill()
+                await bot.process.wait()
         assert unchanged(card, edits)
         assert await kept_count(f"sqlite:///{tmp_path / 'bot.db'}") == 1
         old_back = await sign_in(old_link, "alice")  # the browser comes back after the process is gone
