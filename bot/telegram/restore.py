@@ -115,8 +115,8 @@ async def _sign_in_again(
 ) -> None:
     """A sign-in card left waiting for its browser: settled (its link cannot be finished here), and unless it
     expired meanwhile (or its server is gone from the config), a new sign-in for the same person and server."""
-    again = question.server in servers and question.deadline > time.time()
-    outcome = Outcome.SIGN_IN_AGAIN if again else Outcome.EXPIRED_WHILE_DOWN
+    outcome = Outcome.SIGN_IN_AGAIN if question.deadline > time.time() else Outcome.EXPIRED_WHILE_DOWN
+    again = outcome is Outcome.SIGN_IN_AGAIN and question.server in servers
     params = ((question.input_requests or {}).get("") or {}).get("params") or {}
     prompt = Prompt(
         request=Request(
