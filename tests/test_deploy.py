@@ -44,6 +44,25 @@ def test_every_secret_the_deploy_reads_is_in_the_env_file() -> None:
     assert needed <= set(bot_env), needed - set(bot_env)
 
 
+def _environ() -> dict[str, str]:
+    return {
+        "TELEGRAM_BOT_TOKEN": "123456:" + "A" * 35,
+        "TOOLNEXUS_ALLOWED_USERS": "1001,1002",
+        "TOOLNEXUS_SECRET_KEY": "A" * 43 + "=",
+        "TELEGRAM_WEBHOOK_SECRET": "s" * 32,
+        "PGPASSWORD": "pw",
+    }
+
+
+def test_every_stop_timeout_leaves_the_drain_its_time() -> None:
+    """SIGTERM drains for `[run] drain_s`: compose and the systemd unit wait drain_s + 10 s before SIGKILL."""
+    drain_s = load_config(DEPLOY / "production.toml", _environ()).run.drain_s
+    bot = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]["bot"]
+    assert bot["stop_grace_period"] == f"{drain_s + 10:g}s"
+    unit = (DEPLOY / "toolnexus-bot.service").read_text()
+    assert f"TimeoutStopSec={drain_s + 10:g}" in unit.splitlines()
+
+
 def test_the_production_config_is_one_the_bot_accepts() -> None:
     environ = {
         "TELEGRAM_BOT_TOKEN": "123456:" + "A" * 35,

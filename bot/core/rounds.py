@@ -20,6 +20,10 @@ class Era(enum.StrEnum):
 
     MODERN = "2026-07-28"
     LEGACY = "legacy"
+    SIGNIN = "signin"
+    """Not a server's question: a sign-in card waiting for its browser (`bot.servers.oauth`). The SDK keeps a
+    flow's PKCE verifier in its process, so after a restart the card says to sign in again and the next process
+    starts a new sign-in, with a fresh link. (A process that does not know the era reads it as legacy.)"""
 
 
 @dataclass(frozen=True, slots=True)

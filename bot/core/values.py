@@ -41,6 +41,8 @@ class Outcome(enum.StrEnum):
     """A kept question whose deadline passed while the bot was not running."""
     LOST_IN_RESTART = "lost_in_restart"
     """A legacy question: it died with its connection when the bot restarted."""
+    SIGN_IN_AGAIN = "sign_in_again"
+    """A sign-in not finished when the bot restarted: its link no longer works; a new sign-in follows."""
 
 
 class CallStatus(enum.StrEnum):
@@ -122,5 +124,6 @@ OUTCOME_TEXT: dict[Outcome, str] = {
     Outcome.COMPLETED: "Done",
     Outcome.EXPIRED_WHILE_DOWN: "Expired while the bot was down",
     Outcome.LOST_IN_RESTART: "The bot restarted; the server's question was lost",
+    Outcome.SIGN_IN_AGAIN: "The bot restarted before you signed in: this link no longer works",
 }
 """How each outcome reads on a settled card (both hosts use the same words)."""

@@ -237,6 +237,7 @@ class Calls:
                                 responses: types.InputResponses | None, state: str | None
                             ) -> types.Result:
                                 assert client is not None
+                                clock.asking = False
                                 try:
                                     return await client.session.call_tool(
                                         call.tool,
@@ -255,6 +256,8 @@ class Calls:
                                     if not untagged.is_error:  # as the SDK checks a tagged one
                                         await client.session.validate_tool_result(call.tool, untagged)
                                     return untagged
+                                finally:
+                                    clock.asking = True  # what came back is worked on, even if the session ends
 
                             result = await self.rounds.drive(
                                 conn, call.origin, call.tool, arguments, send, resumed

@@ -132,6 +132,10 @@ class CallClock:
 
     def __init__(self, budget_s: float) -> None:
         self.scope = anyio.CancelScope()
+        self.asking = False
+        """A 2026-07-28 call between legs, holding a round's questions: the server's going away does not cancel it
+        (it would cut the questions short of their cards); they are settled as the server gone, and its next leg
+        fails on the closed session."""
         self._left = budget_s
         self._since = anyio.current_time()
         self._paused = True
@@ -223,7 +227,14 @@ class Connection:
         """The session is over (the server went away, or it was closed): every call on it stops waiting."""
         self.gone.set()
         for clock in self._clocks:
-            clock.scope.cancel()
+            if self.closing or not clock.asking:  # the server gone: its questions are aborted (`Pool`)
+                clock.scope.cancel()
+
+    def _eof(self) -> None:
+        """The server's side of the transport ended: the owner leaves the session (`_ended` once it has). Calls
+        are not cancelled here: the SDK fails the requests still waiting, and a response read before the end
+        may have woken its call without its having run yet (cancelled now, it would lose that response)."""
+        self.gone.set()
 
     def close(self) -> None:
         """Ask the owner task to leave the session (it exits in its own task)."""
@@ -236,7 +247,7 @@ class Connection:
         try:
             target = self._transport(self.server)
             client = Client(
-                _watched(target, self._ended) if _is_transport(target) else target,
+                _watched(target, self._eof) if _is_transport(target) else target,
                 elicitation_callback=self._elicit,
                 message_handler=self._message,
                 mode=self.server.protocol.value,

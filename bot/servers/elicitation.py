@@ -305,6 +305,8 @@ class Elicitations:
         asked = self._asked.pop(conn.key, None)
         if asked is not None:
             asked.set()  # calls waiting for this shared legacy session learn why
+        if conn.gone.is_set():  # asked just before the server went: shown, and settled so at once
+            self.prompts.abort(prompt, Outcome.SERVER_GONE)
         try:
             answer = await self.prompts.ask(prompt)
         finally:

@@ -55,7 +55,13 @@ class RoundKeeper:
     async def progress(self, prompt: Prompt, progress: dict[str, Any]) -> None:
         await self._write("the progress", lambda: self.book.progress(self.question.id, progress))
 
+    async def close(self) -> None:
+        """Forget the question (a sign-in that is over, whatever its card's question did)."""
+        await self._write("the end", lambda: self.book.close(self.question.id))
+
     async def ended(self, prompt: Prompt, answer: dict[str, Any] | None) -> None:
+        if self.question.era is Era.SIGNIN:
+            return  # consent ends the card's question, not the sign-in: `bot.servers.oauth` closes the row
         if self.question.era is Era.LEGACY or answer is None:
             await self._write("the end", lambda: self.book.close(self.question.id))
         else:

@@ -29,6 +29,7 @@ import base64
 import logging
 import secrets
 import time
+import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Final, Protocol
@@ -48,7 +49,8 @@ from mcp.shared.auth import (
 from pydantic import AnyUrl, ValidationError
 
 from bot.config import Config, OAuthClient, ServerConfig, TokenEndpointAuth
-from bot.core import Origin, Outcome, Prompt, PromptRegistry
+from bot.core import Era, KeptQuestion, Origin, Outcome, Prompt, PromptRegistry, RoundBook
+from bot.servers.keeper import RoundKeeper
 from bot.servers.signin_errors import SignInFailed
 from bot.store.tokens import Account, SignInStore
 from mapping import Answer, Request, RequestKind, new_request_id
@@ -124,12 +126,14 @@ def sign_ins(
     audit: SignInAudit | None = None,
     *,
     redirect_uri: str | None = None,
+    book: RoundBook | None = None,
 ) -> SignIns | None:
-    """The process's `SignIns` when a server uses OAuth and the store can keep tokens; else None."""
+    """The process's `SignIns` when a server uses OAuth and the store can keep tokens; else None. With `book`,
+    sign-in cards waiting for their browser are kept there for the next process (`SignIns` says how)."""
     if tokens is None or not any(server.oauth is not None for server in config.servers):
         return None
     paste = redirect_uri is None  # the console passes its own loopback address, and takes no pasted one
-    return SignIns(config, tokens, prompts, audit=audit, redirect_uri=redirect_uri, paste=paste)
+    return SignIns(config, tokens, prompts, audit=audit, redirect_uri=redirect_uri, paste=paste, book=book)
 
 
 def client_metadata_url_of(config: Config) -> str | None:
@@ -189,7 +193,14 @@ class _Pending:
 
 
 class SignIns:
-    """Every person's OAuth providers and pending sign-ins; one per process (`auth_for` feeds the pool)."""
+    """Every person's OAuth providers and pending sign-ins; one per process (`auth_for` feeds the pool).
+
+    With a `book`, each sign-in card waiting for its browser is kept there (era `signin`) until the sign-in is
+    over. A process that leaves it behind (a drain, or a crash) leaves its card as it stands; the SDK keeps the
+    flow's PKCE verifier in the process (a local of `OAuthClientProvider`, with no public way to save or give
+    it), so the next process cannot finish that flow: it tells the card so and starts a new sign-in
+    (`bot.telegram.restore`).
+    """
 
     def __init__(
         self,
@@ -200,8 +211,10 @@ class SignIns:
         audit: SignInAudit | None = None,
         redirect_uri: str | None = None,
         paste: bool = True,
+        book: RoundBook | None = None,
     ) -> None:
         self.config = config
+        self.book = book
         self.store = store
         self.prompts = prompts
         self.audit = audit
@@ -316,6 +329,8 @@ class SignIns:
             scope=("signin", account.user_id, account.server.name),
             sign_in=True,
         )
+        keeper = self._keeper(prompt)
+        prompt.keeper = keeper
         pending = _Pending(state, account, prompt, time.monotonic() + self.prompts.timeout_s)
         self._pending[state] = pending
         try:
@@ -326,10 +341,19 @@ class SignIns:
                     with anyio.move_on_after(self.prompts.timeout_s):
                         await pending.done.wait()
                     watch.cancel_scope.cancel()
-                if prompt.pending:  # the code came back before the consent tap: signing in is consent
+                if self._left(pending):  # the process leaves it to the next one: its card stays as it stands
+                    tg.cancel_scope.cancel()
+                elif prompt.pending:  # the code came back before the consent tap: signing in is consent
                     self.prompts.answer(prompt, Answer(id=prompt.request.id, ok=True))
         finally:
             del self._pending[state]
+            if keeper is not None and not self._left(pending):
+                with anyio.CancelScope(shield=True):
+                    await keeper.close()
+        if self._left(pending):
+            raise SignInFailed(
+                account.server.name, "was not finished when the bot stopped; once back, it sends you a new link"
+            )
         self.prompts.complete(prompt.scope, prompt.elicitation_id or "")  # off the awaiting list, if still on it
         consented = prompt.outcome is Outcome.ANSWERED  # its card shows the link and waits: settle it now
         if pending.result is not None:
@@ -343,6 +367,32 @@ class SignIns:
             ended = Outcome.SHUTDOWN if self.stopping else Outcome.EXPIRED if timed_out else Outcome.CANCELLED
             await self.prompts.settle_completed(prompt, ended)
         raise SignInFailed(account.server.name, pending.failure)
+
+    def _keeper(self, prompt: Prompt) -> RoundKeeper | None:
+        """The sign-in's row in the book (written when its card is shown, told where the card stands)."""
+        if self.book is None:
+            return None
+        request = prompt.request
+        params = {"mode": "url", "message": request.prompt, "url": request.url, "elicitationId": prompt.elicitation_id}
+        question = KeptQuestion(
+            id=request.id,
+            round_id=str(uuid.uuid4()),
+            input_key="",
+            era=Era.SIGNIN,
+            server=prompt.server,
+            tool="",
+            arguments={},
+            origin=prompt.origin,
+            token=prompt.token,
+            deadline=time.time() + self.prompts.timeout_s,
+            input_requests={"": {"method": "elicitation/create", "params": params}},
+        )
+        return RoundKeeper(self.book, question)
+
+    def _left(self, pending: _Pending) -> bool:
+        """Whether the sign-in is left for the next process: kept, the process leaving (a drain's end), and the
+        browser not back with a code."""
+        return self.prompts.kept(pending.prompt) and pending.result is None
 
     async def _ask(self, pending: _Pending) -> None:
         """Show the card; a refusal (Decline, Cancel, expiry) ends the wait for the browser."""

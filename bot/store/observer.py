@@ -30,6 +30,7 @@ _EVENT_OF_OUTCOME: Final = {
     Outcome.EXPIRED: AuditEvent.EXPIRED,
     Outcome.EXPIRED_WHILE_DOWN: AuditEvent.EXPIRED,
     Outcome.LOST_IN_RESTART: AuditEvent.WITHDRAWN,
+    Outcome.SIGN_IN_AGAIN: AuditEvent.WITHDRAWN,
     Outcome.SHUTDOWN: AuditEvent.CANCELLED,
     Outcome.UNDELIVERABLE: AuditEvent.CANCELLED,
     Outcome.SERVER_CANCELLED: AuditEvent.WITHDRAWN,

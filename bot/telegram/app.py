@@ -93,7 +93,11 @@ async def serve(
         observer = None if store is None else store.observer  # the audit log: told of every event first
         prompts = PromptRegistry(surface, config.elicitation.timeout_s, observer)
         book = None if store is None else store.rounds  # open questions outlive the process
-        signins = None if store is None else sign_ins(config, store.signins, prompts, store.audit_sign_in)
+        signins = (
+            None
+            if store is None
+            else sign_ins(config, store.signins, prompts, store.audit_sign_in, book=store.rounds)
+        )
         auth = None if signins is None else signins.auth_for
         signed_in = None if signins is None else signins.signed_in
         async with Hub(

@@ -4,7 +4,9 @@ A 2026-07-28 round whose questions are still open comes back as it stood: its ca
 token, same version), and once answered the round is resumed on a fresh connection and the result reaches its
 person as any call's does. A round whose deadline passed meanwhile is settled on its card as "expired while the
 bot was down". A legacy question died with its connection: its card says so, with **Run again** (the same call,
-the same arguments, for the same person: `ToolRunner.run_again`).
+the same arguments, for the same person: `ToolRunner.run_again`). A sign-in whose browser had not come back
+cannot be finished by this process (the SDK kept its PKCE verifier in the process before): its card says the
+link no longer works, and a new sign-in starts for that person and server, its card (with a fresh link) below.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from typing import Any
 
 from anyio.abc import TaskGroup
 
-from bot.core import Era, KeptQuestion, Observer, Outcome, Prompt, RoundBook, ToolInfo
+from bot.core import OUTCOME_TEXT, Era, KeptQuestion, Observer, Outcome, Prompt, RoundBook, ToolInfo
 from bot.servers.keeper import RoundKeeper
-from bot.telegram.render import Card, Screen, settled_screen
+from bot.telegram.render import Card, Screen, esc, settled_screen
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolRunner
-from mapping import Answer, MappingError, RequestKind, elicitation_to_request, parse_schema
+from mapping import Answer, MappingError, Request, RequestKind, elicitation_to_request, parse_schema
 
 __all__ = ["restore_kept"]
 
@@ -52,7 +54,9 @@ async def restore_kept(
     for kept in rounds.values():
         first = kept[0]
         open_ = [q for q in kept if q.answer is None]
-        if first.era is Era.LEGACY or first.server not in servers:
+        if first.era is Era.SIGNIN:
+            await _sign_in_again(book, surface, observer, first, runner, tg, servers)
+        elif first.era is Era.LEGACY or first.server not in servers:
             await _settle(book, surface, observer, kept, Outcome.LOST_IN_RESTART, runner)
         elif any(q.deadline <= time.time() for q in open_):
             await _settle(book, surface, observer, kept, Outcome.EXPIRED_WHILE_DOWN, runner)
@@ -98,6 +102,44 @@ def _prompt(question: KeptQuestion, book: RoundBook) -> Prompt | None:
         deadline=time.monotonic() + (question.deadline - time.time()),
         keeper=RoundKeeper(book, question),
     )
+
+
+async def _sign_in_again(
+    book: RoundBook,
+    surface: TelegramSurface,
+    observer: Observer | None,
+    question: KeptQuestion,
+    runner: ToolRunner,
+    tg: TaskGroup,
+    servers: set[str],
+) -> None:
+    """A sign-in card left waiting for its browser: settled (its link cannot be finished here), and unless it
+    expired meanwhile (or its server is gone from the config), a new sign-in for the same person and server."""
+    outcome = Outcome.SIGN_IN_AGAIN if question.deadline > time.time() else Outcome.EXPIRED_WHILE_DOWN
+    again = outcome is Outcome.SIGN_IN_AGAIN and question.server in servers
+    params = ((question.input_requests or {}).get("") or {}).get("params") or {}
+    prompt = Prompt(
+        request=Request(
+            id=question.id, kind=RequestKind.AUTHORIZATION, prompt=str(params.get("message", "")), url=params.get("url")
+        ),
+        origin=question.origin,
+        server=question.server,
+        token=question.token,
+        sign_in=True,
+    )
+    if observer is not None:
+        await observer.prompt_ended(prompt, outcome, Answer(id=question.id, ok=False, reason=outcome.value))
+    if question.card_chat_id is not None and question.card_message_id is not None:
+        text = f"🔑 <b>Sign in to {esc(question.server, 64)}</b>\n\n⏹ <b>{esc(OUTCOME_TEXT[outcome])}</b>."
+        if again:
+            text += " Sign in with the new link below, then send your command again."
+        await surface.settle_message(question.card_chat_id, question.card_message_id, Screen(text))
+    try:
+        await book.close(question.id)
+    except Exception:
+        logger.exception("could not forget a sign-in kept from before the restart")
+    if again:
+        tg.start_soon(runner.sign_in_again, question.server, question.origin)
 
 
 async def _settle(

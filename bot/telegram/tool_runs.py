@@ -26,7 +26,7 @@ from bot.core import (
     ToolOutcome,
 )
 from bot.core.call_args import ArgumentCheck, asking_again, check_arguments, sub_schema, to_ask, unknown_text
-from bot.servers.hub import Flight, Hub
+from bot.servers.hub import Flight, Hub, Unavailable
 from bot.telegram.access import Access
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.flood import Withdrawn, unless
@@ -227,6 +227,17 @@ class ToolRunner:
     ) -> None:
         """A round kept from before a restart: wait for its cards, resume the call, show the result."""
         await self.run(tool, args, origin, kept, restored)
+
+    async def sign_in_again(self, server: str, origin: Origin) -> None:
+        """A sign-in its person had not finished when the process before stopped: connecting to `server` as them
+        asks them to sign in again (a new card, a new link); nothing runs after it (which call wanted it, the
+        process before may not have known: the card that said so asks them to send their command again)."""
+        if not self.access.allows(origin.user_id):
+            return
+        try:
+            await self.hub.list_tools(server, origin)
+        except Unavailable as exc:
+            logger.info("signing in again to %s did not complete: %s", server, exc.reason)
 
     def run_again_button(self, question: KeptQuestion) -> InlineButton:
         """**Run again** for a legacy question lost in a restart: the same call, the same arguments, only for

@@ -133,7 +133,13 @@ async def bot_scene(
             tg.start_soon(run)
             with anyio.fail_after(20):
                 await ready.wait()
-            yield scene
-            scene.stop.set()
+            try:
+                yield scene
+            finally:
+                # Stopped as the bot stops, also when the test failed: cancelled instead, the bot would leave
+                # its HTTP session open, and its warning would fail whichever test runs when it is collected.
+                scene.stop.set()
+                with anyio.CancelScope(shield=True), anyio.move_on_after(20):
+                    await scene.stopped.wait()
         if world is None:
             assert not fake.unexpected_errors, fake.unexpected_errors

@@ -37,6 +37,8 @@ from tests.bot.test_restart import (
     verify_audit,
 )
 from tests.fake_telegram import FakeTelegram, Msg
+from tests.servers.oauth import follow, serve_protected, sign_in
+from tests.store.test_signin import CONSENT, KEY, PUBLIC, is_sign_in_card
 
 pytestmark = pytest.mark.anyio
 
@@ -338,3 +340,65 @@ async def test_a_webhook_delivery_during_the_drain_gets_503_and_is_handled_after
             await current_card(fake, "Really rollback?")
         assert (refused[0], 200) in fake.webhook_attempts
         assert server.received() == []
+
+
+@pytest.mark.parametrize("how", ["sigterm", "crash"])
+async def test_a_sign_in_waiting_for_its_browser_at_sigterm_or_a_crash_is_asked_again_with_a_fresh_link(
+    tmp_path: Path, how: str
+) -> None:
+    """SIGTERM while a consented sign-in card waits for the browser: the bot exits 0 leaving the card as it was
+    (after a crash, SIGKILL, the card is as it was too).
+    The SDK keeps the flow's PKCE verifier in the process, so the next one cannot finish that flow: it says on the
+    card that the link no longer works and sends a new sign-in card below; the old link's return is refused,
+    the new one signs the person in (the next call runs without asking), and the audit chain verifies."""
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    local = f"http://127.0.0.1:{port}"
+    async with FakeTelegram() as fake, serve_protected() as (auth, url):
+        alice = fake.user(id=ALICE, first_name="Alice")
+        config = tmp_path / "bot.toml"
+        config.write_text(
+            f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{fake.base_url}"\n'
+            f"allowed_users = [{ALICE}]\n"
+            f'[web]\nlisten = "127.0.0.1"\nport = {port}\npublic_url = "{PUBLIC}"\n'
+            f'[storage]\nurl = "sqlite:///{tmp_path / "bot.db"}"\nsecret_key = "{KEY}"\n[run]\ndrain_s = 3\n'
+            f'[servers.gh]\nurl = "{url}"\nauth = "oauth"\n'
+        )
+        async with bot_process(config, fake) as bot:
+            await alice.send("/call gh whoami")
+            card = await fake.wait_for(is_sign_in_card(ALICE), timeout=30)
+            await alice.press(card, CONSENT)
+            await fake.wait_for(lambda m: m is card and "Consent given" in m.text)
+            old_link = card.button(CONSENT).url
+            assert old_link is not None
+            edits = card.edit_count
+            if how == "sigterm":
+                assert await bot.terminate() == 0
+            else:
+                bot.process.kill()
+                await bot.process.wait()
+        assert unchanged(card, edits)
+        assert await kept_count(f"sqlite:///{tmp_path / 'bot.db'}") == 1
+        old_back = await sign_in(old_link, "alice")  # the browser comes back after the process is gone
+        async with bot_process(config, fake):
+            await fake.wait_for(
+                lambda m: m is card and "this link no longer works" in m.text and not m.buttons, timeout=30
+            )
+            assert "send your command again" in card.text
+            fresh = await fake.wait_for(lambda m: m is not card and is_sign_in_card(ALICE)(m), timeout=30)
+            assert fresh.message_id > card.message_id
+            refused = await follow(old_back, local)
+            assert refused.status_code == 400 and "unknown" in refused.text
+            await alice.press(fresh, CONSENT)
+            await fake.wait_for(lambda m: m is fresh and "Consent given" in m.text)
+            new_link = fresh.button(CONSENT).url
+            assert new_link is not None and new_link != old_link
+            page = await follow(await sign_in(new_link, "alice"), local)
+            assert page.status_code == 200 and "You can go back to Telegram" in page.text
+            await fake.wait_for(lambda m: m is fresh and "Signed in to gh" in m.text, timeout=30)
+            await alice.send("/call gh whoami")
+            await fake.wait_for(lambda m: m.chat_id == ALICE and "you are alice" in m.text, timeout=30)
+        assert auth.grants["authorization_code"] == 1 and auth.subjects_seen == ["alice"]
+        assert await kept_count(f"sqlite:///{tmp_path / 'bot.db'}") == 0
+        audit = verify_audit(config)
+        assert audit.returncode == 0, audit.stdout + audit.stderr
