@@ -107,7 +107,11 @@ def test_check_fails_with_status_1_for_an_unreachable_server(tmp_path: Path) -> 
     ],
 )
 def test_a_bad_config_exits_2_naming_the_key(
-    tmp_path: Path, toml: str, expected: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    toml: str,
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Unknown key, wrong type, both command and url, a bad URL, a missing token variable: exit 2, key named.
     In process (`main` with the command's arguments): the config is refused before anything starts."""
