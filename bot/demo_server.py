@@ -11,6 +11,7 @@ predecessor issued (a client resuming a question after its own restart needs tha
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -302,13 +303,18 @@ def state_key(environ: Mapping[str, str], state_dir: str | None = None) -> str:
     )
     path = os.path.join(folder, STATE_KEY_FILE)
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        with open(path, encoding="ascii") as file:
-            return file.read().strip()
-    with os.fdopen(fd, "w", encoding="ascii") as file:
-        file.write(secrets.token_hex(32))
+    if not os.path.exists(path):
+        # Written whole under a name of its own, then linked into place: a server starting at the same time
+        # reads either no file or the whole key, and when two race, the first link wins for both.
+        draft = os.path.join(folder, f".{STATE_KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as file:
+                file.write(secrets.token_hex(32))
+            with contextlib.suppress(FileExistsError):
+                os.link(draft, path)
+        finally:
+            os.unlink(draft)
     with open(path, encoding="ascii") as file:
         return file.read().strip()
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from bot.cli import main
 from tests.fake_telegram import FakeTelegram
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,6 +32,20 @@ def run(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> subpr
         env={**environ, **(env or {})},
         timeout=60,
     )
+
+
+def main_in_process(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    """`toolnexus-bot ARGS` as `bot.cli.main` in this process, in the environment `run` gives the command: its
+    exit status, stdout and stderr. For what ends before anything starts (a config error), where a process
+    would only add its start-up time."""
+    for name in os.environ:
+        if name.startswith(("TELEGRAM_", "TOOLNEXUS_")):
+            monkeypatch.delenv(name)
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def test_console_completes_a_deploy_through_a_pipe() -> None:
@@ -91,13 +106,20 @@ def test_check_fails_with_status_1_for_an_unreachable_server(tmp_path: Path) -> 
         ),
     ],
 )
-def test_a_bad_config_exits_2_naming_the_key(tmp_path: Path, toml: str, expected: str) -> None:
-    """Unknown key, wrong type, both command and url, a bad URL, a missing token variable: exit 2, key named."""
+def test_a_bad_config_exits_2_naming_the_key(
+    tmp_path: Path,
+    toml: str,
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Unknown key, wrong type, both command and url, a bad URL, a missing token variable: exit 2, key named.
+    In process (`main` with the command's arguments): the config is refused before anything starts."""
     config = tmp_path / "bad.toml"
     config.write_text(toml)
-    done = run("--config", str(config))
-    assert done.returncode == 2
-    assert expected in done.stderr
+    code, _, stderr = main_in_process(monkeypatch, capsys, "--config", str(config))
+    assert code == 2
+    assert expected in stderr
 
 
 @pytest.mark.anyio

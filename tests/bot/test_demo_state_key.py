@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import mcp_types as types
@@ -67,3 +69,19 @@ def test_the_key_comes_from_the_environment_or_a_private_file_made_once(tmp_path
     made = state_key({}, str(tmp_path / "state"))
     assert len(made) == 64 and state_key({}, str(tmp_path / "state")) == made
     assert (tmp_path / "state" / "request-state.key").stat().st_mode & 0o777 == 0o600
+
+
+def test_demo_servers_starting_together_all_read_the_one_key_made(tmp_path: Path) -> None:
+    """Several demo servers starting at once on a fresh state folder (a bot's first start with several people,
+    or parallel tests): one key file is made, and every server reads the whole key, never a half-written one."""
+    for attempt in range(20):
+        folder = str(tmp_path / f"state-{attempt}")
+        start = threading.Barrier(8)
+
+        def starting(folder: str, start: threading.Barrier) -> str:
+            start.wait()
+            return state_key({}, folder)
+
+        with ThreadPoolExecutor(8) as pool:
+            keys = list(pool.map(starting, [folder] * 8, [start] * 8))
+        assert len(set(keys)) == 1 and len(keys[0]) == 64, keys

@@ -159,6 +159,8 @@ async def test_a_lost_card_is_sent_again_and_not_modified_is_ignored(
             description="Bad Request: message is not modified: specified new message content and reply markup are exactly the same",
         )
         sent_before = len(s.fake.messages(s.alice, from_bot=True))
+        submit = confirm.button("✅ Submit").callback_data
+        assert submit is not None
         await s.alice.press(confirm, "✅ Submit")
         # The edit settling the card ("Answer sent", alone or with the result folded in, whichever the flood
         # limiter's turn allows) is the one refused as "not modified".
@@ -168,7 +170,9 @@ async def test_a_lost_card_is_sent_again_and_not_modified_is_ignored(
         )
         answer = await s.alice.press(lost, "Production (live)")
         assert answer.show_alert
-        answer = await s.alice.press(confirm, "✅ Submit")  # its settling edit was "not modified": done
+        # Its settling edit was "not modified": done. The tap is the same Submit again (by its data: when the
+        # refused edit was "Answer sent" alone, the result has since been folded into the card by another edit).
+        answer = await s.alice.press_data(confirm, submit)
         assert answer.show_alert and "expired" in answer.text
         assert injected(s, "editMessageText") == [400, 400]
         assert len(s.fake.messages(s.alice, from_bot=True)) == sent_before  # taken as done: nothing sent again

@@ -1,5 +1,6 @@
 """The operator's first runs of the installed `toolnexus-bot` (issue 33): where the database goes, what
-`check` validates, read-only commands, pipes, `TOOLNEXUS_CONFIG`, the image's files. Real processes."""
+`check` validates, read-only commands, pipes, `TOOLNEXUS_CONFIG`, the image's files. Real processes, but for
+a config error (refused before anything starts)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from bot.config import Secret, StorageConfig, load_config
 from bot.store import AuditEvent, open_store
+from tests.bot.test_cli import main_in_process
 
 REPO = Path(__file__).resolve().parents[2]
 EXE = Path(sys.executable).with_name("toolnexus-bot")
@@ -89,14 +91,17 @@ def test_an_unwritable_database_folder_is_one_line_naming_it(tmp_path: Path) -> 
     assert "sqlalche.me" not in lines[0] and "running" not in lines[0]
 
 
-def test_check_rejects_the_token_run_rejects(tmp_path: Path) -> None:
-    """`check` validates through the same code as `run`: a token `run` refuses (exit 2) fails `check` too."""
+def test_check_rejects_the_token_run_rejects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`check` validates through the same code as `run`: a token `run` refuses (exit 2) fails `check` too.
+    In process: the config is refused before anything starts."""
     config = tmp_path / "c.toml"
     config.write_text('[telegram]\ntoken = "not-a-token"\n[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n')
-    assert run("--config", str(config)).returncode == 2
-    done = run("check", "--config", str(config))
-    assert done.returncode == 2, done.stdout
-    assert "config error: telegram.token" in done.stderr
+    assert main_in_process(monkeypatch, capsys, "--config", str(config))[0] == 2
+    code, stdout, stderr = main_in_process(monkeypatch, capsys, "check", "--config", str(config))
+    assert code == 2, stdout
+    assert "config error: telegram.token" in stderr
 
 
 @pytest.mark.parametrize("args", [("--verify",), ()], ids=["verify", "export"])

@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio.from_thread import start_blocking_portal
 
 from bot.config import ServerConfig
 from bot.core import Origin, PromptRegistry
@@ -37,7 +38,13 @@ async def test_a_burst_of_first_calls_opens_a_few_sessions_at_a_time_and_every_c
         async with default_transport(server) as streams:
             yield streams
 
-    async with serve_http(build_server) as url:
+    # The server runs in a thread of its own: in this event loop, uvicorn's 0.1 s tick would keep
+    # `wait_all_tasks_blocked` (which looks again every 0.1 s) from ever seeing every task blocked on a loaded
+    # machine, where both timers come due in the same turn of the loop.
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(serve_http(build_server)) as url,
+    ):
         config = make_config({"t": {"url": url}})
         prompts = PromptRegistry(RecordingSurface(), config.elicitation.timeout_s)
         async with Hub(config, prompts, transport=held) as hub:
