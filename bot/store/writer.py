@@ -87,10 +87,10 @@ class StoreWriter:
 
     def close(self) -> None:
         """Let the writer's thread end and close its connection (after the last write)."""
-        if self._thread is not None:
+        if self._thread is not None and self._sync is not None:
+            # Closed in the thread that opened it: sqlite3 refuses a connection used from another thread.
+            self._thread.submit(self._sync.dispose).result()
             self._thread.shutdown(wait=True)
-        if self._sync is not None:
-            self._sync.dispose()
 
     async def _write(self, batch: Sequence[_Job]) -> list[Any]:
         """`batch` in one transaction; when the database refuses it, each write again on its own, so that one
