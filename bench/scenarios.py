@@ -543,6 +543,7 @@ async def pending_users(
         delays.append(fake.arrived[(card.chat_id, card.message_id)] - record["asked_at"])
     per_row = await store_cost_per_row()
     per_kept = await kept_question_cost(protocol)
+    per_prompt = await store_cost_per_prompt(protocol)
     return {
         "protocol": protocol,
         "transport": "streamable HTTP, one MCP session per person",
@@ -572,6 +573,8 @@ async def pending_users(
         "store_questions_kept_at_once": kept_at_once,
         "store_keeping_writes_per_prompt": per_kept[0],
         "store_keeping_cpu_ms_per_prompt": per_kept[1],
+        "store_all_rows_transactions_per_prompt": per_prompt[0],
+        "store_all_rows_cpu_ms_per_prompt": per_prompt[1],
         "cpu_s_while_showing": {
             "bot": round(shown_cpu[0], 2),
             "mcp_server": round(shown_cpu[1], 2),
@@ -641,6 +644,72 @@ async def kept_question_cost(protocol: str, questions: int = 300) -> tuple[int, 
             spent = time.process_time() - cpu
             writes = (book.rows_written - before) / questions + 1  # + the close
             return round(writes), round(spent * 1000 / questions, 3)
+
+
+async def store_cost_per_prompt(protocol: str, prompts: int = 400, at_once: int = 100) -> tuple[int, float]:
+    """Transactions per prompt, and CPU ms (all threads) per prompt, of every store write one prompt makes, as
+    the bot makes them, with `at_once` prompts in flight (under load), on a fresh SQLite store in this process:
+    the call's row; the question's row and its kept copy (together, before the card); where its card stands;
+    the answer's row and the kept question closed (2026-07-28: its answer kept, then the round closed); the
+    call's end."""
+    from bot.config import Secret, StorageConfig
+    from bot.core import Era, KeptQuestion, Origin
+    from bot.store import AuditEvent, open_store
+
+    era = Era.LEGACY if protocol == "legacy" else Era.MODERN
+    with tempfile.TemporaryDirectory(prefix="toolnexus-bench-store-") as tmp:
+        async with open_store(StorageConfig(Secret(f"sqlite:///{tmp}/bench.db"))) as store:
+            log, book = store.audit, store.rounds
+
+            async def one(i: int) -> None:
+                user = FIRST_USER_ID + i
+                who: dict[str, Any] = {"user_id": user, "chat_id": user, "server": "bench", "tool": "pick"}
+                await log.append(AuditEvent.CALL_STARTED, **who, detail={"arguments": {"content": {"tag": i}}})
+                params = {"mode": "form", "message": "Pick a colour", "requestedSchema": {"type": "object"}}
+                kept = KeptQuestion(
+                    id=f"elc-bench-{i}",
+                    round_id=f"r{i}",
+                    input_key="pick",
+                    era=era,
+                    server="bench",
+                    tool="pick",
+                    arguments={"tag": f"c{i}"},
+                    origin=Origin(user, user),
+                    token=f"t{i}",
+                    deadline=time.time() + 600,
+                    input_requests={"pick": {"method": "elicitation/create", "params": params}},
+                    request_state=None if era is Era.LEGACY else "v1." + "x" * 200,
+                )
+                shown = {"kind": "input", "message": "Pick a colour", "schema_sha256": "0" * 64}
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(functools.partial(log.append, AuditEvent.QUESTION_SHOWN, **who, detail=shown))
+                    tg.start_soon(book.keep, kept)
+                await book.placed(kept.id, user, 1000 + i)
+                answer = {"action": "accept", "content": {"colour": "red"}}
+                async with anyio.create_task_group() as tg:
+                    ended = {"outcome": "answered", "action": "accept", "content": {"colour": "red"}}
+                    tg.start_soon(functools.partial(log.append, AuditEvent.ANSWERED, **who, detail=ended))
+                    if era is Era.LEGACY:
+                        tg.start_soon(book.close, kept.id)
+                    else:
+                        tg.start_soon(book.answered, kept.id, answer)
+                if era is Era.MODERN:
+                    await book.close(kept.id)
+                await log.append(AuditEvent.CALL_ENDED, **who, detail={"status": "ok", "text": "red"})
+
+            await one(-1)  # warm: connections, statement caches
+            before, cpu = store.audit.writer.transactions, time.process_time()
+            limit = anyio.Semaphore(at_once)
+
+            async def limited(i: int) -> None:
+                async with limit:
+                    await one(i)
+
+            async with anyio.create_task_group() as tg:
+                for i in range(prompts):
+                    tg.start_soon(limited, i)
+            spent = time.process_time() - cpu
+            return round((store.audit.writer.transactions - before) / prompts, 2), round(spent * 1000 / prompts, 3)
 
 
 async def store_cost_per_row(rows: int = 300) -> float:

@@ -8,6 +8,8 @@ raises `UnsupportedSchema` here, at this single point, so no surface ever render
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -91,11 +93,7 @@ def _parse(schema: object) -> FormSpec:
     if not isinstance(schema, Mapping):
         raise UnsupportedSchema("the schema must be a JSON object")
     data = _json_copy(schema, "", 0)
-    try:
-        Draft202012Validator.check_schema(data)
-    except SchemaError as exc:
-        path = ".".join(str(p) for p in exc.absolute_path)
-        raise UnsupportedSchema(f"not valid JSON Schema: {_clip(exc.message)}", path) from None
+    _check_schema(data)
     if data.get("type", "object") != "object":
         raise UnsupportedSchema("the root must be an object schema (type: object)", "type")
     for key in _ROOT_COMBINATORS:
@@ -110,6 +108,29 @@ def _parse(schema: object) -> FormSpec:
     fields = tuple(_field(name, prop, name in required) for name, prop in properties.items())
     in_full = all(f.checked_in_full for f in fields) and set(data) <= _ROOT_ENFORCED | _ANNOTATIONS
     return FormSpec(fields=fields, schema=data, checked_in_full=in_full)
+
+
+_VALID: Final[dict[bytes, None]] = {}
+"""The digests of the last `_VALID_KEPT` schemas found valid JSON Schema, oldest first: a server asks with the same
+schema again and again, and checking one against the meta-schema costs more than the rest of a question."""
+_VALID_KEPT: Final = 256
+
+
+def _check_schema(data: dict[str, Any]) -> None:
+    """Check `data` (plain JSON) against the JSON Schema 2020-12 meta-schema, once per distinct schema."""
+    digest = hashlib.sha256(
+        json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    ).digest()
+    if digest in _VALID:
+        return
+    try:
+        Draft202012Validator.check_schema(data)
+    except SchemaError as exc:
+        path = ".".join(str(p) for p in exc.absolute_path)
+        raise UnsupportedSchema(f"not valid JSON Schema: {_clip(exc.message)}", path) from None
+    _VALID[digest] = None
+    if len(_VALID) > _VALID_KEPT:
+        del _VALID[next(iter(_VALID))]
 
 
 def _json_copy(value: object, path: str, depth: int) -> Any:

@@ -53,6 +53,8 @@ class RoundKeeper:
         await self._write("the card", lambda: self.book.placed(self.question.id, chat_id, message_id))
 
     async def progress(self, prompt: Prompt, progress: dict[str, Any]) -> None:
+        if self.question.era is Era.LEGACY:
+            return  # a restart settles a legacy question (its session is gone): its progress is never read
         await self._write("the progress", lambda: self.book.progress(self.question.id, progress))
 
     async def close(self) -> None:

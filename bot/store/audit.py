@@ -13,7 +13,7 @@ so whoever edits the database without the key cannot re-chain it; signed checkpo
 Without a key the chain is plain SHA-256: it shows accidents, not tampering.
 
 Appends are serialised in `AuditLog.append`: one writer at a time per process (it writes every event
-queued meanwhile in one transaction: a group commit, `bot.store.group`), the database's lock across processes
+queued meanwhile in one transaction, with the kept questions' writes: the store's one writer, `bot.store.writer`), the database's lock across processes
 (PostgreSQL: `LOCK TABLE audit`; SQLite: its write lock, taken before the head is read), and the unique
 `seq` turns any race left into a retry instead of a fork.
 """
@@ -25,23 +25,22 @@ import enum
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from sqlalchemy import Select, false, insert, select, text, update
+from sqlalchemy import Connection, Select, false, insert, select, text, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.store.audit_keys import CHECKPOINT_EVERY, AuditKeys, Checkpoint
-from bot.store.group import GroupCommit
 from bot.store.tables import audit, audit_checkpoints
+from bot.store.writer import StoreWriter
 
 __all__ = ["GENESIS", "AuditEvent", "AuditLog", "AuditRow", "ChainBreak", "canonical_form"]
 
 GENESIS: Final = "0" * 64
 """The first row's `prev_hash`."""
-_APPEND_ATTEMPTS: Final = 10
 
 
 class AuditEvent(enum.StrEnum):
@@ -139,15 +138,15 @@ _HASHED: Final = (
 )
 
 
-async def _lock_head(conn: AsyncConnection) -> None:
+def _lock_head(conn: Connection) -> None:
     """Hold the database's lock on the chain's head until this transaction ends: other processes wait."""
     if conn.dialect.name == "postgresql":
         # Conflicts with itself, not with readers.
-        await conn.execute(text("LOCK TABLE audit IN SHARE ROW EXCLUSIVE MODE"))
+        conn.execute(text("LOCK TABLE audit IN SHARE ROW EXCLUSIVE MODE"))
     else:
         # SQLite: a write statement (even one that changes nothing) takes the database's write lock, which
         # a plain SELECT would not.
-        await conn.execute(update(audit).where(false()).values(seq=audit.c.seq))
+        conn.execute(update(audit).where(false()).values(seq=audit.c.seq))
 
 
 def _head() -> Select[tuple[int, str]]:
@@ -164,12 +163,15 @@ def _digest(row: Mapping[str, Any], keys: AuditKeys | None = None) -> str:
 class AuditLog:
     """The audit table of one database; `append` is the only writer."""
 
-    def __init__(self, engine: AsyncEngine, keys: AuditKeys | None = None) -> None:
+    def __init__(
+        self, engine: AsyncEngine, keys: AuditKeys | None = None, writer: StoreWriter | None = None
+    ) -> None:
         self.engine = engine
         self.keys = keys
         """The chain's HMAC and checkpoint keys; None: plain SHA-256, no checkpoints."""
-        self._commits: GroupCommit[dict[str, Any], AuditRow] = GroupCommit(self._write)
-        """Events appended while a batch is being written go together in the next transaction."""
+        self.writer = StoreWriter(engine, thread=False) if writer is None else writer
+        """Commits the rows: events appended while a batch is being written go together in the next
+        transaction, with the kept questions' writes queued meanwhile (the store's one writer)."""
         self._head: tuple[int, str] | None = None
         """(seq, hash) of the last row this log wrote; None until known."""
         self.rows_written = 0
@@ -210,7 +212,7 @@ class AuditLog:
             "request_id": request_id,
             "detail": canonical_json(dict(detail or {})),
         }
-        row = await self._commits.submit(values)
+        row: AuditRow = await self.writer.submit(self, values)
         if self.keys is not None and row.seq % CHECKPOINT_EVERY == 0:
             await self.checkpoint()
         return row
@@ -242,41 +244,40 @@ class AuditLog:
             rows = await conn.execute(select(audit_checkpoints).order_by(audit_checkpoints.c.count))
             return [Checkpoint(*row) for row in rows]  # columns in the dataclass's order
 
-    async def _write(self, batch: Sequence[dict[str, Any]]) -> list[AuditRow]:
-        """Chain and insert `batch` after the head, in one transaction.
+    def stage(
+        self, conn: Connection, items: Sequence[Any], attempt: int
+    ) -> Callable[[], Sequence[AuditRow]]:
+        """Chain and insert `items` (the rows' values) after the head, in the writer's open transaction
+        (`bot.store.writer.Part`).
 
         The fast path trusts the head this process wrote last: `seq` is dense and unique, so the insert only
         succeeds when nobody appended since, and then the cached hash is the head's. When another process
-        did (or on the first write), the slow path takes the database's lock and reads the head.
+        did (or on the first write), the slow path (a retry) takes the database's lock and reads the head.
         """
-        for attempt in range(_APPEND_ATTEMPTS):
-            locked = self._head is None or attempt > 0
-            try:
-                async with self.engine.begin() as conn:
-                    if locked:
-                        await _lock_head(conn)
-                        head = (await conn.execute(_head())).first()
-                        self._head = (0, GENESIS) if head is None else (head.seq, head.hash)
-                    assert self._head is not None
-                    seq, prev_hash = self._head
-                    for values in batch:
-                        seq += 1
-                        values["seq"], values["prev_hash"] = seq, prev_hash
-                        values["hash"] = prev_hash = _digest(values, self.keys)
-                    await conn.execute(insert(audit), batch)
-            except IntegrityError:
-                # Another process took these places in the chain: take the lock, read the head, again.
-                self._head = None
-                if attempt == _APPEND_ATTEMPTS - 1:
-                    raise
-                continue
-            except SQLAlchemyError:
-                self._head = None
-                raise
+        batch: Sequence[dict[str, Any]] = items
+        if self._head is None or attempt > 0:
+            _lock_head(conn)
+            head = conn.execute(_head()).first()
+            self._head = (0, GENESIS) if head is None else (head.seq, head.hash)
+        seq, prev_hash = self._head
+        for values in batch:
+            seq += 1
+            values["seq"], values["prev_hash"] = seq, prev_hash
+            values["hash"] = prev_hash = _digest(values, self.keys)
+        conn.execute(insert(audit), batch)
+
+        def committed() -> list[AuditRow]:
             self._head = (seq, prev_hash)
             self.rows_written += len(batch)
             return [AuditRow(**values) for values in batch]
-        raise AssertionError("unreachable")
+
+        return committed
+
+    def rolled_back(self, exc: SQLAlchemyError, attempt: int) -> bool:
+        """An `IntegrityError`: another process took these places in the chain; take the lock, read the head,
+        again."""
+        self._head = None
+        return isinstance(exc, IntegrityError)
 
     async def rows(
         self,

@@ -35,7 +35,7 @@ async def reseal(log: AuditLog) -> bool:
     keys = log.keys
     assert keys is not None
     async with log.engine.begin() as conn:
-        await _lock_head(conn)
+        await conn.run_sync(_lock_head)
         if (await conn.execute(select(audit_seal.c.public_key).limit(1))).first() is not None:
             return False
         rows = [AuditRow(**r._asdict()) for r in await conn.execute(select(audit).order_by(audit.c.seq))]

@@ -30,6 +30,7 @@ __all__ = [
     "failure_reason",
     "is_file_database",
     "open_engine",
+    "sqlite_pragmas",
     "upgrade",
 ]
 
@@ -131,7 +132,7 @@ async def open_engine(url: str, *, migrate: bool = True, create: bool = True) ->
         _prepare_file(Path(str(target.database)), create=create)
     engine = create_async_engine(target)
     if target.drivername.startswith("sqlite"):
-        event.listen(engine.sync_engine, "connect", _write_ahead_log)
+        event.listen(engine.sync_engine, "connect", sqlite_pragmas)
     if not create:
         try:
             revision = await current_revision(engine)
@@ -161,10 +162,17 @@ def _create_private(path: Path) -> None:
     os.close(fd)
 
 
-def _write_ahead_log(dbapi_connection: Any, record: Any) -> None:
-    # Readers (`audit`, /audit) then never hold up the bot's writes, nor make them fail as "locked".
+def sqlite_pragmas(dbapi_connection: Any, record: Any) -> None:
+    """A new SQLite connection's settings (a SQLAlchemy "connect" event listener).
+
+    Write-ahead log: readers (`audit`, /audit) then never hold up the bot's writes, nor make them fail as
+    "locked". `synchronous=NORMAL` (safe with the log): a commit is not synced to the disk until the log is
+    checkpointed, so a power loss or an OS crash may lose the last commits; a crash or a SIGKILL of the bot
+    loses nothing, and the database is never corrupted. It saves an fsync per transaction.
+    """
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
 
 

@@ -1,6 +1,6 @@
 """Group commit: writes that arrive while one is being committed go together in the next transaction.
 
-Shared by the audit log and the kept questions. One caller at a time is the writer: it takes every write
+The store's one writer (`bot.store.writer`): the audit log's rows and the kept questions' writes. One caller at a time is the writer: it takes every write
 queued so far and commits them in one call of `write`; the callers whose writes were in that batch are woken
 together (one event each, all set at once), and the first caller still waiting becomes the next writer. A
 lock held in turn would wake the waiters one by one instead, each in its own pass of the event loop: under a
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import anyio
+import anyio.lowlevel
 
 __all__ = ["GroupCommit"]
 
@@ -80,6 +81,9 @@ class GroupCommit(Generic[T, R]):
         self._writing = True
         try:
             with anyio.CancelScope(shield=True):
+                # One pass of the event loop first: the writes started at the same time as this one (a
+                # question's audit row and its kept copy) join its batch instead of waiting for the next.
+                await anyio.lowlevel.cancel_shielded_checkpoint()
                 while True:
                     batch, self._queue = self._queue, []
                     await self._write_batch(batch)

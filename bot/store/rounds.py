@@ -1,27 +1,28 @@
 """Open questions in the database (`rounds` table): the store's `RoundBook`. Does I/O.
 
 Every write is committed before its call returns, so a question is on disk before its card is sent and its
-answer before it goes back to the server. Writes are group-committed (`bot.store.group`): the writes queued
-while a batch is being written go in the next transaction, in order (a flood of questions is a few transactions, not one each, and
-never a crowd of transactions queueing for SQLite's one write lock). JSON columns hold canonical JSON text.
+answer before it goes back to the server. Writes are group-committed by the store's one writer
+(`bot.store.writer`), with the audit rows: the writes queued while a batch is being written go in the next
+transaction, in order (a flood of questions is a few transactions, not one each, and never a crowd of
+transactions queueing for SQLite's one write lock). JSON columns hold canonical JSON text.
 """
 
 from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.core import Era, KeptQuestion, Origin
 from bot.store.audit import canonical_json
-from bot.store.group import GroupCommit
 from bot.store.tables import rounds
+from bot.store.writer import StoreWriter
 
 __all__ = ["RoundStore"]
 
@@ -44,9 +45,10 @@ class _Write:
 class RoundStore:
     """The `rounds` table of one database; `_commit` is its only writer."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, writer: StoreWriter | None = None) -> None:
         self.engine = engine
-        self._commits: GroupCommit[_Write, None] = GroupCommit(self._write)
+        self.writer = StoreWriter(engine, thread=False) if writer is None else writer
+        """Commits the writes, in one transaction with whatever else is queued (the store's one writer)."""
         self.rows_written = 0
         """Inserts and updates this process made (read by bench)."""
         self.transactions = 0
@@ -93,56 +95,44 @@ class RoundStore:
         await self._commit(_Write(_Kind.UPDATE, (question_id,), values))
 
     async def _commit(self, write: _Write) -> None:
-        """Commit `write`, with whatever else was queued meanwhile.
+        """Commit `write`, with whatever else was queued meanwhile (audit rows too: the store's one writer).
 
         Raises:
             sqlalchemy.exc.SQLAlchemyError: the database refused this write.
         """
-        await self._commits.submit(write)
+        await self.writer.submit(self, write)
 
-    async def _write(self, batch: Sequence[_Write]) -> list[SQLAlchemyError | None]:
-        """`batch` in one transaction; when the database refuses it, each write again on its own, so that one
-        refused write fails alone."""
-        try:
-            await self._run(batch)
-            return [None] * len(batch)
-        except SQLAlchemyError:
-            if len(batch) == 1:
-                raise
-        outcomes: list[SQLAlchemyError | None] = []
-        for each in batch:
-            try:
-                await self._run([each])
-                outcomes.append(None)
-            except SQLAlchemyError as exc:
-                outcomes.append(exc)
-        return outcomes
-
-    async def _run(self, batch: Sequence[_Write]) -> None:
-        """One transaction. The writes of a stretch that touches each question once go as one statement per
-        kind (and per set of columns updated), each with all their rows: a statement costs a round trip to
-        the database, and a busy event loop makes every round trip slow."""
-        async with self.engine.begin() as conn:
-            for stretch in _stretches(batch):
-                rows = [dict(w.values) for w in stretch if w.kind is _Kind.INSERT]
-                if rows:
-                    await conn.execute(insert(rounds), rows)
-                updates: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-                for w in stretch:
-                    if w.kind is _Kind.UPDATE:
-                        updates.setdefault(tuple(sorted(w.values)), []).append(
-                            {"b_id": w.ids[0], **{f"b_{k}": v for k, v in w.values.items()}}
-                        )
-                for columns, params in updates.items():
-                    changes: dict[str, Any] = {c: bindparam(f"b_{c}") for c in columns}
-                    await conn.execute(
-                        update(rounds).where(rounds.c.id == bindparam("b_id")).values(changes), params
+    def stage(self, conn: Connection, items: Sequence[Any], attempt: int) -> Callable[[], Sequence[None]]:
+        """`items` in the writer's open transaction (`bot.store.writer.Part`). The writes of a stretch that
+        touches each question once go as one statement per kind (and per set of columns updated), each with
+        all their rows."""
+        batch: Sequence[_Write] = items
+        for stretch in _stretches(batch):
+            rows = [dict(w.values) for w in stretch if w.kind is _Kind.INSERT]
+            if rows:
+                conn.execute(insert(rounds), rows)
+            updates: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+            for w in stretch:
+                if w.kind is _Kind.UPDATE:
+                    updates.setdefault(tuple(sorted(w.values)), []).append(
+                        {"b_id": w.ids[0], **{f"b_{k}": v for k, v in w.values.items()}}
                     )
-                closed = [i for w in stretch if w.kind is _Kind.DELETE for i in w.ids]
-                if closed:
-                    await conn.execute(delete(rounds).where(rounds.c.id.in_(closed)))
-        self.transactions += 1
-        self.rows_written += sum(1 for w in batch if w.kind is not _Kind.DELETE)
+            for columns, params in updates.items():
+                changes: dict[str, Any] = {c: bindparam(f"b_{c}") for c in columns}
+                conn.execute(update(rounds).where(rounds.c.id == bindparam("b_id")).values(changes), params)
+            closed = [i for w in stretch if w.kind is _Kind.DELETE for i in w.ids]
+            if closed:
+                conn.execute(delete(rounds).where(rounds.c.id.in_(closed)))
+
+        def committed() -> list[None]:
+            self.transactions += 1
+            self.rows_written += sum(1 for w in batch if w.kind is not _Kind.DELETE)
+            return [None] * len(batch)
+
+        return committed
+
+    def rolled_back(self, exc: SQLAlchemyError, attempt: int) -> bool:
+        return False
 
     async def open_questions(self) -> list[KeptQuestion]:
         async with self.engine.connect() as conn:

@@ -20,6 +20,7 @@ from bot.store.engine import display_url, failure_reason, is_file_database, open
 from bot.store.observer import AuditObserver
 from bot.store.rounds import RoundStore
 from bot.store.tokens import SignInStore
+from bot.store.writer import StoreWriter
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +76,11 @@ async def open_store(
     except (SQLAlchemyError, OSError) as exc:
         raise StoreUnavailable(f"database {display_url(url)}: {failure_reason(exc)}", file=file) from exc
     log: AuditLog | None = None
+    writer = StoreWriter(engine)
     try:
-        log = AuditLog(engine, None if storage.secret_key is None else AuditKeys(storage.secret_key.get()))
+        log = AuditLog(
+            engine, None if storage.secret_key is None else AuditKeys(storage.secret_key.get()), writer
+        )
         try:
             await log.read_head()
             note = await _seal(log, storage)
@@ -89,7 +93,7 @@ async def open_store(
             log,
             AuditObserver(log, content),
             ApprovalStore(engine, log, content),
-            RoundStore(engine),
+            RoundStore(engine, writer),
             signins,
             note,
         )
@@ -100,6 +104,7 @@ async def open_store(
                     await log.checkpoint()  # the chain's length and head at stop, signed
             except SQLAlchemyError:
                 logger.warning("could not record the audit checkpoint at stop", exc_info=True)
+            writer.close()
             await engine.dispose()
 
 

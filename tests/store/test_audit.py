@@ -104,14 +104,15 @@ async def test_the_first_append_after_opening_is_a_lone_insert_and_a_stale_head_
         def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
             statements.append(statement.split(None, 1)[0].upper())
 
-        event.listen(opened.engine.sync_engine, "before_cursor_execute", count)
+        writes = opened.audit.writer.sync_engine  # the store's one writer (a thread of its own on SQLite)
+        event.listen(writes, "before_cursor_execute", count)
         try:
             await fill(opened.audit, 1)
             assert statements == ["INSERT"]
             await fill(AuditLog(opened.engine), 1)  # another writer moves the head
             await fill(opened.audit, 1)
         finally:
-            event.remove(opened.engine.sync_engine, "before_cursor_execute", count)
+            event.remove(writes, "before_cursor_execute", count)
         count_, broken = await opened.audit.verify()
         assert (count_, broken) == (5, None)
 

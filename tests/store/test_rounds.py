@@ -4,15 +4,17 @@ and answer; closing forgets it. On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import event
+from sqlalchemy import Engine, event
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot.core import Era, KeptQuestion, Origin
-from bot.store import Store
+from bot.servers.keeper import RoundKeeper
+from bot.store import AuditEvent, Store
 
 PARAMS = {"mode": "form", "message": "Sure?", "requestedSchema": {"type": "object", "properties": {}}}
 
@@ -150,3 +152,37 @@ async def test_writes_grouped_in_one_transaction_apply_in_the_order_they_were_ma
         tg.start_soon(book.keep, question(1, round_id="r-1"))
     found = {q.id: q for q in await book.open_questions()}
     assert found["elc-test-1"].progress == {}
+
+
+@pytest.mark.anyio
+async def test_a_questions_audit_row_and_its_kept_copy_share_one_commit(store: Store) -> None:
+    """The store has one writer: the audit row and the kept copy written at once (as the registry writes them
+    before a card) go in one transaction, not one each."""
+    commits: list[object] = []
+
+    def committed(conn: object) -> None:
+        commits.append(conn)
+
+    shown = partial(store.audit.append, AuditEvent.QUESTION_SHOWN, user_id=1001, request_id="elc-test-1")
+    event.listen(Engine, "commit", committed)  # every engine: the store's writes may have one of their own
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(shown)
+            tg.start_soon(store.rounds.keep, question(1))
+    finally:
+        event.remove(Engine, "commit", committed)
+    assert len(commits) == 1
+    assert [q.id for q in await store.rounds.open_questions()] == ["elc-test-1"]
+    assert [row.request_id for row in await store.audit.rows()] == ["elc-test-1"]
+
+
+@pytest.mark.anyio
+async def test_a_legacy_questions_progress_is_not_written_and_a_2026_ones_is(store: Store) -> None:
+    """A restart settles a legacy question (its session is gone) and never reads its progress: the keeper
+    spares that write; a 2026-07-28 question's progress is what a restart redraws its form from."""
+    keepers = [RoundKeeper(store.rounds, question(1, era=Era.LEGACY)), RoundKeeper(store.rounds, question(2))]
+    for keeper in keepers:
+        await store.rounds.keep(keeper.question)
+        await keeper.progress(None, {"version": 2})  # type: ignore[arg-type]  # the prompt is not read
+    found = {q.id: q.progress for q in await store.rounds.open_questions()}
+    assert found == {"elc-test-1": {}, "elc-test-2": {"version": 2}}

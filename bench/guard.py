@@ -1,0 +1,65 @@
+"""`python -m bench.guard`: the CPU guard, a small bench-a count under callgrind; exit status 1 past a guard.
+
+Counts the instructions the bot executes per one-choice elicitation (its call included), with the store on as
+shipped, for each MCP revision, and compares them with the guards of issue 35 (legacy 15 M, 2026-07-28
+16 M). An instruction count repeats to a fraction of a percent between runs, so this is a deterministic
+check, not a timed one. Exit status 2 when valgrind is missing (`.ci/run` installs it; `--if-valgrind` skips
+instead). Run by `.ci/run`; about a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+from typing import Final
+
+import anyio
+
+from bench import scenarios
+
+GUARDS: Final = {"legacy": 15_000_000, "2026-07-28": 16_000_000}
+"""Instructions per elicitation (its call included) the bot may execute, per MCP revision."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench.guard", description=__doc__.splitlines()[0])
+    p.add_argument("--per-person", type=int, default=2, help="elicitations per person (default 2)")
+    p.add_argument("--people", type=int, default=6, help="people answering in parallel (default 6)")
+    p.add_argument("--protocols", default=",".join(GUARDS), help="MCP revisions (comma-separated)")
+    p.add_argument("--no-store", action="store_true", help="run the bot without its database (for a breakdown)")
+    p.add_argument("--keep", type=Path, help="copy callgrind's counts here, for callgrind_annotate")
+    p.add_argument("--if-valgrind", action="store_true", help="skip (exit status 0) when valgrind is missing")
+    return p
+
+
+async def _count(args: argparse.Namespace) -> list[tuple[str, int]]:
+    counted = []
+    for protocol in args.protocols.split(","):
+        found = await scenarios.bridge_instructions(
+            args.per_person, args.people, protocol, store=not args.no_store, keep=args.keep
+        )
+        assert found is not None
+        if found["answered_correctly"] != found["elicitations"]:
+            raise SystemExit(f"{protocol}: {found['answered_correctly']} of {found['elicitations']} answered right")
+        counted.append((protocol, found["bot_instructions_per_elicitation"]))
+    return counted
+
+
+def main() -> int:
+    args = _parser().parse_args()
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        print("bench.guard: valgrind is not installed", file=sys.stderr)
+        return 0 if args.if_valgrind else 2
+    over = False
+    for protocol, count in anyio.run(_count, args):
+        guard = GUARDS.get(protocol)
+        verdict = "" if guard is None else f" (guard {guard / 1e6:.0f} M: {'OVER' if count > guard else 'ok'})"
+        over |= guard is not None and count > guard and not args.no_store
+        print(f"{protocol}: {count / 1e6:.2f} M instructions per elicitation{verdict}")
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""The store's one writer: the audit log's rows and the kept questions' writes, group-committed together. Does I/O.
+
+Every write the audit log (`bot.store.audit`) and the kept questions (`bot.store.rounds`) make goes through one
+`GroupCommit` (`bot.store.group`): the writes queued while a batch is being committed go in the next
+transaction, whichever table they are for, so a question's audit row and its kept copy share one commit. A
+batch is one synchronous function over SQLAlchemy Core (one `executemany` per kind of row), run as a whole:
+
+- on a SQLite file, in one thread of its own, on a plain `sqlite3` connection (SQLAlchemy's pysqlite
+  dialect): one hop to that thread per batch, instead of one per statement, cursor, commit and pool return
+  through aiosqlite (a transaction there costs about twice the instructions);
+- elsewhere (PostgreSQL on asyncpg, SQLite in memory), through the async engine's `AsyncConnection.run_sync`.
+
+A part (the audit log, the kept questions) stages its rows in the open transaction and learns afterwards
+whether they were committed (`Part`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Final, Protocol, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.store.engine import sqlite_pragmas
+from bot.store.group import GroupCommit
+
+__all__ = ["Part", "StoreWriter"]
+
+_ATTEMPTS: Final = 10
+T = TypeVar("T")
+
+
+class Part(Protocol):
+    """One table's writes within the store's transactions."""
+
+    def stage(self, conn: Connection, items: Sequence[Any], attempt: int) -> Callable[[], Sequence[Any]]:
+        """Write `items` in the open transaction (synchronous, in the writer's thread); returns what gives their
+        results once the transaction committed (called on the event loop). `attempt` counts retries."""
+        ...
+
+    def rolled_back(self, exc: SQLAlchemyError, attempt: int) -> bool:
+        """The transaction that held this part's rows failed with `exc`: whether the same batch may succeed
+        when tried again (another process took the audit's places in the chain)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    part: Part
+    item: Any
+
+
+class StoreWriter:
+    """The one writer of a store's audit rows and kept questions."""
+
+    def __init__(self, engine: AsyncEngine, *, thread: bool = True) -> None:
+        """`thread` False: every batch through the async engine, even on a SQLite file (nothing to close)."""
+        self.engine = engine
+        self._sync: Engine | None = None
+        self._thread: ThreadPoolExecutor | None = None
+        database = engine.url.database
+        if thread and engine.dialect.name == "sqlite" and database not in (None, "", ":memory:"):
+            self._sync = create_engine(engine.url.set(drivername="sqlite+pysqlite"))
+            event.listen(self._sync, "connect", sqlite_pragmas)
+            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-writer")
+        self._commits: GroupCommit[_Job, Any] = GroupCommit(self._write)
+        self.transactions = 0
+        """Transactions committed so far (read by bench and tests)."""
+
+    @property
+    def sync_engine(self) -> Engine:
+        """The engine whose connections run the writes (for SQLAlchemy's events)."""
+        return self.engine.sync_engine if self._sync is None else self._sync
+
+    async def submit(self, part: Part, item: Any) -> Any:
+        """Commit `item` of `part` with whatever else is queued; its result.
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError: the database refused this write.
+        """
+        return await self._commits.submit(_Job(part, item))
+
+    def close(self) -> None:
+        """Let the writer's thread end and close its connection (after the last write)."""
+        if self._thread is not None and self._sync is not None:
+            # Closed in the thread that opened it: sqlite3 refuses a connection used from another thread.
+            self._thread.submit(self._sync.dispose).result()
+            self._thread.shutdown(wait=True)
+
+    async def _write(self, batch: Sequence[_Job]) -> list[Any]:
+        """`batch` in one transaction; when the database refuses it, each write again on its own, so that one
+        refused write fails alone."""
+        try:
+            return await self._transaction(batch)
+        except SQLAlchemyError:
+            if len(batch) == 1:
+                raise
+        outcomes: list[Any] = []
+        for job in batch:
+            try:
+                outcomes.extend(await self._transaction([job]))
+            except SQLAlchemyError as exc:
+                outcomes.append(exc)
+        return outcomes
+
+    async def _transaction(self, batch: Sequence[_Job]) -> list[Any]:
+        parts: dict[Part, list[Any]] = {}
+        for job in batch:
+            parts.setdefault(job.part, []).append(job.item)
+        for attempt in range(_ATTEMPTS):
+
+            def stage(conn: Connection, attempt: int = attempt) -> list[Callable[[], Sequence[Any]]]:
+                return [part.stage(conn, items, attempt) for part, items in parts.items()]
+
+            try:
+                finishing = await self._run(stage)
+            except SQLAlchemyError as exc:
+                again = [part.rolled_back(exc, attempt) for part in parts]
+                if all(again) and attempt < _ATTEMPTS - 1:
+                    continue
+                raise
+            self.transactions += 1
+            results = {part: iter(finish()) for part, finish in zip(parts, finishing, strict=True)}
+            return [next(results[job.part]) for job in batch]
+        raise AssertionError("unreachable")
+
+    async def _run(self, work: Callable[[Connection], T]) -> T:
+        """`work` in one transaction, committed when it returns."""
+        if self._sync is None or self._thread is None:
+            async with self.engine.begin() as conn:
+                return await conn.run_sync(work)
+        sync = self._sync
+
+        def transaction() -> T:
+            with sync.begin() as conn:
+                return work(conn)
+
+        return await asyncio.get_running_loop().run_in_executor(self._thread, transaction)
+
