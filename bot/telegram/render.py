@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
+from telegram.constants import MessageLimit
+
 from bot.core import OUTCOME_TEXT, Outcome, Progress, Prompt
 from bot.telegram.callback_data import Action, Button, Kind
 from mapping import (
@@ -27,7 +29,7 @@ from mapping.form import walk_note
 from mapping.urls import MAX_HOST, MAX_SHOWN_URL, UrlCheck, check_url
 
 PAGE_SIZE: Final = 8
-MAX_TEXT: Final = 4096
+MAX_TEXT: Final = int(MessageLimit.MAX_TEXT_LENGTH)
 MESSAGE_CLIP: Final = 1500
 URL_MESSAGE_CLIP: Final = 1000
 """A link card's message is clipped shorter, so the whole link (`MAX_SHOWN_URL`) and its warnings still fit."""
