@@ -25,7 +25,7 @@ from bot.store.approvals import ApprovalRecord, ApprovalStore, now_iso
 from bot.store.errors import StoreUnavailable
 from bot.telegram.approval_cards import approval_screen, change_screen, request_line
 from bot.telegram.callback_data import Action, Button
-from bot.telegram.render import Screen, esc
+from bot.telegram.render import NAME_CLIP, TITLE_CLIP, Screen, esc
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import result_messages
 
@@ -190,7 +190,7 @@ class TelegramApprovals:
         if verdict is not None and verdict.changing:
             text = "✏️ Changing your answer: the approvers will see the new one."
         else:
-            text = f"🔐 Your answer to <b>{esc(record.ask.server, 64)}</b>'s question: " + esc(
+            text = f"🔐 Your answer to <b>{esc(record.ask.server, NAME_CLIP)}</b>'s question: " + esc(
                 verdict.text if verdict is not None else "no decision"
             )
         try:
@@ -312,7 +312,7 @@ class TelegramApprovals:
         title = f"{record.ask.server} · {record.ask.tool}"
         if verdict.approved:
             await self._notify(
-                record, f"🔓 Approved by {esc(names(record.state.deciders))}: <b>{esc(title, 100)}</b>"
+                record, f"🔓 Approved by {esc(names(record.state.deciders))}: <b>{esc(title, TITLE_CLIP)}</b>"
             )
         waiter = self._waiters.get(record.id)
         if waiter is not None:
@@ -320,16 +320,16 @@ class TelegramApprovals:
             waiter.done.set()
             if record.ask.question is not None and not verdict.approved:
                 await self._notify(
-                    record, f"🚫 <b>{esc(title, 100)}</b>: your answer was {esc(verdict.text)}"
+                    record, f"🚫 <b>{esc(title, TITLE_CLIP)}</b>: your answer was {esc(verdict.text)}"
                 )
             return
         if not verdict.approved:
-            await self._notify(record, f"🚫 <b>{esc(title, 100)}</b> — {esc(verdict.text)}")
+            await self._notify(record, f"🚫 <b>{esc(title, TITLE_CLIP)}</b> — {esc(verdict.text)}")
             return
         if record.ask.question is not None:
             # The question was asked by a process that is gone: there is no call left to answer.
             await self._notify(
-                record, f"⚠️ <b>{esc(title, 100)}</b>: approved, but the call that asked has ended"
+                record, f"⚠️ <b>{esc(title, TITLE_CLIP)}</b>: approved, but the call that asked has ended"
             )
             return
         if self._tg is not None:
