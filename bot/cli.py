@@ -133,10 +133,10 @@ def _main(argv: Sequence[str] | None) -> int:
     if command in ("audit", "db"):
         return _store_command(args, config)
     if command == "console":
-        from bot.console.main import run_console
+        from bot.compose.console import run_console
 
         return _reporting(config, args.log_level, run_console, config)
-    from bot.telegram.app import run_bot
+    from bot.compose.telegram import run_bot
 
     return _reporting(config, args.log_level, run_bot, config)
 

@@ -1,15 +1,19 @@
-"""Wires the console host: registry, hub, the line source (a terminal or a pipe) and signals. Does I/O."""
+"""Wires the console host: registry, hub, the line source (a terminal or a pipe) and signals. Does I/O.
+
+The sign-in callback page is served by a `CallbackServer` passed in from above (`bot.compose.console`): this
+host and the web endpoint are layers of one level and do not import each other.
+"""
 
 from __future__ import annotations
 
 import signal
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from urllib.parse import urlsplit
+from typing import TypeAlias
 
 import anyio
 from anyio.abc import TaskGroup
 from prompt_toolkit.patch_stdout import patch_stdout
-from starlette.applications import Starlette
 
 from bot.config import Config
 from bot.console.host import Console
@@ -18,18 +22,21 @@ from bot.core import PromptRegistry
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, loopback_redirect_uri, sign_ins
 from bot.store import open_configured_store
-from bot.web import WebServer
-from bot.web.oauth import callback_routes
 
 INTERRUPTED = 130
 """The exit status after SIGINT or SIGTERM with nothing to cancel (128 + SIGINT, as shells report it)."""
 
+CallbackServer: TypeAlias = Callable[[SignIns, TaskGroup], Awaitable[None]]
+"""Starts, in the task group, the loopback page a browser on this machine returns to after signing in
+(`signins.redirect_uri`). Raises `OSError` when it cannot listen there."""
 
-async def run_console(config: Config) -> int:
+
+async def run_console(config: Config, callback_server: CallbackServer) -> int:
     """Run the console until /quit, Ctrl-D or end of input (0), or SIGINT with nothing running / SIGTERM (130).
 
     SIGINT (Ctrl-C when no terminal prompt has the keyboard, e.g. with piped input) cancels the running
-    call or question, as `/cancel` does.
+    call or question, as `/cancel` does. `callback_server` serves the sign-in callback page (servers with
+    `oauth`).
     """
     reader = choose_reader()
     if isinstance(reader, LineReader):
@@ -51,7 +58,7 @@ async def run_console(config: Config) -> int:
         hub.no_approver_reason = "the console has no approvers"  # gated calls are refused, never run
         tg = await stack.enter_async_context(anyio.create_task_group())
         if signins is not None:
-            await _serve_callback(signins, tg, console)
+            await _serve_callback(callback_server, signins, tg, console)
 
         async def on_signal() -> None:
             nonlocal interrupted
@@ -69,12 +76,10 @@ async def run_console(config: Config) -> int:
     return INTERRUPTED if interrupted else 0
 
 
-async def _serve_callback(signins: SignIns, tg: TaskGroup, console: Console) -> None:
+async def _serve_callback(serve: CallbackServer, signins: SignIns, tg: TaskGroup, console: Console) -> None:
     """The loopback page a browser on this machine returns to after signing in (`/oauth/callback`)."""
-    where = urlsplit(signins.redirect_uri)
-    server = WebServer(Starlette(routes=callback_routes(signins, lambda: None)), "127.0.0.1", where.port or 80)
     try:
-        await tg.start(server.run)
+        await serve(signins, tg)
     except OSError as exc:
         console.say(f"  Sign-in links cannot come back to this console: {exc.strerror or exc}")
         return

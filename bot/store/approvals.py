@@ -1,5 +1,7 @@
 """Approval requests and their votes in the database, each change audited. Does I/O.
 
+Every method raises `StoreUnavailable` (not the ORM's errors) when the database cannot be read or written.
+
 Every change is a compare-and-set on the request's `revision`, committed before anyone is told: two taps (or
 two bot processes) racing on one request cannot both decide it, and a decision survives the process. Audit
 rows (requested, approved, rejected, expired, cancelled) carry the content's SHA-256.
@@ -23,6 +25,7 @@ from bot.config import AuditContent
 from bot.core import Origin
 from bot.core.approvals import ApprovalAsk, ApprovalState, ApprovalStatus, Ballot, Vote
 from bot.store.audit import AuditEvent, AuditLog
+from bot.store.errors import unavailable_as
 from bot.store.tables import approval_votes, approvals
 
 __all__ = ["ApprovalRecord", "ApprovalStore", "now_iso"]
@@ -71,13 +74,14 @@ class ApprovalStore:
         self.log = log
         self.content = content
 
+    @unavailable_as("storing an approval request")
     async def create(
         self, ask: ApprovalAsk, gate: str, deadline: float, names: Mapping[int, str] | None = None
     ) -> ApprovalRecord:
         """Store a new pending request and audit it.
 
         Raises:
-            sqlalchemy.exc.SQLAlchemyError: the request could not be stored (then nothing may run).
+            StoreUnavailable: the request could not be stored (then nothing may run).
         """
         state = ApprovalState(
             id=str(uuid.uuid4()),
@@ -126,6 +130,7 @@ class ApprovalStore:
         await self._audit(AuditEvent.APPROVAL_REQUESTED, record, detail)
         return record
 
+    @unavailable_as("reading an approval request")
     async def get(self, approval_id: str) -> ApprovalRecord | None:
         async with self.engine.connect() as conn:
             row = (await conn.execute(select(approvals).where(approvals.c.id == approval_id))).first()
@@ -136,6 +141,7 @@ class ApprovalStore:
             )
             return _record(row._asdict(), [v._asdict() for v in votes])
 
+    @unavailable_as("reading the pending approval requests")
     async def pending(self) -> list[ApprovalRecord]:
         """Every request still waiting for a decision (after a restart: the ones to keep alive)."""
         async with self.engine.connect() as conn:
@@ -146,6 +152,7 @@ class ApprovalStore:
         found = [await self.get(i) for i in ids]
         return [record for record in found if record is not None]
 
+    @unavailable_as("storing where approval cards are")
     async def set_cards(self, record: ApprovalRecord, cards: Sequence[tuple[int, int]]) -> ApprovalRecord:
         """Remember where the cards are (not a change of the tally: no revision, no audit)."""
         async with self.engine.begin() as conn:
@@ -156,6 +163,7 @@ class ApprovalStore:
             )
         return replace(record, cards=tuple(cards))
 
+    @unavailable_as("storing a vote")
     async def vote(self, record: ApprovalRecord, new: ApprovalState, ballot: Ballot) -> ApprovalRecord | None:
         """Commit a counted tap (and a decision it makes); None when the request changed meanwhile (the
         caller reads it again). Audited as `approved` or `rejected`, with the count."""
@@ -190,6 +198,7 @@ class ApprovalStore:
         )
         return updated
 
+    @unavailable_as("changing an approval request")
     async def start_change(self, record: ApprovalRecord) -> ApprovalRecord | None:
         """The requester is changing the answer: no vote counts until `rebind`; None when it changed meanwhile."""
         async with self.engine.begin() as conn:
@@ -199,6 +208,7 @@ class ApprovalStore:
         state = replace(record.state, status=ApprovalStatus.CHANGING)
         return replace(record, state=state, revision=record.revision + 1)
 
+    @unavailable_as("changing an approval request")
     async def rebind(self, record: ApprovalRecord, ask: ApprovalAsk) -> ApprovalRecord | None:
         """Bind the request to new content (`ask.content`): pending again, a new generation, earlier approvals
         no longer count. Audited as `approval_changed` with both hashes; None when it changed meanwhile."""
@@ -232,6 +242,7 @@ class ApprovalStore:
         await self._audit(AuditEvent.APPROVAL_CHANGED, updated, detail)
         return updated
 
+    @unavailable_as("ending an approval request")
     async def finish(self, record: ApprovalRecord, status: ApprovalStatus) -> ApprovalRecord | None:
         """End a pending request without a vote (expired, cancelled); None when it was decided meanwhile."""
         at = now_iso()

@@ -17,6 +17,7 @@ from bot.store.audit import AuditEvent, AuditLog
 from bot.store.audit_keys import AuditKeys
 from bot.store.audit_seal import reseal, sealed_with
 from bot.store.engine import display_url, failure_reason, is_file_database, open_engine
+from bot.store.errors import StoreUnavailable
 from bot.store.observer import AuditObserver
 from bot.store.rounds import RoundStore
 from bot.store.tokens import SignInStore
@@ -25,15 +26,6 @@ from bot.store.writer import StoreWriter
 logger = logging.getLogger(__name__)
 
 __all__ = ["Store", "StoreUnavailable", "audit_note", "open_configured_store", "open_store"]
-
-
-class StoreUnavailable(Exception):
-    """The database cannot be opened or migrated; the message (one line) names it (password masked) and why."""
-
-    def __init__(self, message: str, *, file: bool) -> None:
-        super().__init__(message)
-        self.file = file
-        """A SQLite file (nothing to be "running"), not a database server."""
 
 
 @dataclass(slots=True)

@@ -3,6 +3,9 @@
 The MCP sessions and the PTB Application live in one task and one exit stack (anyio contexts must be
 left by the task that entered them), and PTB is driven by hand instead of `run_polling`, which cannot
 run inside a running event loop.
+
+The web endpoint (`[web]`) is built by an `EndpointFactory` passed in from above (`bot.compose.telegram`):
+this host and the web endpoint are layers of one level and do not import each other.
 """
 
 from __future__ import annotations
@@ -13,11 +16,11 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias
 
 import anyio
-from starlette.routing import BaseRoute
-from telegram import Update
+from anyio.abc import TaskStatus
 from telegram.ext import Application, ApplicationBuilder
 
 from bot.config import Config, ServerConfig, TelegramMode
@@ -38,9 +41,6 @@ from bot.telegram.handlers.errors import on_error
 from bot.telegram.restore import restore_kept
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolButtons, ToolRunner
-from bot.web import Webhook, WebServer, build_app, metrics_registry
-from bot.web.miniapp import MiniApp
-from bot.web.oauth import callback_routes
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,35 @@ POLL_TIMEOUT_S = 10
 YOUNG_GC_THRESHOLD = 10_000
 """Allocations between collections of the GC's young generation once the bot runs (Python's default: 700)."""
 ALLOWED_UPDATES = ["message", "callback_query"]
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointParts:
+    """What the web endpoint is built from: the bot's parts it serves (health, metrics, webhook, pages)."""
+
+    config: Config
+    app: Application  # type: ignore[type-arg]
+    watch: ApiWatch
+    prompts: PromptRegistry
+    hub: Hub
+    stop: anyio.Event
+    """Set when the bot stops (then /healthz says so)."""
+    surface: TelegramSurface
+    signins: SignIns | None
+    draining: anyio.Event
+    """Set from the first moment of a drain (SIGTERM)."""
+
+
+class Endpoint(Protocol):
+    """A server the bot runs beside PTB: started once PTB takes updates, stopped first."""
+
+    async def run(self, *, task_status: TaskStatus[None] = ...) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+EndpointFactory: TypeAlias = Callable[[EndpointParts], Endpoint | None]
+"""Builds the web endpoint of `[web]` (None without it)."""
 
 
 def build_application(config: Config, watch: ApiWatch) -> Application:  # type: ignore[type-arg]
@@ -70,6 +99,7 @@ async def serve(
     ready: anyio.Event | None = None,
     *,
     transport: Callable[[ServerConfig], Any] | None = None,
+    endpoint: EndpointFactory,
     clock: Callable[[], float] = time.monotonic,
     drain: anyio.Event | None = None,
 ) -> None:
@@ -79,8 +109,8 @@ async def serve(
     shut down leaving what the store keeps to the next process (`bot.telegram.drain`); `stop` during the drain
     cuts it short.
 
-    With `[web]`, the web endpoint runs beside PTB (webhook mode needs it): it starts once PTB can take
-    updates and stops first, so no update arrives that PTB would not handle. `transport` replaces how
+    With `[web]`, the web endpoint (`endpoint`) runs beside PTB (webhook mode needs it): it starts once PTB
+    can take updates and stops first, so no update arrives that PTB would not handle. `transport` replaces how
     servers are reached (tests pass in-process servers).
     `clock` is the time refusals to strangers are rationed by (tests pass a virtual one).
     """
@@ -104,7 +134,7 @@ async def serve(
             config, prompts, transport=transport, observer=observer, book=book, auth=auth, signed_in=signed_in
         ) as hub:
             await _serve(
-                config, app, watch, surface, prompts, hub, stop, ready, store, allowed, clock, signins, drain
+                config, app, watch, surface, prompts, hub, stop, ready, store, allowed, clock, endpoint, signins, drain
             )
 
 
@@ -120,6 +150,7 @@ async def _serve(
     store: Store | None,
     allowed: Access,
     clock: Callable[[], float],
+    endpoint: EndpointFactory,
     signins: SignIns | None = None,
     drain: anyio.Event | None = None,
 ) -> None:
@@ -137,7 +168,7 @@ async def _serve(
         signing = [] if signins is None else signin.handlers(allowed, signins, hub, surface)
         app.add_handlers(gated + signing + forms.handlers(deps) + admin + commands.handlers(deps))
         app.add_error_handler(on_error)
-        web = _web_server(config, app, watch, prompts, hub, stop, surface, signins, draining)
+        web = endpoint(EndpointParts(config, app, watch, prompts, hub, stop, surface, signins, draining))
         async with app:
             await app.bot.set_my_commands(commands.COMMANDS)
             await app.start()
@@ -199,7 +230,7 @@ async def _drain(
     surface: TelegramSurface,
     stop: anyio.Event,
 ) -> None:
-    """SIGTERM: no new updates (the webhook answers 503 from now on: `_web_server`), answers to this process's
+    """SIGTERM: no new updates (the webhook answers 503 from now on: `bot.compose.telegram`), answers to this process's
     cards still taken, running calls given `[run] drain_s`; then what the store keeps is left for the next process."""
     logger.info("draining (SIGTERM): no new work; running calls get %g s to finish", config.run.drain_s)
     async with anyio.create_task_group() as polling:
@@ -218,59 +249,6 @@ def _approvals(config: Config, store: Store | None, surface: TelegramSurface, hu
         hub.no_approver_reason = "approvals need the database ([storage])"
         return None
     return TelegramApprovals(store.approvals, surface, hub)
-
-
-def _web_server(
-    config: Config,
-    app: Application,  # type: ignore[type-arg]
-    watch: ApiWatch,
-    prompts: PromptRegistry,
-    hub: Hub,
-    stop: anyio.Event,
-    surface: TelegramSurface,
-    signins: SignIns | None = None,
-    draining: anyio.Event | None = None,
-) -> WebServer | None:
-    """The web endpoint, when `[web]` is configured: health and metrics, and the webhook in webhook mode.
-
-    From the first moment of a drain `/healthz` answers 503 and the webhook takes only answers to this process's
-    cards (503 for the rest: Telegram delivers them again, to the next process)."""
-    if config.web is None:
-        return None
-    leaving = draining or anyio.Event()
-    webhook = None
-    if config.telegram.mode is TelegramMode.WEBHOOK:
-        assert config.telegram.webhook_secret is not None  # checked by the config
-
-        def takes(update: Update) -> bool:
-            return not leaving.is_set() or surface.answers_a_card(update)
-
-        webhook = Webhook(config.telegram.webhook_secret.get(), app.bot, app.update_queue, takes)
-
-    async def reachable() -> bool:
-        return await watch.reachable(app.bot)
-
-    web_app = build_app(
-        running=lambda: app.running and not stop.is_set(),
-        draining=leaving.is_set,
-        reachable=reachable,
-        metrics=metrics_registry(prompts, hub, watch),
-        webhook=webhook,
-        routes=_mini_app(config, prompts, surface)
-        + ([] if signins is None else callback_routes(signins, lambda: app.bot.username)),
-    )
-    return WebServer(web_app, config.web.listen, config.web.port)
-
-
-def _mini_app(config: Config, prompts: PromptRegistry, surface: TelegramSurface) -> list[BaseRoute]:
-    """Long forms' Mini App pages (`[miniapp]`, with `[web] public_url`): routes, and the surface's link."""
-    if not config.miniapp_on:
-        return []
-    assert config.web is not None and config.web.public_url is not None  # miniapp_on says so
-    token = config.require_telegram().get()
-    mini = MiniApp(prompts, surface.answer_from_page, token, config.miniapp, config.web.public_url)
-    surface.form_link = mini.url_for
-    return mini.routes()
 
 
 async def _start_updates(app: Application, config: Config, watch: ApiWatch) -> None:  # type: ignore[type-arg]
@@ -293,8 +271,8 @@ async def _start_updates(app: Application, config: Config, watch: ApiWatch) -> N
     )
 
 
-async def run_bot(config: Config) -> int:
-    """`toolnexus-bot --config PATH`: run until SIGINT or SIGTERM, then exit 0.
+async def run_bot(config: Config, endpoint: EndpointFactory) -> int:
+    """`toolnexus-bot --config PATH`: run until SIGINT or SIGTERM, then exit 0 (`endpoint`: as `serve`).
 
     SIGTERM drains (`serve`'s `drain`): what the store keeps stays open for the next process. SIGINT (Ctrl-C at a
     terminal) is a hard stop, also during a drain: open questions are cancelled towards their servers and their
@@ -325,6 +303,6 @@ async def run_bot(config: Config) -> int:
     async with anyio.create_task_group() as tg:
         tg.start_soon(watch_signals)
         tg.start_soon(settle_heap)
-        await serve(config, stop, ready, drain=draining)
+        await serve(config, stop, ready, endpoint=endpoint, drain=draining)
         tg.cancel_scope.cancel()
     return 0

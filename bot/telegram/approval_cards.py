@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from bot.core.approvals import ApprovalAsk, ApprovalState, ApprovalStatus, Ballot, names
 from bot.telegram.callback_data import Action, Button, Kind
-from bot.telegram.render import Screen, callback_button, esc, fit
+from bot.telegram.render import LONG_TEXT_CLIP, NAME_CLIP, Screen, callback_button, esc, fit
 
 __all__ = ["approval_screen", "change_screen", "decided_line", "request_line", "show_value"]
 
@@ -56,10 +56,10 @@ def request_line(ask: ApprovalAsk) -> str:
     """Who asks for what, on which server (HTML)."""
     if ask.question is not None:
         return (
-            f"<b>{esc(ask.requester, 64)}</b>'s answer to <b>{esc(ask.server, 64)}</b>'s question "
-            f"(tool <b>{esc(ask.tool, 64)}</b>):\n<i>{esc(ask.question, 500)}</i>"
+            f"<b>{esc(ask.requester, NAME_CLIP)}</b>'s answer to <b>{esc(ask.server, NAME_CLIP)}</b>'s question "
+            f"(tool <b>{esc(ask.tool, NAME_CLIP)}</b>):\n<i>{esc(ask.question, LONG_TEXT_CLIP)}</i>"
         )
-    return f"<b>{esc(ask.requester, 64)}</b> asks to call <b>{esc(ask.tool, 64)}</b> on <b>{esc(ask.server, 64)}</b>"
+    return f"<b>{esc(ask.requester, NAME_CLIP)}</b> asks to call <b>{esc(ask.tool, NAME_CLIP)}</b> on <b>{esc(ask.server, NAME_CLIP)}</b>"
 
 
 def decided_line(state: ApprovalState) -> str:
@@ -83,14 +83,14 @@ def approval_screen(
     lines = [head, request_line(ask), "", "<b>Exactly what will be sent:</b>", *_content_lines(ask.content)]
     lines.append(f"SHA-256 <code>{state.content_hash}</code>")
     lines.append("")
-    who = ", ".join(esc(name_of(u), 64) for u in sorted(state.approvers))
+    who = ", ".join(esc(name_of(u), NAME_CLIP) for u in sorted(state.approvers))
     lines.append(f"Needs {state.quorum} of: {who}")
     if not state.self_approval and state.requester_id in state.approvers:
-        lines.append(f"<i>{esc(ask.requester, 64)}'s own approval does not count.</i>")
+        lines.append(f"<i>{esc(ask.requester, NAME_CLIP)}'s own approval does not count.</i>")
     counted = state.approvals
     if state.status is ApprovalStatus.CHANGING:
         lines.append(
-            f"✏️ <b>{esc(ask.requester, 64)} is changing the answer</b>: approvals so far will not count."
+            f"✏️ <b>{esc(ask.requester, NAME_CLIP)} is changing the answer</b>: approvals so far will not count."
         )
         return Screen(fit(lines))
     if pending:
@@ -109,9 +109,9 @@ def approval_screen(
 def change_screen(ask: ApprovalAsk, state: ApprovalState) -> Screen:
     """The requester's notice while their answer waits (gate "answers"): a way to change it."""
     if not state.open:
-        return Screen(f"🔐 Your answer to <b>{esc(ask.server, 64)}</b>'s question: {decided_line(state)}")
+        return Screen(f"🔐 Your answer to <b>{esc(ask.server, NAME_CLIP)}</b>'s question: {decided_line(state)}")
     data = Button(Kind.APPROVAL, state.id, state.generation, Action.EDIT).pack()
     return Screen(
-        f"⏳ Your answer to <b>{esc(ask.server, 64)}</b>'s question waits for {state.quorum} approval(s).",
+        f"⏳ Your answer to <b>{esc(ask.server, NAME_CLIP)}</b>'s question waits for {state.quorum} approval(s).",
         [[callback_button("✏️ Change answer", data)]],
     )

@@ -16,16 +16,16 @@ from typing import Final
 
 import anyio
 from anyio.abc import TaskGroup
-from sqlalchemy.exc import SQLAlchemyError
 from telegram import User
 from telegram.error import TelegramError
 
 from bot.core.approvals import ApprovalAsk, ApprovalStatus, Verdict, Vote, names, tally
 from bot.servers.hub import Hub
 from bot.store.approvals import ApprovalRecord, ApprovalStore, now_iso
+from bot.store.errors import StoreUnavailable
 from bot.telegram.approval_cards import approval_screen, change_screen, request_line
 from bot.telegram.callback_data import Action, Button
-from bot.telegram.render import Screen, esc
+from bot.telegram.render import NAME_CLIP, TITLE_CLIP, Screen, esc
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import result_messages
 
@@ -100,7 +100,7 @@ class TelegramApprovals:
         self.hub.names = self.name_of
         try:
             pending = await self.store.pending()
-        except SQLAlchemyError:
+        except StoreUnavailable:
             logger.exception("could not read the pending approval requests")
             return
         for record in pending:
@@ -138,7 +138,7 @@ class TelegramApprovals:
                 known = {u: self.people[u] for u in (*ask.approvers, ask.origin.user_id) if u in self.people}
                 gate = "call" if ask.question is None else "answers"
                 record = await self.store.create(ask, gate, self.clock() + ask.timeout_s, known)
-        except SQLAlchemyError:
+        except StoreUnavailable:
             logger.exception("could not store an approval request")
             return Verdict(ApprovalStatus.CANCELLED, f"the approval request could not be recorded; {nothing}")
         waiter = self._waiters[record.id] = _Waiter()
@@ -172,7 +172,7 @@ class TelegramApprovals:
             try:
                 record = await self.store.get(approval_id)
                 ended = None if record is None else await self.store.finish(record, ApprovalStatus.CANCELLED)
-            except SQLAlchemyError:
+            except StoreUnavailable:
                 logger.exception("could not withdraw approval %s", approval_id)
                 return
         if ended is not None:
@@ -190,7 +190,7 @@ class TelegramApprovals:
         if verdict is not None and verdict.changing:
             text = "✏️ Changing your answer: the approvers will see the new one."
         else:
-            text = f"🔐 Your answer to <b>{esc(record.ask.server, 64)}</b>'s question: " + esc(
+            text = f"🔐 Your answer to <b>{esc(record.ask.server, NAME_CLIP)}</b>'s question: " + esc(
                 verdict.text if verdict is not None else "no decision"
             )
         try:
@@ -217,7 +217,7 @@ class TelegramApprovals:
             await self._notify(record, "⚠️ No approver could be reached (have they started the bot?).")
         try:
             await self.store.set_cards(record, cards)
-        except SQLAlchemyError:
+        except StoreUnavailable:
             logger.exception("could not store where the approval cards are")
 
     async def _redraw(self, record: ApprovalRecord) -> None:
@@ -250,7 +250,7 @@ class TelegramApprovals:
             for _ in range(_CAS_ATTEMPTS):
                 try:
                     record = await self.store.get(button.token)
-                except SQLAlchemyError:
+                except StoreUnavailable:
                     logger.exception("could not read approval %s", button.token)
                     return Tap("The approval store is unavailable; try again.", alert=True)
                 if record is None:
@@ -261,7 +261,7 @@ class TelegramApprovals:
                 assert counted.ballot is not None
                 try:
                     updated = await self.store.vote(record, counted.state, counted.ballot)
-                except SQLAlchemyError:
+                except StoreUnavailable:
                     logger.exception("could not store a vote on approval %s", record.id)
                     return Tap("Your vote could not be recorded; try again.", alert=True)
                 if updated is not None:
@@ -280,7 +280,7 @@ class TelegramApprovals:
         async with self._lock(button.token):
             try:
                 record = await self.store.get(button.token)
-            except SQLAlchemyError:
+            except StoreUnavailable:
                 logger.exception("could not read approval %s", button.token)
                 return Tap("The approval store is unavailable; try again.", alert=True)
             if record is None:
@@ -296,7 +296,7 @@ class TelegramApprovals:
                 return Tap("This answer can no longer be changed.", alert=True)
             try:
                 changing = await self.store.start_change(record)
-            except SQLAlchemyError:
+            except StoreUnavailable:
                 logger.exception("could not start changing approval %s", record.id)
                 return Tap("The approval store is unavailable; try again.", alert=True)
             if changing is None:
@@ -312,7 +312,7 @@ class TelegramApprovals:
         title = f"{record.ask.server} · {record.ask.tool}"
         if verdict.approved:
             await self._notify(
-                record, f"🔓 Approved by {esc(names(record.state.deciders))}: <b>{esc(title, 100)}</b>"
+                record, f"🔓 Approved by {esc(names(record.state.deciders))}: <b>{esc(title, TITLE_CLIP)}</b>"
             )
         waiter = self._waiters.get(record.id)
         if waiter is not None:
@@ -320,16 +320,16 @@ class TelegramApprovals:
             waiter.done.set()
             if record.ask.question is not None and not verdict.approved:
                 await self._notify(
-                    record, f"🚫 <b>{esc(title, 100)}</b>: your answer was {esc(verdict.text)}"
+                    record, f"🚫 <b>{esc(title, TITLE_CLIP)}</b>: your answer was {esc(verdict.text)}"
                 )
             return
         if not verdict.approved:
-            await self._notify(record, f"🚫 <b>{esc(title, 100)}</b> — {esc(verdict.text)}")
+            await self._notify(record, f"🚫 <b>{esc(title, TITLE_CLIP)}</b> — {esc(verdict.text)}")
             return
         if record.ask.question is not None:
             # The question was asked by a process that is gone: there is no call left to answer.
             await self._notify(
-                record, f"⚠️ <b>{esc(title, 100)}</b>: approved, but the call that asked has ended"
+                record, f"⚠️ <b>{esc(title, TITLE_CLIP)}</b>: approved, but the call that asked has ended"
             )
             return
         if self._tg is not None:
@@ -366,7 +366,7 @@ class TelegramApprovals:
                 expired = None
                 if record.state.open:
                     expired = await self.store.finish(record, ApprovalStatus.EXPIRED)
-            except SQLAlchemyError:
+            except StoreUnavailable:
                 logger.exception("could not expire approval %s", approval_id)
                 return
         waiter = self._waiters.get(approval_id)

@@ -12,8 +12,10 @@ import enum
 from dataclasses import dataclass
 from typing import Final
 
-MAX_BYTES: Final = 64
-"""Telegram's limit (InlineKeyboardButtonLimit.MAX_CALLBACK_DATA)."""
+from telegram.constants import InlineKeyboardButtonLimit
+
+MAX_BYTES: Final = int(InlineKeyboardButtonLimit.MAX_CALLBACK_DATA)
+"""Telegram's limit on callback data, in bytes."""
 
 
 class Kind(enum.StrEnum):

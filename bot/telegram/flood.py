@@ -25,6 +25,7 @@ from contextvars import ContextVar
 from typing import Any, Final
 
 import anyio
+from telegram.constants import FloodLimit
 from telegram.error import RetryAfter
 from telegram.ext import BaseRateLimiter
 
@@ -45,7 +46,7 @@ the bucket allows (requests are also counted as they go)."""
 MAX_OVERTAKEN: Final = 280
 """How many new cards may go before a waiting request overall (about ten seconds of sending): a flood of
 prompts reaches everyone first, and a result or a redraw still goes within a bounded wait."""
-GROUP_BURST: Final = 20
+GROUP_BURST: Final = int(FloodLimit.MESSAGES_PER_MINUTE_PER_GROUP)
 GROUP_PERIOD_S: Final = 60.0
 CHAT_BURST: Final = 10
 """New messages one private chat may get at once; after that about one per `CHAT_PERIOD_S / CHAT_BURST`."""

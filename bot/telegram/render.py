@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
+from telegram.constants import MessageLimit
+
 from bot.core import OUTCOME_TEXT, Outcome, Progress, Prompt
 from bot.telegram.callback_data import Action, Button, Kind
 from mapping import (
@@ -27,11 +29,19 @@ from mapping.form import walk_note
 from mapping.urls import MAX_HOST, MAX_SHOWN_URL, UrlCheck, check_url
 
 PAGE_SIZE: Final = 8
-MAX_TEXT: Final = 4096
+MAX_TEXT: Final = int(MessageLimit.MAX_TEXT_LENGTH)
 MESSAGE_CLIP: Final = 1500
 URL_MESSAGE_CLIP: Final = 1000
 """A link card's message is clipped shorter, so the whole link (`MAX_SHOWN_URL`) and its warnings still fit."""
 LABEL_CLIP: Final = 40
+NAME_CLIP: Final = 64
+"""Server text shown as a name (a server's, a tool's): clipped to this many characters."""
+TITLE_CLIP: Final = 100
+"""A title (a field's, "server · tool")."""
+TEXT_CLIP: Final = 300
+"""A line of server text: a description, a reason, an error, a warning."""
+LONG_TEXT_CLIP: Final = 500
+"""A server's question or message shown whole on its own."""
 VALUE_CLIP: Final = 80
 MAX_EDIT_BUTTONS: Final = 40
 OPEN_FORM: Final = "📝 Open form"
@@ -102,7 +112,7 @@ def _btn(card: Card, label: str, action: Action, arg: int | None = None) -> Inli
 
 
 def _header(prompt: Prompt) -> str:
-    return f"❓ <b>{esc(prompt.server, 64)}</b> asks:\n{esc(prompt.request.prompt, MESSAGE_CLIP)}"
+    return f"❓ <b>{esc(prompt.server, NAME_CLIP)}</b> asks:\n{esc(prompt.request.prompt, MESSAGE_CLIP)}"
 
 
 def _exit_row(card: Card) -> list[InlineButton]:
@@ -130,12 +140,12 @@ def _ask_screen(card: Card, step: Ask) -> Screen:
     lines = [_header(card.prompt), ""]
     counter = f" ({step.index + 1}/{step.total})" if step.total > 1 else ""
     need = "" if field_.required else " <i>(optional)</i>"
-    lines.append(f"<b>{esc(field_.title, 100)}</b>{counter}{need}")
+    lines.append(f"<b>{esc(field_.title, TITLE_CLIP)}</b>{counter}{need}")
     note = walk_note(card.state) if card.state is not None else None
     if note is not None:
         lines[-1] += f" · <i>{esc(note)}</i>"
     if field_.description:
-        lines.append(f"<i>{esc(field_.description, 300)}</i>")
+        lines.append(f"<i>{esc(field_.description, TEXT_CLIP)}</i>")
     rows: Keyboard = []
     if isinstance(field_, ChoiceField | MultiChoiceField):
         options = field_.options
@@ -168,9 +178,9 @@ def _ask_screen(card: Card, step: Ask) -> Screen:
     elif isinstance(field_, BoolField):
         rows.append([_btn(card, "Yes", Action.YES), _btn(card, "No", Action.NO)])
     else:
-        lines.append(f"Reply to this message with {esc(describe(field_), 300)}.")
+        lines.append(f"Reply to this message with {esc(describe(field_), TEXT_CLIP)}.")
     if step.error:
-        lines.append(f"⚠️ {esc(step.error, 300)}")
+        lines.append(f"⚠️ {esc(step.error, TEXT_CLIP)}")
     extra = []
     if step.current is not None and not isinstance(field_, MultiChoiceField):
         extra.append(_btn(card, f"Keep: {display_value(field_, step.current)}", Action.KEEP))
@@ -190,7 +200,7 @@ def _review_screen(card: Card, step: Review) -> Screen:
         for f, value in step.rows:
             lines.append(f"• {esc(f.title, 60)}: {esc(display_value(f, value), VALUE_CLIP)}")
     if step.error:
-        lines.append(f"⚠️ {esc(step.error, 300)}")
+        lines.append(f"⚠️ {esc(step.error, TEXT_CLIP)}")
     rows.append([_btn(card, "✅ Submit" if step.rows else "✅ OK", Action.SUBMIT)])
     edits = [_btn(card, f"✏️ {f.title}", Action.EDIT, i) for i, (f, _) in enumerate(step.rows)][
         :MAX_EDIT_BUTTONS
@@ -202,13 +212,13 @@ def _review_screen(card: Card, step: Review) -> Screen:
 
 def _url_lines(card: Card, check: UrlCheck) -> list[str]:
     if card.prompt.sign_in:  # the bot's own card: the authorization server is who the person signs in with
-        head = f"🔑 <b>{esc(card.prompt.server, 64)}</b> needs you to sign in:"
+        head = f"🔑 <b>{esc(card.prompt.server, NAME_CLIP)}</b> needs you to sign in:"
         host = f"Authorization server: <b>{esc(check.host, MAX_HOST + 1)}</b>"
     else:
-        head = f"🔐 <b>{esc(card.prompt.server, 64)}</b> asks you to open a link:"
+        head = f"🔐 <b>{esc(card.prompt.server, NAME_CLIP)}</b> asks you to open a link:"
         host = f"Host: <b>{esc(check.host, MAX_HOST + 1)}</b>"
     lines = [head, esc(card.prompt.request.prompt, URL_MESSAGE_CLIP), "", host if check.host else "Host: none"]
-    lines += [f"⚠️ {esc(w, 300)}" for w in check.warnings]
+    lines += [f"⚠️ {esc(w, TEXT_CLIP)}" for w in check.warnings]
     lines.append(f"<code>{esc(check.shown)}</code>")
     if check.too_long:
         lines.append(
@@ -261,11 +271,11 @@ def settled_screen(card: Card, outcome: Outcome) -> Screen:
     icon = {Outcome.ANSWERED: "✅", Outcome.COMPLETED: "✅", Outcome.DECLINED: "🚫"}.get(outcome, "⏹")
     url = card.prompt.request.url
     if card.prompt.sign_in and outcome is Outcome.COMPLETED:
-        return Screen(f"✅ <b>Signed in to {esc(card.prompt.server, 64)}</b>", None)
+        return Screen(f"✅ <b>Signed in to {esc(card.prompt.server, NAME_CLIP)}</b>", None)
     lines = _url_lines(card, check_url(url)) if url is not None else [_header(card.prompt)]
     by = ""
     if card.answered_by and outcome is Outcome.ANSWERED and not card.prompt.origin.is_private:
-        by = f" by {esc(card.answered_by, 64)}"
+        by = f" by {esc(card.answered_by, NAME_CLIP)}"
     lines += ["", f"{icon} <b>{esc(OUTCOME_TEXT[outcome])}</b>{by}"]
     if outcome is Outcome.ANSWERED and card.state is not None:
         lines += [esc(line, VALUE_CLIP + 60) for line in card.answered_with[:30]]
@@ -283,7 +293,7 @@ def folded_screen(card: Card, result: str) -> Screen | None:
 
 def progress_text(title: str, progress: Progress | None) -> str:
     """The status message of a running call, with a small text bar."""
-    text = f"⏳ Running <b>{esc(title, 100)}</b>…"
+    text = f"⏳ Running <b>{esc(title, TITLE_CLIP)}</b>…"
     if progress is None:
         return text
     fraction = progress.fraction
@@ -293,7 +303,7 @@ def progress_text(title: str, progress: Progress | None) -> str:
     else:
         text += f"\nstep {progress.progress:g}"
     if progress.message:
-        text += f"\n{esc(progress.message, 300)}"
+        text += f"\n{esc(progress.message, TEXT_CLIP)}"
     return text
 
 

@@ -21,7 +21,7 @@ from anyio.abc import TaskGroup
 
 from bot.core import OUTCOME_TEXT, Era, KeptQuestion, Observer, Outcome, Prompt, RoundBook, ToolInfo
 from bot.servers.keeper import RoundKeeper
-from bot.telegram.render import Card, Screen, esc, settled_screen
+from bot.telegram.render import NAME_CLIP, Card, Screen, esc, settled_screen
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolRunner
 from mapping import Answer, MappingError, Request, RequestKind, elicitation_to_request, parse_schema
@@ -130,7 +130,7 @@ async def _sign_in_again(
     if observer is not None:
         await observer.prompt_ended(prompt, outcome, Answer(id=question.id, ok=False, reason=outcome.value))
     if question.card_chat_id is not None and question.card_message_id is not None:
-        text = f"🔑 <b>Sign in to {esc(question.server, 64)}</b>\n\n⏹ <b>{esc(OUTCOME_TEXT[outcome])}</b>."
+        text = f"🔑 <b>Sign in to {esc(question.server, NAME_CLIP)}</b>\n\n⏹ <b>{esc(OUTCOME_TEXT[outcome])}</b>."
         if again:
             text += " Sign in with the new link below, then send your command again."
         await surface.settle_message(question.card_chat_id, question.card_message_id, Screen(text))

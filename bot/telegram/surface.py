@@ -28,6 +28,8 @@ from bot.telegram.bot import CardBot
 from bot.telegram.callback_data import Action, Button, unpack
 from bot.telegram.flood import Withdrawn, card_first, unless
 from bot.telegram.render import (
+    LONG_TEXT_CLIP,
+    NAME_CLIP,
     Card,
     Screen,
     consented_screen,
@@ -312,8 +314,8 @@ class TelegramSurface:
 
     async def report_unsupported(self, origin: Origin, server: str, message: str, reason: str) -> None:
         text = (
-            f"⚠️ <b>{esc(server, 64)}</b> asked something this bot cannot show, so it was refused:\n"
-            f"{esc(message, 500)}\n\n<i>{esc(reason, 500)}</i>"
+            f"⚠️ <b>{esc(server, NAME_CLIP)}</b> asked something this bot cannot show, so it was refused:\n"
+            f"{esc(message, LONG_TEXT_CLIP)}\n\n<i>{esc(reason, LONG_TEXT_CLIP)}</i>"
         )
         try:
             await self.send(origin.chat_id, Screen(text))
@@ -322,7 +324,7 @@ class TelegramSurface:
 
     async def notify(self, origin: Origin, text: str) -> None:
         try:
-            await self.send(origin.chat_id, Screen(esc(text, 500)))
+            await self.send(origin.chat_id, Screen(esc(text, LONG_TEXT_CLIP)))
         except TelegramError:
             logger.exception("could not tell a person about their call")
 
@@ -503,7 +505,7 @@ class TelegramSurface:
         self.cards.pop(prompt.token, None)
         self._busy.pop(prompt.token, None)
         text = (
-            f"🔐 <b>{esc(prompt.server, 64)}</b> needs you to open a link, which I only send in a private chat. "
+            f"🔐 <b>{esc(prompt.server, NAME_CLIP)}</b> needs you to open a link, which I only send in a private chat. "
             "Open a private chat with me, press Start, then run the command again."
         )
         try:
@@ -513,9 +515,9 @@ class TelegramSurface:
         self._answer(prompt, Answer(prompt.request.id, ok=False, reason=Outcome.UNDELIVERABLE.value))
 
     async def _note_private(self, prompt: Prompt) -> None:
-        text = f"🔐 <b>{esc(prompt.server, 64)}</b> asked for a link; I sent it to you in a private chat."
+        text = f"🔐 <b>{esc(prompt.server, NAME_CLIP)}</b> asked for a link; I sent it to you in a private chat."
         if prompt.sign_in:
-            text = f"🔑 I sent you a sign-in link for <b>{esc(prompt.server, 64)}</b> in private."
+            text = f"🔑 I sent you a sign-in link for <b>{esc(prompt.server, NAME_CLIP)}</b> in private."
         try:
             await self.send(prompt.origin.chat_id, Screen(text))
         except TelegramError:

@@ -30,7 +30,17 @@ from bot.servers.hub import Flight, Hub, Unavailable
 from bot.telegram.access import Access
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.flood import Withdrawn, unless
-from bot.telegram.render import InlineButton, Screen, callback_button, clip, esc, progress_text
+from bot.telegram.render import (
+    NAME_CLIP,
+    TEXT_CLIP,
+    TITLE_CLIP,
+    InlineButton,
+    Screen,
+    callback_button,
+    clip,
+    esc,
+    progress_text,
+)
 from bot.telegram.surface import TelegramSurface
 from mapping import Request, RequestKind, UnsupportedSchema, new_request_id, parse_schema
 
@@ -70,10 +80,10 @@ def result_messages(title: str, outcome: ToolOutcome) -> list[str]:
     A refused call is one line, or nothing when the person was told about that limit recently.
     """
     if outcome.status is CallStatus.REFUSED:
-        text = f"🚫 <b>{esc(title, 100)}</b> — refused: {esc(outcome.text, 300)}"
+        text = f"🚫 <b>{esc(title, TITLE_CLIP)}</b> — refused: {esc(outcome.text, TEXT_CLIP)}"
         return [text] if outcome.text else []
     label = _LABEL.get(outcome.status)
-    header = f"{_ICON[outcome.status]} <b>{esc(title, 100)}</b>" + (f" — {label}" if label else "")
+    header = f"{_ICON[outcome.status]} <b>{esc(title, TITLE_CLIP)}</b>" + (f" — {label}" if label else "")
     body = outcome.text.strip()
     as_code = outcome.structured is not None and not any(b.strip() for b in outcome.blocks)
     if not body:
@@ -374,9 +384,9 @@ class ToolRunner:
             await self.surface.send(
                 origin.chat_id,
                 Screen(
-                    f"<b>{esc(tool.name, 64)}</b> needs {esc(', '.join(names), 300)}, which I cannot ask as a form "
-                    f"({esc(exc.reason, 200)}). Pass them as JSON:\n<code>/call {esc(tool.server, 64)} "
-                    f"{esc(tool.name, 64)} {esc(clip(example, 300))}</code>"
+                    f"<b>{esc(tool.name, NAME_CLIP)}</b> needs {esc(', '.join(names), TEXT_CLIP)}, which I cannot ask as a form "
+                    f"({esc(exc.reason, 200)}). Pass them as JSON:\n<code>/call {esc(tool.server, NAME_CLIP)} "
+                    f"{esc(tool.name, NAME_CLIP)} {esc(clip(example, 300))}</code>"
                 ),
             )
             return None

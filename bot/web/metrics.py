@@ -7,8 +7,8 @@ moment, so those parts keep plain counters and never import prometheus. Every pr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Final
+from collections.abc import Iterator, Mapping
+from typing import Final, Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -17,16 +17,30 @@ from prometheus_client.registry import Collector
 from bot.core import CallStatus, PromptRegistry
 from bot.servers.hub import Hub
 from bot.servers.limits import Limit
-from bot.telegram.api_watch import ApiWatch
 
-__all__ = ["ACTIONS", "metrics_registry"]
+__all__ = ["ACTIONS", "ApiCounts", "metrics_registry"]
 
 ACTIONS: Final = ("accept", "decline", "cancel")
 """The wire actions an answer can carry (always shown, 0 included, so a dashboard sees each series)."""
 
 
+class ApiCounts(Protocol):
+    """What the host counts of its chat platform's API, read at each scrape (the Telegram host's `ApiWatch`;
+    the web endpoint does not import the host: the composition root passes it in)."""
+
+    @property
+    def calls(self) -> Mapping[str, int]:
+        """Requests sent, by API method."""
+        ...
+
+    @property
+    def refused(self) -> Mapping[str, int]:
+        """Requests refused as rate-limited, by API method."""
+        ...
+
+
 class _BotCollector(Collector):
-    def __init__(self, prompts: PromptRegistry, hub: Hub, watch: ApiWatch) -> None:
+    def __init__(self, prompts: PromptRegistry, hub: Hub, watch: ApiCounts) -> None:
         self._prompts = prompts
         self._hub = hub
         self._watch = watch
@@ -76,7 +90,7 @@ class _BotCollector(Collector):
         yield refused
 
 
-def metrics_registry(prompts: PromptRegistry, hub: Hub, watch: ApiWatch) -> CollectorRegistry:
+def metrics_registry(prompts: PromptRegistry, hub: Hub, watch: ApiCounts) -> CollectorRegistry:
     """A fresh registry with the bot's collector in it."""
     registry = CollectorRegistry(auto_describe=True)
     registry.register(_BotCollector(prompts, hub, watch))

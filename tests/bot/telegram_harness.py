@@ -1,4 +1,4 @@
-"""End-to-end harness: the real bot (`bot.telegram.app.serve`: PTB Application, hub, registry) against the fake Bot API.
+"""End-to-end harness: the real bot (`bot.compose.telegram.serve`: PTB Application, hub, registry) against the fake Bot API.
 
 MCP servers are real: in-process by default (the transport is not the point here), stdio where named.
 """
@@ -14,10 +14,10 @@ from typing import Any
 
 import anyio
 
+from bot.compose.telegram import serve
 from bot.config import ServerConfig
 from bot.demo_server import build_server as build_demo
 from bot.servers.connections import default_transport
-from bot.telegram.app import serve
 from tests.bot.support import make_config
 from tests.fake_telegram import FakeTelegram, FakeUser, Msg
 from tests.servers.elicit import build_server as build_elicit

@@ -16,9 +16,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.demo import shipped_config
+from bot.compose.telegram import serve
 from bot.config import LimitsConfig, load_config
 from bot.servers.limits import Limit
-from bot.telegram.app import serve
 from tests.bot.telegram_harness import Chat, bot_scene, is_result
 from tests.bot.test_webhook import free_port
 from tests.fake_telegram import FakeTelegram, FakeUser, Msg

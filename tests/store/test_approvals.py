@@ -3,15 +3,18 @@ a compare-and-set (two racing taps cannot both decide), and every decision lands
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from bot.config import Secret, StorageConfig
 from bot.core import Origin
 from bot.core.approvals import ApprovalAsk, ApprovalStatus, Vote, content_hash, tally
 from bot.store import Store, open_store
 from bot.store.approvals import now_iso
+from bot.store.errors import StoreUnavailable
 from tests.bot.test_approvals import DEPLOY, ops_scene
 
 pytestmark = pytest.mark.anyio
@@ -71,6 +74,30 @@ async def test_two_taps_racing_on_one_revision_cannot_both_count(store: Store) -
         "Already decided: approved by Bob and Carol."
     )
     assert await store.approvals.finish(again, ApprovalStatus.EXPIRED) is None
+
+
+async def test_a_database_that_fails_raises_the_stores_own_error_from_every_method(store: Store) -> None:
+    """With the tables gone (as a database lost mid-run), each method raises `StoreUnavailable` naming what
+    failed, never the ORM's error: callers above the store handle only the store's error."""
+    record = await store.approvals.create(ask(), "call", deadline=2e9)
+    bob = tally(record.state, 1002, "Bob", Vote.APPROVE, now_iso())
+    ballot = bob.ballot
+    assert ballot is not None
+    async with store.engine.begin() as conn:
+        await conn.execute(text("DROP TABLE approval_votes"))
+        await conn.execute(text("DROP TABLE approvals"))
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
+        "storing an approval request": lambda: store.approvals.create(ask(), "call", deadline=2e9),
+        "reading an approval request": lambda: store.approvals.get(record.id),
+        "reading the pending approval requests": lambda: store.approvals.pending(),
+        "storing where approval cards are": lambda: store.approvals.set_cards(record, [(-7001, 42)]),
+        "storing a vote": lambda: store.approvals.vote(record, bob.state, ballot),
+        "changing an approval request": lambda: store.approvals.start_change(record),
+        "ending an approval request": lambda: store.approvals.finish(record, ApprovalStatus.EXPIRED),
+    }
+    for what, call in calls.items():
+        with pytest.raises(StoreUnavailable, match=f"^{what}: "):
+            await call()
 
 
 async def test_every_decision_is_audited_with_the_content_hash_and_the_chain_verifies(store: Store) -> None:

@@ -13,7 +13,16 @@ from bot.servers.hub import Unavailable
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.handlers.access import allowed_only
 from bot.telegram.handlers.deps import Deps
-from bot.telegram.render import Keyboard, Screen, button_label, callback_button, esc, fit
+from bot.telegram.render import (
+    NAME_CLIP,
+    TEXT_CLIP,
+    Keyboard,
+    Screen,
+    button_label,
+    callback_button,
+    esc,
+    fit,
+)
 
 COMMANDS = [
     BotCommand("tools", "List tools as buttons (optionally of one server)"),
@@ -55,13 +64,13 @@ async def start_tool(
         tools = await deps.hub.list_tools(server, origin)
     except Unavailable as exc:
         await deps.surface.send(
-            chat_id, Screen(f"⚠️ <b>{esc(server, 64)}</b> is unavailable: {esc(exc.reason, 300)}")
+            chat_id, Screen(f"⚠️ <b>{esc(server, NAME_CLIP)}</b> is unavailable: {esc(exc.reason, TEXT_CLIP)}")
         )
         return
     info = next((t for t in tools if t.name == tool), None)
     if info is None:
         await deps.surface.send(
-            chat_id, Screen(f"No tool <b>{esc(tool, 64)}</b> on {esc(server, 64)}. Try /tools.")
+            chat_id, Screen(f"No tool <b>{esc(tool, NAME_CLIP)}</b> on {esc(server, NAME_CLIP)}. Try /tools.")
         )
         return
     context.application.create_task(deps.runner.run(info, args, origin), update=update)
@@ -82,14 +91,14 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
         lines = ["<b>Servers</b>"]
         for name in deps.hub.server_names():
             status = await deps.hub.probe(name, origin)
-            title = f" ({esc(status.title, 64)})" if status.title else ""
+            title = f" ({esc(status.title, NAME_CLIP)})" if status.title else ""
             if status.connected:
                 lines.append(
                     f"🟢 <b>{esc(name)}</b>{title}: {status.tool_count} tools, protocol {esc(status.protocol or '?')}"
                 )
             else:
                 lines.append(
-                    f"🔴 <b>{esc(name)}</b>{title}: unavailable — {esc(status.error or 'unknown error', 300)}"
+                    f"🔴 <b>{esc(name)}</b>{title}: unavailable — {esc(status.error or 'unknown error', TEXT_CLIP)}"
                 )
         await reply(update, "\n".join(lines))
 
@@ -99,13 +108,13 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
         wanted = context.args[0] if context.args else None
         names = deps.hub.server_names()
         if wanted is not None and wanted not in names:
-            await reply(update, f"No server named <b>{esc(wanted, 64)}</b>. /servers lists them.")
+            await reply(update, f"No server named <b>{esc(wanted, NAME_CLIP)}</b>. /servers lists them.")
             return
         for name in [wanted] if wanted else names:
             try:
                 listed = await deps.hub.list_tools(name, origin)
             except Unavailable as exc:
-                await reply(update, f"⚠️ <b>{esc(name, 64)}</b> is unavailable: {esc(exc.reason, 300)}")
+                await reply(update, f"⚠️ <b>{esc(name, NAME_CLIP)}</b> is unavailable: {esc(exc.reason, TEXT_CLIP)}")
                 continue
             await reply(update, *_tool_list(deps, name, listed, origin))
 
@@ -131,7 +140,7 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
                 where = ", ".join(t.server for t in found)
                 await reply(
                     update,
-                    f"<b>{esc(cmd.tool, 64)}</b> is on several servers ({esc(where)}); name one: /call &lt;server&gt; {esc(cmd.tool, 64)}"
+                    f"<b>{esc(cmd.tool, NAME_CLIP)}</b> is on several servers ({esc(where)}); name one: /call &lt;server&gt; {esc(cmd.tool, NAME_CLIP)}"
                     if found
                     else f"{esc(not_found_text(cmd, deps.hub.server_names()), 600)} /tools lists the tools.",
                 )
@@ -143,7 +152,7 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
                 None,
             )
         except Unavailable as exc:
-            await reply(update, f"⚠️ <b>{esc(server, 64)}</b> is unavailable: {esc(exc.reason, 300)}")
+            await reply(update, f"⚠️ <b>{esc(server, NAME_CLIP)}</b> is unavailable: {esc(exc.reason, TEXT_CLIP)}")
             return
         try:
             args = parse_arguments(cmd.raw_args, schema)
@@ -171,13 +180,13 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]
 
 def _tool_list(deps: Deps, server: str, tools: list[ToolInfo], origin: Origin) -> tuple[str, Keyboard | None]:
     if not tools:
-        return f"<b>{esc(server, 64)}</b> has no tools.", None
-    lines = [f"<b>{esc(server, 64)}</b> — tap a tool to run it:"]
+        return f"<b>{esc(server, NAME_CLIP)}</b> has no tools.", None
+    lines = [f"<b>{esc(server, NAME_CLIP)}</b> — tap a tool to run it:"]
     rows = []
     for tool in tools[:90]:
         summary = (tool.description or "").strip().splitlines()[0] if (tool.description or "").strip() else ""
         lines.append(
-            f"• <b>{esc(tool.title or tool.name, 64)}</b>" + (f" — {esc(summary, 120)}" if summary else "")
+            f"• <b>{esc(tool.title or tool.name, NAME_CLIP)}</b>" + (f" — {esc(summary, 120)}" if summary else "")
         )
         token = deps.tool_buttons.add(server, tool.name, origin)
         data = Button(Kind.TOOL, token, 0, Action.CALL).pack()

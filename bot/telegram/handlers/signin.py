@@ -16,7 +16,7 @@ from bot.servers.hub import Hub
 from bot.servers.oauth import CALLBACK_PATH, SignIns
 from bot.telegram.access import Access
 from bot.telegram.handlers.access import allowed_only
-from bot.telegram.render import Screen, esc
+from bot.telegram.render import NAME_CLIP, TEXT_CLIP, Screen, esc
 from bot.telegram.surface import TelegramSurface
 
 __all__ = ["handlers"]
@@ -43,7 +43,7 @@ def handlers(
                 at = dt.datetime.fromtimestamp(account.expires_at, dt.UTC)
                 expiry = "access renewed as needed; current one expires " + at.strftime("%Y-%m-%d %H:%M UTC")
             lines.append(
-                f"• <b>{esc(account.server, 64)}</b> via {esc(account.issuer or 'unknown issuer', 200)} — {expiry}"
+                f"• <b>{esc(account.server, NAME_CLIP)}</b> via {esc(account.issuer or 'unknown issuer', 200)} — {expiry}"
             )
         lines.append("\n/logout &lt;server&gt; signs you out.")
         await reply(update, "\n".join(lines))
@@ -56,15 +56,15 @@ def handlers(
         server = hub.config.server(name)
         if server is None or server.oauth is None:
             known = ", ".join(s.name for s in hub.config.servers if s.oauth is not None) or "none"
-            await reply(update, f"Usage: /logout &lt;server&gt; (servers with sign-in: {esc(known, 300)})")
+            await reply(update, f"Usage: /logout &lt;server&gt; (servers with sign-in: {esc(known, TEXT_CLIP)})")
             return
         signed_out = await signins.logout(user_id, server)
         hub.pool.close_person(server.name, user_id)
         await reply(
             update,
-            f"Signed out of <b>{esc(server.name, 64)}</b>."
+            f"Signed out of <b>{esc(server.name, NAME_CLIP)}</b>."
             if signed_out
-            else f"You were not signed in to <b>{esc(server.name, 64)}</b>.",
+            else f"You were not signed in to <b>{esc(server.name, NAME_CLIP)}</b>.",
         )
 
     async def pasted(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -72,7 +72,7 @@ def handlers(
         assert update.effective_user is not None and update.effective_message is not None
         delivery = signins.deliver_pasted(update.effective_user.id, update.effective_message.text or "")
         if not delivery.ok:
-            await reply(update, esc(delivery.reason, 300))
+            await reply(update, esc(delivery.reason, TEXT_CLIP))
 
     return [
         CommandHandler("accounts", allowed_only(access, accounts)),

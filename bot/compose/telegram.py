@@ -1,0 +1,86 @@
+"""The Telegram bot with its web endpoint (`[web]`): health, metrics, the webhook, the Mini App, the sign-in
+callback. Does I/O."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from starlette.routing import BaseRoute
+from telegram import Update
+
+from bot.config import Config, ServerConfig, TelegramMode
+from bot.core import PromptRegistry
+from bot.telegram import app as telegram_app
+from bot.telegram.app import EndpointParts
+from bot.telegram.surface import TelegramSurface
+from bot.web import Webhook, WebServer, build_app, metrics_registry
+from bot.web.miniapp import MiniApp
+from bot.web.oauth import callback_routes
+
+__all__ = ["run_bot", "serve", "web_endpoint"]
+
+
+async def serve(
+    config: Config,
+    stop: anyio.Event,
+    ready: anyio.Event | None = None,
+    *,
+    transport: Callable[[ServerConfig], Any] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    drain: anyio.Event | None = None,
+) -> None:
+    """`bot.telegram.app.serve` with the web endpoint of `[web]`."""
+    await telegram_app.serve(
+        config, stop, ready, transport=transport, endpoint=web_endpoint, clock=clock, drain=drain
+    )
+
+
+async def run_bot(config: Config) -> int:
+    """`toolnexus-bot --config PATH` (`bot.telegram.app.run_bot`) with the web endpoint of `[web]`."""
+    return await telegram_app.run_bot(config, web_endpoint)
+
+
+def web_endpoint(parts: EndpointParts) -> WebServer | None:
+    """The web endpoint, when `[web]` is configured: health and metrics, and the webhook in webhook mode.
+
+    From the first moment of a drain `/healthz` answers 503 and the webhook takes only answers to this process's
+    cards (503 for the rest: Telegram delivers them again, to the next process)."""
+    config, app, surface, leaving = parts.config, parts.app, parts.surface, parts.draining
+    if config.web is None:
+        return None
+    webhook = None
+    if config.telegram.mode is TelegramMode.WEBHOOK:
+        assert config.telegram.webhook_secret is not None  # checked by the config
+
+        def takes(update: Update) -> bool:
+            return not leaving.is_set() or surface.answers_a_card(update)
+
+        webhook = Webhook(config.telegram.webhook_secret.get(), app.bot, app.update_queue, takes)
+
+    async def reachable() -> bool:
+        return await parts.watch.reachable(app.bot)
+
+    web_app = build_app(
+        running=lambda: app.running and not parts.stop.is_set(),
+        draining=leaving.is_set,
+        reachable=reachable,
+        metrics=metrics_registry(parts.prompts, parts.hub, parts.watch),
+        webhook=webhook,
+        routes=_mini_app(config, parts.prompts, surface)
+        + ([] if parts.signins is None else callback_routes(parts.signins, lambda: app.bot.username)),
+    )
+    return WebServer(web_app, config.web.listen, config.web.port)
+
+
+def _mini_app(config: Config, prompts: PromptRegistry, surface: TelegramSurface) -> list[BaseRoute]:
+    """Long forms' Mini App pages (`[miniapp]`, with `[web] public_url`): routes, and the surface's link."""
+    if not config.miniapp_on:
+        return []
+    assert config.web is not None and config.web.public_url is not None  # miniapp_on says so
+    token = config.require_telegram().get()
+    mini = MiniApp(prompts, surface.answer_from_page, token, config.miniapp, config.web.public_url)
+    surface.form_link = mini.url_for
+    return mini.routes()

@@ -1,0 +1,56 @@
+"""The store's own error: callers above the store catch `StoreUnavailable`, never the ORM's errors. Pure.
+
+    StoreUnavailable   the database cannot be opened, migrated, read or written
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from bot.store.engine import failure_reason
+
+__all__ = ["StoreUnavailable", "unavailable", "unavailable_as"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class StoreUnavailable(Exception):
+    """The database cannot be opened, migrated, read or written; the message (one line) says what and why."""
+
+    def __init__(self, message: str, *, file: bool = False) -> None:
+        super().__init__(message)
+        self.file = file
+        """A SQLite file (nothing to be "running"), not a database server."""
+
+
+@contextmanager
+def unavailable(what: str) -> Iterator[None]:
+    """Turn the ORM's errors inside the block into `StoreUnavailable("<what>: <the driver's reason>")`.
+
+    Raises:
+        StoreUnavailable: the block raised `SQLAlchemyError`.
+    """
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        raise StoreUnavailable(f"{what}: {failure_reason(exc)}") from exc
+
+
+def unavailable_as(what: str) -> Callable[[Callable[P, Awaitable[T]]], Callable[P, Coroutine[Any, Any, T]]]:
+    """The coroutine function raises `StoreUnavailable` for the ORM's errors (`unavailable(what)` around it)."""
+
+    def wrap(function: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+        @functools.wraps(function)
+        async def guarded(*args: P.args, **kwargs: P.kwargs) -> T:
+            with unavailable(what):
+                return await function(*args, **kwargs)
+
+        return guarded
+
+    return wrap
