@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sys
 import tomllib
@@ -10,6 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 
 from bot.config import (
@@ -125,15 +125,15 @@ GOOD: list[tuple[str, str, dict[str, str], Callable[[Config], Any], Any]] = [
     ("own Bot API", _("telegram", 'api_base_url = "http://127.0.0.1:8081/bot"'), {},
      lambda c: c.telegram.api_base_url, "http://127.0.0.1:8081/bot"),
     ("webhook mode", WEBHOOK, {"WH": "s3cr-et_"}, lambda c: (c.telegram.webhook_secret, c.web),
-     (Secret("s3cr-et_"), WebConfig("0.0.0.0", 9000, "https://bot.example.com:88"))),
+     (Secret("s3cr-et_"), WebConfig(listen="0.0.0.0", port=9000, public_url="https://bot.example.com:88"))),
     ("the webhook's public address", WEBHOOK, {"WH": "s"}, lambda c: c.web.webhook_url,
      "https://bot.example.com:88/telegram"),
-    ("[web] defaults", _("web", ""), {}, lambda c: c.web, WebConfig("127.0.0.1", 8080, None)),
+    ("[web] defaults", _("web", ""), {}, lambda c: c.web, WebConfig(listen="127.0.0.1", port=8080, public_url=None)),
     ("[web] in polling mode", _("web", 'public_url = "https://b.example.com:9443"'), {},
      lambda c: (c.telegram.mode, c.web.public_url), (TelegramMode.POLLING, "https://b.example.com:9443")),
     ("fractional timeouts", _("elicitation", "timeout_s = 0.5"), {}, lambda c: c.elicitation.timeout_s, 0.5),
     ("sessions", _("sessions", "idle_timeout_s = 60\nmax_open = 3"), {}, lambda c: c.sessions,
-     SessionsConfig(60.0, 3)),
+     SessionsConfig(idle_timeout_s=60.0, max_open=3)),
     ("a variable", '[servers.a]\ncommand = "${BIN}"\n', {"BIN": "/s"}, lambda c: _first(c).command, "/s"),
     ("a variable inside text", SERVER + 'args = ["--dir=${HOME}/data"]\n', {"HOME": "/h"},
      lambda c: _first(c).args, ("--dir=/h/data",)),
@@ -396,7 +396,7 @@ def test_problem_lines_never_quote_the_bad_value() -> None:
 
 def test_server_config_built_by_hand_checks_its_transport_and_masks_headers() -> None:
     """ServerConfig needs exactly one of command/url; plain header strings become Secrets."""
-    with pytest.raises(ValueError, match="either command or url"):
+    with pytest.raises(ValueError, match="either command"):
         ServerConfig(name="x")
     with pytest.raises(ValueError, match="either command or url"):
         ServerConfig(name="x", command="a", url="http://h/")
@@ -420,7 +420,7 @@ def test_config_built_by_hand_rejects_duplicate_names_and_looks_servers_up() -> 
 def test_config_values_are_frozen() -> None:
     """Config and its parts cannot be changed after parsing."""
     config = parse(SERVER + 'env = { A = "b" }\n')
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
         config.sessions = SessionsConfig()  # type: ignore[misc]
     with pytest.raises(TypeError):
         config.servers[0].env["A"] = "c"  # type: ignore[index]
@@ -521,8 +521,8 @@ def test_the_example_config_shows_every_option_and_its_commented_ones_are_valid(
     config = parse_config(data, env)
     assert [s.transport for s in config.servers] == ["stdio", "http", "http"]
 
-    def keys(cls: type) -> set[str]:
-        return {f.name for f in dataclasses.fields(cls)}
+    def keys(cls: type[pydantic.BaseModel]) -> set[str]:
+        return set(cls.model_fields)
 
     assert set(data) == {
         "telegram", "elicitation", "sessions", "servers", "web", "miniapp", "storage", "audit", "limits",
