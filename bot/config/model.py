@@ -18,14 +18,13 @@ import base64
 import enum
 import fnmatch
 import os
+import re
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType, SimpleNamespace
 from typing import Annotated, Any, ClassVar, Final, TypedDict, TypeVar, cast
 from urllib.parse import urlsplit
-
-import re
 
 from pydantic import (
     AfterValidator,
@@ -175,7 +174,7 @@ class ApprovalGate(enum.StrEnum):
     """Each `accept` answer to one of the call's questions: it is not sent until approved."""
 
 
-# -- field types: a converter from `read`, after `${VAR}` expansion ----------------------------------------------
+# -- field types: a converter from `read`, after `${VAR}` expansion --------------------------------
 
 
 def problem(reason: str, at: str = "") -> PydanticCustomError:
@@ -227,11 +226,6 @@ Positive = Annotated[float, _checked(read.positive), _EXPAND]
 PositiveInt = Annotated[int, _checked(read.positive_int), _EXPAND]
 UserIds = Annotated[frozenset[int], _checked(read.user_ids), _EXPAND]
 Strings = Annotated[tuple[str, ...], _checked(read.str_list), _EXPAND]
-
-
-def _one_of(kind: type[read.E], optional: bool = False) -> Any:
-    convert = read.one_of(kind)
-    return Annotated[kind | None if optional else kind, _checked(_optional(convert) if optional else convert), _EXPAND]
 
 
 def _limit(value: object) -> int:
@@ -326,7 +320,7 @@ def _no_headers() -> Mapping[str, Secret]:
     return MappingProxyType({})
 
 
-# -- the models ------------------------------------------------------------------------------------------------
+# -- the models ----------------------------------------------------------------------------------
 
 Loc = tuple[str | int, ...]
 Found = list[tuple[Loc, str]]
@@ -396,7 +390,11 @@ def _init_errors(exc: ValidationError) -> list[InitErrorDetails]:
     errors: list[InitErrorDetails] = []
     for e in exc.errors(include_url=False):
         ctx = e.get("ctx")
-        kind: Any = problem(str(ctx["reason"]), str(ctx.get("at", ""))) if e["type"] == "config" and ctx else e["type"]
+        kind: Any = (
+            problem(str(ctx["reason"]), str(ctx.get("at", "")))
+            if e["type"] == "config" and ctx
+            else e["type"]
+        )
         detail: InitErrorDetails = {"type": kind, "loc": e["loc"], "input": e["input"]}
         if ctx is not None and e["type"] != "config":
             detail["ctx"] = ctx
@@ -417,7 +415,8 @@ def _partial(cls: type[Table], data: Mapping[str, Any], context: Context | None)
             continue
         adapter = _ADAPTERS.get((cls, name))
         if adapter is None:
-            adapter = TypeAdapter(Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation)
+            annotation: Any = field.annotation
+            adapter = TypeAdapter(Annotated[(annotation, *field.metadata)] if field.metadata else annotation)
             _ADAPTERS[(cls, name)] = adapter
         try:
             values[name] = adapter.validate_python(data[name], context=context)
@@ -450,7 +449,9 @@ class OAuthClient(Table):
     """An https URL of a client ID metadata document (used as the client id where the server accepts it)."""
     scopes: Strings = ()
     """Scopes to ask for (default: what the server advertises)."""
-    token_endpoint_auth_method: _one_of(TokenEndpointAuth, optional=True) = None  # type: ignore[valid-type]
+    token_endpoint_auth_method: Annotated[
+        TokenEndpointAuth | None, _checked(_optional(read.one_of(TokenEndpointAuth))), _EXPAND
+    ] = None
     """How the pre-registered client authenticates at the token endpoint (default: the best the
     authorization server's metadata offers)."""
 
@@ -462,10 +463,17 @@ class OAuthClient(Table):
         method = v.token_endpoint_auth_method
         if method is not None and v.client_id is None:
             found.append(
-                (("token_endpoint_auth_method",), "needs client_id (it says how a pre-registered client authenticates)")
+                (
+                    ("token_endpoint_auth_method",),
+                    "needs client_id (it says how a pre-registered client authenticates)",
+                )
             )
         elif method is not None and (method is TokenEndpointAuth.NONE) != (v.client_secret is None):
-            wanted = "sends no secret: remove client_secret" if v.client_secret is not None else "needs client_secret"
+            wanted = (
+                "sends no secret: remove client_secret"
+                if v.client_secret is not None
+                else "needs client_secret"
+            )
             found.append((("token_endpoint_auth_method",), f"{method.value} {wanted}"))
         return found
 
@@ -488,7 +496,7 @@ class ApprovalRule(Table):
     """Whether the requester's own approval counts (when they are an approver)."""
     timeout_s: Positive = 1800.0
     """A request not decided by then expires (and nothing is sent)."""
-    gate: _one_of(ApprovalGate) = ApprovalGate.CALL  # type: ignore[valid-type]
+    gate: Annotated[ApprovalGate, _checked(read.one_of(ApprovalGate)), _EXPAND] = ApprovalGate.CALL
     index: int = 0
     """The rule's place among `[[approvals]]` (named in problems and on cards)."""
 
@@ -556,11 +564,15 @@ class TelegramConfig(Table):
     """Telegram user ids that may use the bot; empty means nobody (unless `allow_everyone`)."""
     allow_everyone: Boolean = False
     """Let every Telegram user in (a public demo)."""
-    mode: _one_of(TelegramMode) = TelegramMode.POLLING  # type: ignore[valid-type]
+    mode: Annotated[TelegramMode, _checked(read.one_of(TelegramMode)), _EXPAND] = TelegramMode.POLLING
     """Long-polling or webhook (which needs `[web] public_url` and `webhook_secret`)."""
     webhook_secret: Annotated[
         Secret | None,
-        _checked(_optional(_secret(read.matching(WEBHOOK_SECRET, "must be 1-256 characters of A-Z, a-z, 0-9, _ and -")))),
+        _checked(
+            _optional(
+                _secret(read.matching(WEBHOOK_SECRET, "must be 1-256 characters of A-Z, a-z, 0-9, _ and -"))
+            )
+        ),
         _EXPAND,
     ] = None
     """Sent back by Telegram in `X-Telegram-Bot-Api-Secret-Token`; required in webhook mode."""
@@ -622,7 +634,7 @@ class StorageConfig(Table):
 class AuditConfig(Table):
     """`[audit]`."""
 
-    content: _one_of(AuditContent) = AuditContent.FULL  # type: ignore[valid-type]
+    content: Annotated[AuditContent, _checked(read.one_of(AuditContent)), _EXPAND] = AuditContent.FULL
     """How much of answers and arguments the log keeps."""
 
 
@@ -659,7 +671,12 @@ class LimitsConfig(Table):
         return cls(**_PUBLIC_LIMITS)
 
 
-_PUBLIC_LIMITS: Final = {"calls_per_minute": 10, "concurrent_calls": 2, "open_questions": 3, "stdio_processes": 20}
+_PUBLIC_LIMITS: Final = {
+    "calls_per_minute": 10,
+    "concurrent_calls": 2,
+    "open_questions": 3,
+    "stdio_processes": 20,
+}
 
 _OAUTH_KEYS: Final = tuple(OAuthClient.model_fields)
 
@@ -669,7 +686,10 @@ class ServerConfig(Table):
 
     _hidden = frozenset({"name", "oauth"})
     name: Annotated[
-        str, _checked(read.matching(SERVER_NAME, "a server name must be 1-32 characters of A-Z, a-z, 0-9, _ and -"))
+        str,
+        _checked(
+            read.matching(SERVER_NAME, "a server name must be 1-32 characters of A-Z, a-z, 0-9, _ and -")
+        ),
     ]
     """The table name: 1-32 of A-Z a-z 0-9 _ -."""
     command: OptionalText = None
@@ -684,7 +704,7 @@ class ServerConfig(Table):
     """Streamable HTTP endpoint."""
     headers: Annotated[Mapping[str, Secret], _checked(_headers), _EXPAND] = Field(default_factory=_no_headers)
     """HTTP headers sent with every request; values are `Secret`s (bearer tokens), see `reveal_headers`."""
-    protocol: _one_of(ServerProtocol) = ServerProtocol.AUTO  # type: ignore[valid-type]
+    protocol: Annotated[ServerProtocol, _checked(read.one_of(ServerProtocol)), _EXPAND] = ServerProtocol.AUTO
     """Which MCP revision to speak."""
     shared: Boolean = False
     """One session for everyone instead of one per (chat, user)."""
@@ -745,7 +765,11 @@ class ServerConfig(Table):
         if command and url:
             found.append(((), "give either command or url, not both"))
         elif url:
-            found += [((other,), "only for a server started with command") for other in ("args", "env", "cwd") if other in data]
+            found += [
+                ((other,), "only for a server started with command")
+                for other in ("args", "env", "cwd")
+                if other in data
+            ]
         elif "headers" in data:
             found.append((("headers",), "only for a server reached by url"))
         elif not command:
@@ -828,30 +852,44 @@ class Config(Table):
         found: Found = []
         servers = data.get("servers")
         if servers is None or servers == {}:
-            found.append((("servers",), "at least one server is required ([servers.<name>] with command or url)"))
+            found.append(
+                (("servers",), "at least one server is required ([servers.<name>] with command or url)")
+            )
             data["servers"] = ()
         elif not isinstance(servers, Mapping):
             found.append((("servers",), "must be a table"))
             data["servers"] = ()
         else:  # the tables' names become their `name`
             named = cast("Mapping[str, object]", servers)
-            found += [(("servers", name, "name"), "unknown key") for name, t in named.items() if isinstance(t, Mapping) and "name" in t]
-            data["servers"] = [{**t, "name": name} if isinstance(t, Mapping) else t for name, t in named.items()]
+            found += [
+                (("servers", name, "name"), "unknown key")
+                for name, t in named.items()
+                if isinstance(t, Mapping) and "name" in t
+            ]
+            data["servers"] = [
+                {**t, "name": name} if isinstance(t, Mapping) else t for name, t in named.items()
+            ]
         approvals = data.get("approvals")
         if isinstance(approvals, list):  # each rule knows its place
             rules = cast("list[object]", approvals)
-            data["approvals"] = [{**t, "index": i} if isinstance(t, Mapping) else t for i, t in enumerate(rules)]
+            data["approvals"] = [
+                {**t, "index": i} if isinstance(t, Mapping) else t for i, t in enumerate(rules)
+            ]
         elif approvals is not None:
             found.append((("approvals",), "must be an array of tables ([[approvals]])"))
             del data["approvals"]
         storage = data.get("storage")
-        if context["base_dir"] is not None and (storage is None or isinstance(storage, Mapping)):
-            if storage is None or cast("Mapping[str, object]", storage).get("url") is None:
-                folder = state_folder(context["environ"]) or context["base_dir"]
-                default = "sqlite:///" + os.path.join(folder, STORAGE_FILE).replace("${", "$${")
-                data["storage"] = {**cast("Mapping[str, object]", storage or {}), "url": default}
+        no_url = storage is None or (isinstance(storage, Mapping) and storage.get("url") is None)
+        if context["base_dir"] is not None and no_url:  # the default database, beside the file
+            folder = state_folder(context["environ"]) or context["base_dir"]
+            default = "sqlite:///" + os.path.join(folder, STORAGE_FILE).replace("${", "$${")
+            data["storage"] = {**cast("Mapping[str, object]", storage or {}), "url": default}
         telegram, limits = data.get("telegram"), data.get("limits", {})
-        if isinstance(telegram, Mapping) and telegram.get("allow_everyone") is True and isinstance(limits, Mapping):
+        if (
+            isinstance(telegram, Mapping)
+            and telegram.get("allow_everyone") is True
+            and isinstance(limits, Mapping)
+        ):
             data["limits"] = {**_PUBLIC_LIMITS, **cast("Mapping[str, object]", limits)}
         return found
 
@@ -861,12 +899,19 @@ class Config(Table):
         telegram = v.telegram
         web = data.get("web")
         if telegram is not None and telegram.mode is TelegramMode.WEBHOOK:
-            public_url = web.get("public_url") if isinstance(web, Mapping) else getattr(web, "public_url", None)
+            public_url = (
+                web.get("public_url") if isinstance(web, Mapping) else getattr(web, "public_url", None)
+            )
             if public_url is None:
                 found.append((("web", "public_url"), "required when telegram.mode is webhook"))
-            elif v.web is not None and v.web.public_url is not None:
-                if (urlsplit(v.web.public_url).port or 443) not in WEBHOOK_PORTS:
-                    found.append((("web", "public_url"), "Telegram only delivers webhooks to ports 443, 80, 88 and 8443"))
+            elif (
+                v.web is not None
+                and v.web.public_url is not None
+                and ((urlsplit(v.web.public_url).port or 443) not in WEBHOOK_PORTS)
+            ):
+                found.append(
+                    (("web", "public_url"), "Telegram only delivers webhooks to ports 443, 80, 88 and 8443")
+                )
         servers = [_server_of(s) for s in data.get("servers", ())]
         names = [name for name, _ in servers]
         if len(set(names)) != len(names):
@@ -905,7 +950,9 @@ def _server_of(server: object) -> tuple[object, bool]:
     return None, False
 
 
-def _approval_relations(i: int, rule: Any, listed: Iterable[str], servers: set[object], telegram: Any) -> Found:
+def _approval_relations(
+    i: int, rule: Any, listed: Iterable[str], servers: set[object], telegram: Any
+) -> Found:
     """A rule's servers exist; its quorum can be reached even when an approver asks (see `self_approval`)."""
     found: Found = [
         (("approvals", i, "servers", j), f"no server {name!r} is configured")
@@ -931,4 +978,3 @@ def _approval_relations(i: int, rule: Any, listed: Iterable[str], servers: set[o
             )
         )
     return found
-
