@@ -82,7 +82,7 @@ def _closed_port() -> int:
     [
         (
             ServerConfig(
-                "s", command=PY, args=("-c", "import sys; sys.stderr.write('no db\\n'); sys.exit(3)")
+                name="s", command=PY, args=("-c", "import sys; sys.stderr.write('no db\\n'); sys.exit(3)")
             ),
             "the server process exited with status 3; its stderr ends: no db",
         ),
@@ -202,7 +202,7 @@ def test_a_missing_working_folder_is_named_everywhere_not_as_a_missing_command()
 async def test_check_says_what_sharing_means_in_the_era_it_found(protocol: ServerProtocol, says: str) -> None:
     """A shared server's line says whether its calls run concurrently (2026-07-28) or one at a time (2025)."""
     shared = ServerConfig(
-        "demo", command=PY, args=("-m", "bot.demo_server"), cwd=str(REPO), shared=True, protocol=protocol
+        name="demo", command=PY, args=("-m", "bot.demo_server"), cwd=str(REPO), shared=True, protocol=protocol
     )
     with anyio.fail_after(BOUND):
         result = await probe(shared)
