@@ -540,3 +540,65 @@ def test_the_example_config_shows_every_option_and_its_commented_ones_are_valid(
     assert set(data["audit"]) == keys(AuditConfig)
     assert set(data["servers"]["demo"]) | set(data["servers"]["remote"]) == keys(ServerConfig) - {"name", "oauth"}
     assert set(data["servers"]["signin"]) - {"url"} == {"auth"} | keys(OAuthClient)
+
+
+_TABLES: dict[str, type[pydantic.BaseModel]] = {
+    "telegram": TelegramConfig, "web": WebConfig, "miniapp": MiniAppConfig, "storage": StorageConfig,
+    "audit": AuditConfig, "elicitation": ElicitationConfig, "run": RunConfig, "sessions": SessionsConfig,
+    "limits": LimitsConfig, "servers": ServerConfig, "approvals": ApprovalRule,
+}
+# What the example sets to show a value rather than to state the default (each is documented as an example).
+_EXAMPLES = {
+    *(("telegram", key) for key in ("token", "allowed_users", "admins", "webhook_secret")),
+    ("web", "public_url"), ("storage", "url"), ("storage", "secret_key"),
+    *(("servers.demo", key) for key in ("command", "args", "cwd", "title", "shared")),
+    *(("servers.remote", key) for key in ("url", "headers", "title")),
+    *(("servers.signin", key) for key in ("url", "auth", "client_id", "client_secret", "token_endpoint_auth_method",
+                                          "client_metadata_url", "scopes")),
+    *(("approvals", key) for key in ("servers", "tools", "approvers", "quorum", "chat")),
+}
+
+
+def _default(table: str, key: str) -> Any:
+    model = _TABLES[table.partition(".")[0]]
+    if model is LimitsConfig:  # the example shows the defaults under allow_everyone, as it says
+        return getattr(LimitsConfig.public(), key)
+    if model is ServerConfig and key in OAuthClient.model_fields:
+        return OAuthClient.model_fields[key].get_default(call_default_factory=True)
+    if model is ServerConfig and key == "auth":
+        return "none"
+    return model.model_fields[key].get_default(call_default_factory=True)
+
+
+def _same(documented: Any, default: Any) -> bool:
+    if isinstance(default, tuple | frozenset | set) and isinstance(documented, list):
+        return type(default)(documented) == default
+    if isinstance(default, Mapping) and isinstance(documented, dict):
+        return dict(default) == documented
+    return bool(documented == default)
+
+
+def test_every_key_the_example_documents_is_in_the_model_with_its_documented_default() -> None:
+    """Each `key = value` of config.example.toml, live or commented out, is a key of its table's model, and
+    its value is the model's default (unless it is one of the few values shown as an example); a
+    `(default X)` in a line's comment is the model's default too."""
+    table, checked = "", 0
+    for line in EXAMPLE.read_text(encoding="utf-8").splitlines():
+        header = re.fullmatch(r"(?:# )?\[\[?([a-z_.]+)\]\]?\s*(#.*)?", line)
+        setting = re.fullmatch(r"(?:# )?([a-z_]+) = (.*)", line)
+        if header:
+            table = header[1]
+            continue
+        if not setting:
+            continue
+        key, rest = setting[1], setting[2]
+        model = _TABLES[table.partition(".")[0]]
+        assert key in model.toml_keys(), f"[{table}] {key}: not a key of {model.__name__}"  # type: ignore[attr-defined]
+        documented = tomllib.loads(f"v = {rest}")["v"]
+        if (table, key) not in _EXAMPLES:
+            assert _same(documented, _default(table, key)), f"[{table}] {key} = {rest}: not the model's default"
+        stated = re.search(r"\(default ([^)]+)\)", rest.partition("#")[2])
+        if stated:
+            assert _same(tomllib.loads(f"v = {stated[1]}")["v"], _default(table, key)), f"[{table}] {key}: {stated[0]}"
+        checked += 1
+    assert checked > 50
