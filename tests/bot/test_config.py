@@ -1,4 +1,4 @@
-"""Tests for bot/config.py: parsing, `${VAR}` expansion, secret masking, the file loader and the example."""
+"""Tests for bot/config/: parsing, `${VAR}` expansion, secret masking, the file loader and the example."""
 
 from __future__ import annotations
 
