@@ -610,7 +610,7 @@ async def kept_question_cost(protocol: str, questions: int = 300) -> tuple[int, 
 
     era = Era.LEGACY if protocol == "legacy" else Era.MODERN
     with tempfile.TemporaryDirectory(prefix="toolnexus-bench-store-") as tmp:
-        async with open_store(StorageConfig(Secret(f"sqlite:///{tmp}/bench.db"))) as store:
+        async with open_store(StorageConfig(url=Secret(f"sqlite:///{tmp}/bench.db"))) as store:
             book = store.rounds
 
             def question(i: int) -> KeptQuestion:
@@ -658,7 +658,7 @@ async def store_cost_per_prompt(protocol: str, prompts: int = 400, at_once: int 
 
     era = Era.LEGACY if protocol == "legacy" else Era.MODERN
     with tempfile.TemporaryDirectory(prefix="toolnexus-bench-store-") as tmp:
-        async with open_store(StorageConfig(Secret(f"sqlite:///{tmp}/bench.db"))) as store:
+        async with open_store(StorageConfig(url=Secret(f"sqlite:///{tmp}/bench.db"))) as store:
             log, book = store.audit, store.rounds
 
             async def one(i: int) -> None:
@@ -719,7 +719,7 @@ async def store_cost_per_row(rows: int = 300) -> float:
     from bot.store import AuditEvent, open_store
 
     with tempfile.TemporaryDirectory(prefix="toolnexus-bench-store-") as tmp:
-        async with open_store(StorageConfig(Secret(f"sqlite:///{tmp}/bench.db"))) as store:
+        async with open_store(StorageConfig(url=Secret(f"sqlite:///{tmp}/bench.db"))) as store:
             await store.audit.append(AuditEvent.CALL_STARTED)  # warm: connection, statement cache
             cpu = time.process_time()
             for i in range(rows):

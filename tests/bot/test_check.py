@@ -28,8 +28,8 @@ from tests.servers.hung import hung_http
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 PY = sys.executable
-HUNG = ServerConfig("hung", command=PY, args=("-m", "tests.servers.hung"), cwd=str(REPO))
-DEMO = ServerConfig("demo", command=PY, args=("-m", "bot.demo_server"), cwd=str(REPO))
+HUNG = ServerConfig(name="hung", command=PY, args=("-m", "tests.servers.hung"), cwd=str(REPO))
+DEMO = ServerConfig(name="demo", command=PY, args=("-m", "bot.demo_server"), cwd=str(REPO))
 # A probe of a hung server takes its timeout plus the MCP client's bounded shutdown of the child.
 BOUND = 20
 
@@ -46,7 +46,7 @@ async def test_a_hung_http_server_fails_with_no_answer_within_the_timeout() -> N
     """An HTTP server that accepts the connection and never answers is given up on after `timeout_s`."""
     async with hung_http() as url:
         with anyio.fail_after(BOUND):
-            result = await probe(ServerConfig("web", url=url), timeout_s=1)
+            result = await probe(ServerConfig(name="web", url=url), timeout_s=1)
     assert result.line == "web: FAILED: no answer within 1 s"
 
 
@@ -82,23 +82,23 @@ def _closed_port() -> int:
     [
         (
             ServerConfig(
-                "s", command=PY, args=("-c", "import sys; sys.stderr.write('no db\\n'); sys.exit(3)")
+                name="s", command=PY, args=("-c", "import sys; sys.stderr.write('no db\\n'); sys.exit(3)")
             ),
             "the server process exited with status 3; its stderr ends: no db",
         ),
         (
-            ServerConfig("s", command=PY, args=("-m", "bot.demo_server"), cwd="/nonexistent/toolnexus"),
+            ServerConfig(name="s", command=PY, args=("-m", "bot.demo_server"), cwd="/nonexistent/toolnexus"),
             "the working folder does not exist: /nonexistent/toolnexus",
         ),
         (
-            ServerConfig("s", command="toolnexus-no-such-command"),
+            ServerConfig(name="s", command="toolnexus-no-such-command"),
             "command not found: toolnexus-no-such-command",
         ),
         (
-            ServerConfig("s", command=PY, args=("-c", "input(); print('hello', flush=True); input()")),
+            ServerConfig(name="s", command=PY, args=("-c", "input(); print('hello', flush=True); input()")),
             "not an MCP server (the answer was not JSON-RPC)",
         ),
-        (ServerConfig("s", url=f"http://127.0.0.1:{_closed_port()}/mcp"), "connection refused by 127.0.0.1"),
+        (ServerConfig(name="s", url=f"http://127.0.0.1:{_closed_port()}/mcp"), "connection refused by 127.0.0.1"),
     ],
     ids=["exit-status", "missing-cwd", "missing-command", "not-json-rpc", "refused"],
 )
@@ -113,7 +113,7 @@ async def test_an_http_404_is_named_with_a_hint_about_the_path() -> None:
     """A real MCP server asked at the wrong path: the status and a hint, not "Server returned an error"."""
     async with serve_http(build_server) as url:
         with anyio.fail_after(BOUND):
-            result = await probe(ServerConfig("web", url=url.replace("/mcp", "/wrong")), timeout_s=10)
+            result = await probe(ServerConfig(name="web", url=url.replace("/mcp", "/wrong")), timeout_s=10)
     assert result.detail == "HTTP 404 Not Found: is the path /mcp?"
 
 
@@ -121,7 +121,7 @@ async def test_https_to_a_plain_http_server_is_a_tls_failure_with_its_reason() -
     """TLS failures say so and why."""
     async with serve_http(build_server) as url:
         with anyio.fail_after(BOUND):
-            result = await probe(ServerConfig("web", url=url.replace("http://", "https://")), timeout_s=10)
+            result = await probe(ServerConfig(name="web", url=url.replace("http://", "https://")), timeout_s=10)
     assert result.detail == "TLS failure: wrong version number (is it plain http?)"
 
 
@@ -188,7 +188,7 @@ async def test_sigterm_during_check_stops_every_server_process(tmp_path: Path) -
 
 def test_a_missing_working_folder_is_named_everywhere_not_as_a_missing_command() -> None:
     """The hub's sessions report a missing `cwd` as such too (the spawn error names the folder)."""
-    server = ServerConfig("s", command=PY, cwd="/nonexistent/toolnexus")
+    server = ServerConfig(name="s", command=PY, cwd="/nonexistent/toolnexus")
     error = FileNotFoundError(2, "No such file or directory", "/nonexistent/toolnexus")
     assert describe_error(error, server) == "the working folder does not exist: /nonexistent/toolnexus"
     assert describe_error(FileNotFoundError(2, "No such file", "nosuch")) == "command not found: nosuch"
@@ -204,7 +204,7 @@ def test_a_missing_working_folder_is_named_everywhere_not_as_a_missing_command()
 async def test_check_says_what_sharing_means_in_the_era_it_found(protocol: ServerProtocol, says: str) -> None:
     """A shared server's line says whether its calls run concurrently (2026-07-28) or one at a time (2025)."""
     shared = ServerConfig(
-        "demo", command=PY, args=("-m", "bot.demo_server"), cwd=str(REPO), shared=True, protocol=protocol
+        name="demo", command=PY, args=("-m", "bot.demo_server"), cwd=str(REPO), shared=True, protocol=protocol
     )
     with anyio.fail_after(BOUND):
         result = await probe(shared)

@@ -1,8 +1,7 @@
-"""Tests for bot/config.py: parsing, `${VAR}` expansion, secret masking, the file loader and the example."""
+"""Tests for bot/config/: parsing, `${VAR}` expansion, secret masking, the file loader and the example."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sys
 import tomllib
@@ -10,6 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 
 from bot.config import (
@@ -125,15 +125,15 @@ GOOD: list[tuple[str, str, dict[str, str], Callable[[Config], Any], Any]] = [
     ("own Bot API", _("telegram", 'api_base_url = "http://127.0.0.1:8081/bot"'), {},
      lambda c: c.telegram.api_base_url, "http://127.0.0.1:8081/bot"),
     ("webhook mode", WEBHOOK, {"WH": "s3cr-et_"}, lambda c: (c.telegram.webhook_secret, c.web),
-     (Secret("s3cr-et_"), WebConfig("0.0.0.0", 9000, "https://bot.example.com:88"))),
+     (Secret("s3cr-et_"), WebConfig(listen="0.0.0.0", port=9000, public_url="https://bot.example.com:88"))),
     ("the webhook's public address", WEBHOOK, {"WH": "s"}, lambda c: c.web.webhook_url,
      "https://bot.example.com:88/telegram"),
-    ("[web] defaults", _("web", ""), {}, lambda c: c.web, WebConfig("127.0.0.1", 8080, None)),
+    ("[web] defaults", _("web", ""), {}, lambda c: c.web, WebConfig(listen="127.0.0.1", port=8080, public_url=None)),
     ("[web] in polling mode", _("web", 'public_url = "https://b.example.com:9443"'), {},
      lambda c: (c.telegram.mode, c.web.public_url), (TelegramMode.POLLING, "https://b.example.com:9443")),
     ("fractional timeouts", _("elicitation", "timeout_s = 0.5"), {}, lambda c: c.elicitation.timeout_s, 0.5),
     ("sessions", _("sessions", "idle_timeout_s = 60\nmax_open = 3"), {}, lambda c: c.sessions,
-     SessionsConfig(60.0, 3)),
+     SessionsConfig(idle_timeout_s=60.0, max_open=3)),
     ("a variable", '[servers.a]\ncommand = "${BIN}"\n', {"BIN": "/s"}, lambda c: _first(c).command, "/s"),
     ("a variable inside text", SERVER + 'args = ["--dir=${HOME}/data"]\n', {"HOME": "/h"},
      lambda c: _first(c).args, ("--dir=/h/data",)),
@@ -396,7 +396,7 @@ def test_problem_lines_never_quote_the_bad_value() -> None:
 
 def test_server_config_built_by_hand_checks_its_transport_and_masks_headers() -> None:
     """ServerConfig needs exactly one of command/url; plain header strings become Secrets."""
-    with pytest.raises(ValueError, match="either command or url"):
+    with pytest.raises(ValueError, match="either command"):
         ServerConfig(name="x")
     with pytest.raises(ValueError, match="either command or url"):
         ServerConfig(name="x", command="a", url="http://h/")
@@ -420,7 +420,7 @@ def test_config_built_by_hand_rejects_duplicate_names_and_looks_servers_up() -> 
 def test_config_values_are_frozen() -> None:
     """Config and its parts cannot be changed after parsing."""
     config = parse(SERVER + 'env = { A = "b" }\n')
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
         config.sessions = SessionsConfig()  # type: ignore[misc]
     with pytest.raises(TypeError):
         config.servers[0].env["A"] = "c"  # type: ignore[index]
@@ -521,8 +521,8 @@ def test_the_example_config_shows_every_option_and_its_commented_ones_are_valid(
     config = parse_config(data, env)
     assert [s.transport for s in config.servers] == ["stdio", "http", "http"]
 
-    def keys(cls: type) -> set[str]:
-        return {f.name for f in dataclasses.fields(cls)}
+    def keys(cls: type[pydantic.BaseModel]) -> set[str]:
+        return set(cls.model_fields)
 
     assert set(data) == {
         "telegram", "elicitation", "sessions", "servers", "web", "miniapp", "storage", "audit", "limits",
@@ -540,3 +540,65 @@ def test_the_example_config_shows_every_option_and_its_commented_ones_are_valid(
     assert set(data["audit"]) == keys(AuditConfig)
     assert set(data["servers"]["demo"]) | set(data["servers"]["remote"]) == keys(ServerConfig) - {"name", "oauth"}
     assert set(data["servers"]["signin"]) - {"url"} == {"auth"} | keys(OAuthClient)
+
+
+_TABLES: dict[str, type[pydantic.BaseModel]] = {
+    "telegram": TelegramConfig, "web": WebConfig, "miniapp": MiniAppConfig, "storage": StorageConfig,
+    "audit": AuditConfig, "elicitation": ElicitationConfig, "run": RunConfig, "sessions": SessionsConfig,
+    "limits": LimitsConfig, "servers": ServerConfig, "approvals": ApprovalRule,
+}
+# What the example sets to show a value rather than to state the default (each is documented as an example).
+_EXAMPLES = {
+    *(("telegram", key) for key in ("token", "allowed_users", "admins", "webhook_secret")),
+    ("web", "public_url"), ("storage", "url"), ("storage", "secret_key"),
+    *(("servers.demo", key) for key in ("command", "args", "cwd", "title", "shared")),
+    *(("servers.remote", key) for key in ("url", "headers", "title")),
+    *(("servers.signin", key) for key in ("url", "auth", "client_id", "client_secret", "token_endpoint_auth_method",
+                                          "client_metadata_url", "scopes")),
+    *(("approvals", key) for key in ("servers", "tools", "approvers", "quorum", "chat")),
+}
+
+
+def _default(table: str, key: str) -> Any:
+    model = _TABLES[table.partition(".")[0]]
+    if model is LimitsConfig:  # the example shows the defaults under allow_everyone, as it says
+        return getattr(LimitsConfig.public(), key)
+    if model is ServerConfig and key in OAuthClient.model_fields:
+        return OAuthClient.model_fields[key].get_default(call_default_factory=True)
+    if model is ServerConfig and key == "auth":
+        return "none"
+    return model.model_fields[key].get_default(call_default_factory=True)
+
+
+def _same(documented: Any, default: Any) -> bool:
+    if isinstance(default, tuple | frozenset | set) and isinstance(documented, list):
+        return type(default)(documented) == default
+    if isinstance(default, Mapping) and isinstance(documented, dict):
+        return dict(default) == documented
+    return bool(documented == default)
+
+
+def test_every_key_the_example_documents_is_in_the_model_with_its_documented_default() -> None:
+    """Each `key = value` of config.example.toml, live or commented out, is a key of its table's model, and
+    its value is the model's default (unless it is one of the few values shown as an example); a
+    `(default X)` in a line's comment is the model's default too."""
+    table, checked = "", 0
+    for line in EXAMPLE.read_text(encoding="utf-8").splitlines():
+        header = re.fullmatch(r"(?:# )?\[\[?([a-z_.]+)\]\]?\s*(#.*)?", line)
+        setting = re.fullmatch(r"(?:# )?([a-z_]+) = (.*)", line)
+        if header:
+            table = header[1]
+            continue
+        if not setting:
+            continue
+        key, rest = setting[1], setting[2]
+        model = _TABLES[table.partition(".")[0]]
+        assert key in model.toml_keys(), f"[{table}] {key}: not a key of {model.__name__}"  # type: ignore[attr-defined]
+        documented = tomllib.loads(f"v = {rest}")["v"]
+        if (table, key) not in _EXAMPLES:
+            assert _same(documented, _default(table, key)), f"[{table}] {key} = {rest}: not the model's default"
+        stated = re.search(r"\(default ([^)]+)\)", rest.partition("#")[2])
+        if stated:
+            assert _same(tomllib.loads(f"v = {stated[1]}")["v"], _default(table, key)), f"[{table}] {key}: {stated[0]}"
+        checked += 1
+    assert checked > 50

@@ -1,4 +1,4 @@
-"""Tests for bot/config.py's `[[approvals]]`."""
+"""Tests for bot/config/'s `[[approvals]]`."""
 
 from __future__ import annotations
 

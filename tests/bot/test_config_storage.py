@@ -1,4 +1,4 @@
-"""Tests for bot/config.py's `[storage]`, `[audit]` and `[telegram] admins`."""
+"""Tests for bot/config/'s `[storage]`, `[audit]` and `[telegram] admins`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for the OAuth keys of bot/config.py and `toolnexus-bot keygen`."""
+"""Tests for the OAuth keys of bot/config/ and `toolnexus-bot keygen`."""
 
 from __future__ import annotations
 

@@ -123,7 +123,7 @@ def test_audit_piped_into_head_ends_quietly(tmp_path: Path) -> None:
     db = tmp_path / "toolnexus.db"
 
     async def fill() -> None:
-        async with open_store(StorageConfig(Secret(f"sqlite:///{db}"))) as store:
+        async with open_store(StorageConfig(url=Secret(f"sqlite:///{db}"))) as store:
             for n in range(60):  # about 300 KB of output: far more than a pipe holds
                 await store.audit.append(AuditEvent.CALL_STARTED, user_id=n, detail={"pad": "x" * 5000})
 

@@ -13,5 +13,5 @@ from bot.store import Store, open_store
 @pytest.fixture
 async def store(store_url: str) -> AsyncIterator[Store]:
     """The store opened (and migrated) on `store_url`, keeping answers in full."""
-    async with open_store(StorageConfig(Secret(store_url)), AuditContent.FULL) as opened:
+    async with open_store(StorageConfig(url=Secret(store_url)), AuditContent.FULL) as opened:
         yield opened

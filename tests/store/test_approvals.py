@@ -48,7 +48,7 @@ async def test_a_request_and_its_votes_are_read_back_by_another_connection(
     counted = tally(record.state, 1002, "Bob", Vote.APPROVE, now_iso())
     assert counted.ballot is not None
     assert await store.approvals.vote(record, counted.state, counted.ballot) is not None
-    async with open_store(StorageConfig(Secret(store_url))) as again:
+    async with open_store(StorageConfig(url=Secret(store_url))) as again:
         (found,) = await again.approvals.pending()
     assert found.id == record.id and found.cards == ((-7001, 42),)
     assert found.ask.content == {"service": "web", "version": "1.2.3"}
@@ -142,7 +142,7 @@ async def test_the_bot_records_a_two_of_three_approval_in_the_store_and_the_audi
         await s.bob.press(card, "✅ Approve")
         await o.carol.press(card, "✅ Approve")
         await s.fake.wait_for(lambda m: "deployed web 1.2.3" in m.text)
-    async with open_store(StorageConfig(Secret(store_url))) as store:
+    async with open_store(StorageConfig(url=Secret(store_url))) as store:
         rows = await store.audit.rows()
         (request_id,) = {r.request_id for r in rows if r.event == "approval_requested"}
         record = await store.approvals.get(request_id or "")

@@ -96,9 +96,9 @@ async def test_the_first_append_after_opening_is_a_lone_insert_and_a_stale_head_
     """The head is read when the store opens, so the first event (the first question of a flood) is one
     INSERT, without the database's lock and a read; a head another writer moved since costs a retry, never a
     fork of the chain."""
-    async with open_store(StorageConfig(Secret(store_url))) as first:
+    async with open_store(StorageConfig(url=Secret(store_url))) as first:
         await fill(first.audit, 2)
-    async with open_store(StorageConfig(Secret(store_url))) as opened:
+    async with open_store(StorageConfig(url=Secret(store_url))) as opened:
         statements: list[str] = []
 
         def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
@@ -130,7 +130,7 @@ async def test_a_reader_holding_the_sqlite_file_does_not_block_appends(tmp_path:
     """`audit` reading while the bot runs: its open read transaction never makes the bot's write fail as
     "database is locked" (the store runs SQLite in write-ahead-log mode)."""
     url = f"sqlite:///{tmp_path / 'toolnexus.db'}"
-    async with open_store(StorageConfig(Secret(url))) as store:
+    async with open_store(StorageConfig(url=Secret(url))) as store:
         await fill(store.audit, 1)
         with contextlib.closing(sqlite3.connect(tmp_path / "toolnexus.db", isolation_level=None)) as reader:
             reader.execute("begin")

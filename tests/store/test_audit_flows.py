@@ -80,7 +80,7 @@ async def test_a_deploy_is_audited_in_order_and_the_chain_verifies_until_a_row_i
 
     verified = audit_cli(config, "--verify")
     assert verified.returncode == 0 and f"{len(rows)} rows" in verified.stdout, verified.stdout
-    async with open_store(StorageConfig(Secret(store_url))) as store, store.engine.begin() as conn:
+    async with open_store(StorageConfig(url=Secret(store_url))) as store, store.engine.begin() as conn:
         await conn.execute(update(audit).where(audit.c.seq == 3).values(detail='{"action":"decline"}'))
     broken = audit_cli(config, "--verify")
     assert broken.returncode == 1 and "row 3 (" in broken.stdout and "altered" in broken.stdout, broken.stdout
@@ -93,7 +93,7 @@ async def test_a_cancelled_question_is_audited_as_the_persons_cancel(store_url: 
         card = await s.fake.wait_for(lambda m: "Where should web be deployed?" in m.text and has_buttons(m))
         await s.alice.press(card, "Cancel")
         await s.fake.wait_for(lambda m: "Deployment cancelled" in m.text)
-    async with open_store(StorageConfig(Secret(store_url))) as store:
+    async with open_store(StorageConfig(url=Secret(store_url))) as store:
         rows = await store.audit.rows()
         assert await store.audit.verify() == (4, None)
     assert [r.event for r in rows] == ["call_started", "question_shown", "answered", "call_ended"]
@@ -112,7 +112,7 @@ async def test_audit_content_decides_what_of_answers_and_arguments_is_kept(
     store_url: str, content: AuditContent, answer_kept: dict[str, object], arguments_kept: dict[str, object]
 ) -> None:
     """`[audit] content`: full keeps values, keys keeps field names, none keeps neither."""
-    async with open_store(StorageConfig(Secret(store_url)), content) as store:
+    async with open_store(StorageConfig(url=Secret(store_url)), content) as store:
         origin = Origin(chat_id=5, user_id=5)
         await store.observer.call_started(origin, "demo", "t", {"tool_arg": "x"})
         prompt = Prompt(Request(id="elc-1-1", kind=RequestKind.INPUT, prompt="How many?"), origin, "demo")
@@ -138,7 +138,7 @@ async def test_audit_content_decides_what_of_answers_and_arguments_is_kept(
 )
 async def test_each_way_a_question_ends_has_its_event(store_url: str, outcome: Outcome, event: str) -> None:
     """Expired, cancelled by the bot, withdrawn by the server, or answered by the person: one row each."""
-    async with open_store(StorageConfig(Secret(store_url))) as store:
+    async with open_store(StorageConfig(url=Secret(store_url))) as store:
         prompt = Prompt(Request(id="elc-1-2", kind=RequestKind.INPUT, prompt="Sure?"), Origin(5, 5), "demo")
         answer = None if event == "withdrawn" else Answer(id="elc-1-2", ok=False, reason=outcome.value)
         await store.observer.prompt_ended(prompt, outcome, answer)
@@ -152,7 +152,7 @@ async def test_a_question_nobody_answers_is_audited_as_expired(store_url: str) -
         await s.alice.send("/call demo deploy")
         await s.fake.wait_for(lambda m: "Expired" in m.text)
         await s.fake.wait_for(lambda m: "Deployment cancelled" in m.text)
-    async with open_store(StorageConfig(Secret(store_url))) as store:
+    async with open_store(StorageConfig(url=Secret(store_url))) as store:
         rows = await store.audit.rows()
         assert await store.audit.verify() == (4, None)
     assert [r.event for r in rows] == ["call_started", "question_shown", "expired", "call_ended"]

@@ -44,7 +44,7 @@ def audit_cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 async def written(store_url: str, count: int = 6) -> None:
     """`count` events written by the bot with the key (the store closes with a checkpoint)."""
-    async with open_store(StorageConfig(Secret(store_url), Secret(KEY))) as store:
+    async with open_store(StorageConfig(url=Secret(store_url), secret_key=Secret(KEY))) as store:
         for i in range(count):
             await store.audit.append(AuditEvent.CALL_STARTED, user_id=i + 1, detail={"arguments": {"i": i}})
 
@@ -126,12 +126,12 @@ async def test_a_shipped_checkpoint_catches_a_cut_tail_or_a_rewritten_history_wi
 async def test_an_unkeyed_chain_is_resealed_once_with_a_row_saying_so(store_url: str, tmp_path: Path) -> None:
     """Rows written without a key are re-chained the first time the store opens with one; an
     `audit_resealed` row says how many and that the old chain held; verify with the key then passes."""
-    async with open_store(StorageConfig(Secret(store_url))) as store:
+    async with open_store(StorageConfig(url=Secret(store_url))) as store:
         await store.audit.append(AuditEvent.CALL_STARTED, user_id=1)
         await store.audit.append(AuditEvent.CALL_ENDED, user_id=1)
     await written(store_url, count=1)
     await written(store_url, count=1)
-    async with open_store(StorageConfig(Secret(store_url), Secret(KEY))) as store:
+    async with open_store(StorageConfig(url=Secret(store_url), secret_key=Secret(KEY))) as store:
         events = [(row.event, json.loads(row.detail).get("rows")) for row in await store.audit.rows()]
     assert events[2] == ("audit_resealed", 2) and [e for e, _ in events].count("audit_resealed") == 1
     assert len(events) == 5

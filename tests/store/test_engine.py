@@ -20,7 +20,7 @@ NEWEST = "0006"
 
 async def test_a_fresh_database_is_migrated_to_the_newest_revision_on_open(store_url: str) -> None:
     """Opening an empty database creates every table and stamps the newest revision."""
-    async with open_store(StorageConfig(Secret(store_url))) as store:
+    async with open_store(StorageConfig(url=Secret(store_url))) as store:
         assert await current_revision(store.engine) == NEWEST
         async with store.engine.connect() as conn:
             tables = await conn.run_sync(lambda sync: set(inspect(sync).get_table_names()))
@@ -39,7 +39,7 @@ async def test_a_database_at_the_first_revision_is_upgraded_and_keeps_its_rows(s
         )
     finally:
         await engine.dispose()
-    async with open_store(StorageConfig(Secret(store_url))) as store:
+    async with open_store(StorageConfig(url=Secret(store_url))) as store:
         assert await current_revision(store.engine) == NEWEST
         assert await store.audit.rows() == [written]
         assert await store.audit.verify() == (1, None)
@@ -47,9 +47,9 @@ async def test_a_database_at_the_first_revision_is_upgraded_and_keeps_its_rows(s
 
 async def test_opening_twice_leaves_the_schema_and_rows_alone(store_url: str) -> None:
     """A restart runs the migrations again: nothing to do, nothing lost."""
-    async with open_store(StorageConfig(Secret(store_url))) as store:
+    async with open_store(StorageConfig(url=Secret(store_url))) as store:
         await store.audit.append(AuditEvent.CALL_STARTED, user_id=1)
-    async with open_store(StorageConfig(Secret(store_url))) as store:
+    async with open_store(StorageConfig(url=Secret(store_url))) as store:
         assert [row.user_id for row in await store.audit.rows()] == [1]
 
 

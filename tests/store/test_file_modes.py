@@ -34,7 +34,7 @@ async def test_the_sqlite_database_its_wal_and_shm_and_its_new_folder_are_privat
     """A first start creates the folder (0700) and the database (0600); the write-ahead log and the shared
     memory file SQLite adds while the store is open are 0600 too."""
     database = tmp_path / "state" / "toolnexus.db"
-    async with open_store(StorageConfig(Secret(f"sqlite:///{database}")), AuditContent.FULL) as store:
+    async with open_store(StorageConfig(url=Secret(f"sqlite:///{database}")), AuditContent.FULL) as store:
         await store.audit.append(AuditEvent.CALL_STARTED, user_id=1, detail={"arguments": {"x": "private"}})
         wal, shm = database.with_name("toolnexus.db-wal"), database.with_name("toolnexus.db-shm")
         assert wal.exists() and shm.exists()

@@ -234,12 +234,12 @@ async def test_tokens_are_unreadable_without_the_key_and_never_logged(
         caplog.set_level(logging.DEBUG, logger=name)
     async with serve_protected() as (server, url), scene(url, store_url) as (s, local):
         await signed_in_call(s, local, s.alice, ALICE_ID, "alice")
-    async with open_store(StorageConfig(Secret(store_url))) as store, store.engine.connect() as conn:
+    async with open_store(StorageConfig(url=Secret(store_url))) as store, store.engine.connect() as conn:
         rows = (await conn.execute(select(oauth_accounts))).all()
     dump = repr(rows)
     assert rows and all(token not in dump for token in server.issued)
     secrets_ = [*server.issued, *(c.client_secret or "" for c in server.clients.values())]
-    async with open_store(StorageConfig(Secret(store_url))) as store:
+    async with open_store(StorageConfig(url=Secret(store_url))) as store:
         assert await SignInStore(store.engine, new_key()).tokens(ALICE_ID, "gh") is None
         assert await SignInStore(store.engine, KEY).tokens(ALICE_ID, "gh") is not None
     logged = "\n".join(r.getMessage() + repr(r.args) for r in caplog.records)
@@ -248,7 +248,7 @@ async def test_tokens_are_unreadable_without_the_key_and_never_logged(
 
 
 async def audit_events(store_url: str) -> list[str]:
-    async with open_store(StorageConfig(Secret(store_url))) as store, store.engine.connect() as conn:
+    async with open_store(StorageConfig(url=Secret(store_url))) as store, store.engine.connect() as conn:
         return [row.event for row in (await conn.execute(select(audit.c.event).order_by(audit.c.seq))).all()]
 
 

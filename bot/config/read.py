@@ -1,25 +1,24 @@
-"""Reading raw TOML values for `bot.config`: `${VAR}` expansion, typed converters, problem collection. Pure.
+"""Raw TOML values for `bot.config`: `${VAR}` expansion and the typed converters. Pure.
 
-A converter takes a raw value and the environment, and returns the typed value or raises `Invalid`;
-a `Section` turns that into a problem line naming the key, and reads on with the default.
+A converter takes one value (already expanded, see `expand_all`) and returns the typed value or raises
+`Invalid`, whose reason becomes the problem line after the key; `bot.config.model` turns it into a
+pydantic error. The reasons never quote the value, so no secret can reach a problem line.
 """
 
 from __future__ import annotations
 
-import difflib
 import enum
 import math
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeVar, cast
+from typing import Final, TypeVar, cast
 from urllib.parse import urlsplit
 
 T = TypeVar("T")
-D = TypeVar("D")
 E = TypeVar("E", bound=enum.StrEnum)
 Environ = Mapping[str, str]
-Convert = Callable[[object, Environ], T]
-"""Raw value + environment → typed value, or `Invalid`."""
+Convert = Callable[[object], T]
+"""Raw value → typed value, or `Invalid`."""
 
 
 class Invalid(Exception):
@@ -29,51 +28,6 @@ class Invalid(Exception):
         super().__init__(reason)
         self.reason = reason
         self.at = at
-
-
-class Section:
-    """One TOML table under its dotted key; appends problems to a list shared by the whole document."""
-
-    def __init__(self, values: Mapping[str, Any], key: str, environ: Environ, problems: list[str]) -> None:
-        self.values = values
-        self.key = key
-        self.environ = environ
-        self.problems = problems
-
-    def key_of(self, name: str) -> str:
-        return f"{self.key}.{name}" if self.key else name
-
-    def problem(self, reason: str, name: str | None = None) -> None:
-        self.problems.append(f"{self.key if name is None else self.key_of(name)}: {reason}")
-
-    def has(self, name: str) -> bool:
-        return self.values.get(name) is not None
-
-    def only(self, allowed: tuple[str, ...]) -> None:
-        """Report every key not in `allowed`, suggesting the nearest allowed one."""
-        for name in self.values:
-            if name not in allowed:
-                near = difflib.get_close_matches(name, allowed, n=1)
-                self.problem(f"unknown key (did you mean {near[0]}?)" if near else "unknown key", name)
-
-    def section(self, name: str) -> Section:
-        """The sub-table `name`; empty when absent or (a problem) not a table."""
-        value = self.values.get(name)
-        if value is not None and not isinstance(value, Mapping):
-            self.problem("must be a table", name)
-        table: Mapping[str, Any] = cast("Mapping[str, Any]", value) if isinstance(value, Mapping) else {}
-        return Section(table, self.key_of(name), self.environ, self.problems)
-
-    def get(self, name: str, convert: Convert[T], default: D) -> T | D:
-        """The converted value of `name`; `default` when absent or (a problem) invalid."""
-        value = self.values.get(name)
-        if value is None:
-            return default
-        try:
-            return convert(value, self.environ)
-        except Invalid as exc:
-            self.problems.append(f"{self.key_of(name)}{exc.at}: {exc.reason}")
-            return default
 
 
 _REFERENCE: Final = re.compile(r"\$\$\{|\$\{(?:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\})?")
@@ -106,40 +60,40 @@ def expand(text: str, environ: Environ) -> str:
     return result
 
 
-def string(value: object, environ: Environ) -> str:
+def string(value: object) -> str:
     if not isinstance(value, str):
         raise Invalid("must be a string")
-    return expand(value, environ)
+    return value
 
 
-def text(value: object, environ: Environ) -> str:
+def text(value: object) -> str:
     """A non-empty string."""
-    result = string(value, environ)
+    result = string(value)
     if not result:
         raise Invalid("must not be empty")
     return result
 
 
-def boolean(value: object, environ: Environ) -> bool:
+def boolean(value: object) -> bool:
     if not isinstance(value, bool):
         raise Invalid("must be a boolean (true or false)")
     return value
 
 
-def positive(value: object, environ: Environ) -> float:
+def positive(value: object) -> float:
     # bool is an int in Python, and TOML has inf and nan.
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         raise Invalid("must be a positive number")
     return float(value)
 
 
-def positive_int(value: object, environ: Environ) -> int:
+def positive_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise Invalid("must be a positive integer")
     return value
 
 
-def port(value: object, environ: Environ) -> int:
+def port(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
         raise Invalid("must be a port number (an integer from 1 to 65535)")
     return value
@@ -148,8 +102,8 @@ def port(value: object, environ: Environ) -> int:
 def one_of(kind: type[E]) -> Convert[E]:
     """A converter to a member of the StrEnum `kind`."""
 
-    def convert(value: object, environ: Environ) -> E:
-        result = string(value, environ)
+    def convert(value: object) -> E:
+        result = string(value)
         choices = [member.value for member in kind]
         if result not in choices:
             raise Invalid(f"must be one of {', '.join(map(repr, choices))}")
@@ -161,8 +115,8 @@ def one_of(kind: type[E]) -> Convert[E]:
 def matching(pattern: re.Pattern[str], reason: str) -> Convert[str]:
     """A converter to a string that fullmatches `pattern`; `reason` says what it must be."""
 
-    def convert(value: object, environ: Environ) -> str:
-        result = string(value, environ)
+    def convert(value: object) -> str:
+        result = string(value)
         if not pattern.fullmatch(result):
             raise Invalid(reason)
         return result
@@ -170,8 +124,8 @@ def matching(pattern: re.Pattern[str], reason: str) -> Convert[str]:
     return convert
 
 
-def http_url(value: object, environ: Environ) -> str:
-    result = string(value, environ)
+def http_url(value: object) -> str:
+    result = string(value)
     try:
         parts = urlsplit(result)
         parts.port  # noqa: B018 - raises ValueError on a bad port
@@ -184,38 +138,38 @@ def http_url(value: object, environ: Environ) -> str:
     return result
 
 
-def str_list(value: object, environ: Environ) -> tuple[str, ...]:
-    if not isinstance(value, list | tuple):
+def str_list(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple | set | frozenset):
         raise Invalid("must be a list of strings")
     items: list[str] = []
     for i, item in enumerate(cast("list[object]", value)):
         try:
-            items.append(string(item, environ))
+            items.append(string(item))
         except Invalid as exc:
             raise Invalid(exc.reason, f"[{i}]") from None
     return tuple(items)
 
 
-def str_table(value: object, environ: Environ) -> dict[str, str]:
+def str_table(value: object) -> dict[str, str]:
     if not isinstance(value, Mapping):
         raise Invalid("must be a table of strings")
     table: dict[str, str] = {}
     for name, item in cast("Mapping[object, object]", value).items():
         try:
-            table[str(name)] = string(item, environ)
+            table[str(name)] = string(item)
         except Invalid as exc:
             raise Invalid(exc.reason, f".{name}") from None
     return table
 
 
-def user_ids(value: object, environ: Environ) -> frozenset[int]:
+def user_ids(value: object) -> frozenset[int]:
     """A list of Telegram user ids, or a string of them separated by commas or spaces."""
     items: list[object]
     if isinstance(value, str):
         # A string lets one env var carry the list: allowed_users = "${TOOLNEXUS_ALLOWED_USERS:-}".
-        words = re.split(r"[\s,]+", expand(value, environ).strip(" \t\r\n,"))
+        words = re.split(r"[\s,]+", value.strip(" \t\r\n,"))
         items = [int(w) if w.isascii() and w.isdigit() else w for w in words if w]
-    elif isinstance(value, list | tuple):
+    elif isinstance(value, list | tuple | set | frozenset):
         items = list(cast("list[object]", value))
     else:
         raise Invalid("must be a list of Telegram user ids, or a string of ids separated by commas or spaces")
@@ -225,3 +179,26 @@ def user_ids(value: object, environ: Environ) -> frozenset[int]:
             raise Invalid("not a Telegram user id (a positive integer)", f"[{i}]")
         ids.add(item)
     return frozenset(ids)
+
+
+def expand_all(value: object, environ: Environ) -> object:
+    """`value` with `expand` applied to every string in it (lists and tables too); other values as they are."""
+    if isinstance(value, str):
+        return expand(value, environ)
+    if isinstance(value, list | tuple):
+        items: list[object] = []
+        for i, item in enumerate(cast("list[object]", value)):
+            try:
+                items.append(expand_all(item, environ))
+            except Invalid as exc:
+                raise Invalid(exc.reason, f"[{i}]{exc.at}") from None
+        return items
+    if isinstance(value, Mapping):
+        table: dict[object, object] = {}
+        for name, item in cast("Mapping[object, object]", value).items():
+            try:
+                table[name] = expand_all(item, environ)
+            except Invalid as exc:
+                raise Invalid(exc.reason, f".{name}{exc.at}") from None
+        return table
+    return value

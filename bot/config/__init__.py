@@ -1,0 +1,74 @@
+"""The bot's configuration: TOML → frozen `Config`. `parse_config` is pure; `load_config` reads the file.
+
+    ConfigError           every problem at once, one line each, naming the key (`servers.demo.url: not a URL`)
+
+`model` holds the schema (pydantic models, every default and rule once); `load` reads a file and turns
+validation errors into problem lines; `read` expands `${VAR}` and converts raw values.
+"""
+
+from bot.config.load import load_config, parse_config
+from bot.config.model import (
+    DRAIN_S,
+    SERVER_NAME,
+    STORAGE_FILE,
+    WEBHOOK_PATH,
+    WEBHOOK_PORTS,
+    WEBHOOK_SECRET,
+    ApprovalGate,
+    ApprovalRule,
+    AuditConfig,
+    AuditContent,
+    Config,
+    ConfigError,
+    ElicitationConfig,
+    LimitsConfig,
+    MiniAppConfig,
+    OAuthClient,
+    RunConfig,
+    Secret,
+    ServerAuth,
+    ServerConfig,
+    ServerProtocol,
+    SessionsConfig,
+    StorageConfig,
+    TelegramConfig,
+    TelegramMode,
+    TokenEndpointAuth,
+    Transport,
+    WebConfig,
+    state_folder,
+)
+
+__all__ = [
+    "DRAIN_S",
+    "SERVER_NAME",
+    "STORAGE_FILE",
+    "WEBHOOK_PATH",
+    "WEBHOOK_PORTS",
+    "WEBHOOK_SECRET",
+    "ApprovalGate",
+    "ApprovalRule",
+    "AuditConfig",
+    "AuditContent",
+    "Config",
+    "ConfigError",
+    "ElicitationConfig",
+    "LimitsConfig",
+    "MiniAppConfig",
+    "OAuthClient",
+    "RunConfig",
+    "Secret",
+    "ServerAuth",
+    "ServerConfig",
+    "ServerProtocol",
+    "SessionsConfig",
+    "StorageConfig",
+    "TelegramConfig",
+    "TelegramMode",
+    "TokenEndpointAuth",
+    "Transport",
+    "WebConfig",
+    "load_config",
+    "parse_config",
+    "state_folder",
+]

@@ -1,0 +1,980 @@
+"""The configuration's schema: frozen pydantic models, each default and each rule stated once, here.
+
+A field's rule is its annotated type (a converter from `read`, after `${VAR}` expansion); a rule between
+fields is its model's `_relations`. Either way a problem is a pydantic error whose `loc` names the key and
+whose message never quotes the value; `load.problem_lines` turns them into the lines users see.
+
+Models are built with keywords only. A model built by hand (in tests) is validated like one read from a
+file, except that `${VAR}` is not expanded and the document's shape (`_prepare`) is not translated: that
+happens only with a validation context (`Context`), which `bot.config.load.parse_config` gives.
+
+Why not pydantic's own `int`/`str` checks: their messages ("Input should be a valid integer") are not the
+ones this bot's users and tests know; the converters keep them, and pydantic still collects every error.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import fnmatch
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType, SimpleNamespace
+from typing import Annotated, Any, ClassVar, Final, TypedDict, TypeVar, cast
+from urllib.parse import urlsplit
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from bot.config import read
+
+T = TypeVar("T")
+
+_MASK: Final = "**********"
+SERVER_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,32}")
+"""What a `[servers.<name>]` name must fullmatch (it appears in commands and callback data)."""
+WEBHOOK_SECRET: Final = re.compile(r"[A-Za-z0-9_-]{1,256}")
+"""Telegram's rule for `setWebhook(secret_token=...)`."""
+WEBHOOK_PORTS: Final = frozenset({80, 88, 443, 8443})
+"""The only ports Telegram delivers webhooks to."""
+WEBHOOK_PATH: Final = "/telegram"
+"""Where the webhook lives, under `[web] public_url` and on the local endpoint alike."""
+STORAGE_FILE: Final = "toolnexus.db"
+"""The SQLite database's name when there is no `[storage] url`: in the state folder (see `state_folder`), else
+beside the config file."""
+DRAIN_S: Final = 20.0
+"""`[run] drain_s` when not set."""
+_BOT_TOKEN: Final = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
+_TOKEN_REQUIRED: Final = 'telegram.token: required to run the Telegram bot (token = "${TELEGRAM_BOT_TOKEN}")'
+_STORAGE_SCHEMES: Final = ("sqlite", "postgresql", "postgres")
+_MOVED: Final = (
+    "replaced by [web] (listen, port, public_url) and telegram.webhook_secret; "
+    "the webhook is now <public_url>/telegram"
+)
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be used; `problems` holds one line per problem, each naming its key."""
+
+    def __init__(self, problems: Iterable[str], path: str | None = None) -> None:
+        self.problems: tuple[str, ...] = tuple(problems)
+        self.path = path
+        """The file the problems are in, when read by `load_config`."""
+        super().__init__("\n".join(self.problems))
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Secret:
+    """A string that never shows itself in `repr`/`str` (tracebacks, logs); `.get()` reveals it."""
+
+    _value: str
+
+    def get(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret('{_MASK}')"
+
+    def __str__(self) -> str:
+        return _MASK
+
+
+class Context(TypedDict):
+    """The validation context `parse_config` gives: a document read from a file."""
+
+    environ: Mapping[str, str]
+    """Where `${VAR}` is looked up."""
+    base_dir: str | None
+    """The config file's folder (a relative SQLite path is resolved against it)."""
+
+
+# -- enums ---------------------------------------------------------------------------------------------------
+
+
+class TelegramMode(enum.StrEnum):
+    """How updates arrive from Telegram."""
+
+    POLLING = "polling"
+    WEBHOOK = "webhook"
+
+
+class ServerProtocol(enum.StrEnum):
+    """Which MCP revision to speak; the values are the `mcp` SDK's `Client(mode=...)`.
+
+    Not named `Protocol`, so that it never shadows `typing.Protocol` in a module importing both.
+    """
+
+    AUTO = "auto"
+    """Probe for 2026-07-28, fall back to the 2025 handshake."""
+    LEGACY = "legacy"
+    """The `initialize` handshake (2025-06-18 / 2025-11-25)."""
+    V2026_07_28 = "2026-07-28"
+    """Skip the probe."""
+
+
+class AuditContent(enum.StrEnum):
+    """How much of a person's answer (and a call's arguments) the audit log keeps."""
+
+    FULL = "full"
+    """The values."""
+    KEYS = "keys"
+    """Only the field names."""
+    NONE = "none"
+    """Neither."""
+
+
+class ServerAuth(enum.StrEnum):
+    """How the bot authenticates to a `url` server."""
+
+    NONE = "none"
+    """No sign-in (static `headers` may still carry a key)."""
+    OAUTH = "oauth"
+    """MCP authorization: each person signs in with OAuth from the chat (DESIGN §12)."""
+
+
+class TokenEndpointAuth(enum.StrEnum):
+    """How a pre-registered OAuth client proves itself at the token endpoint (RFC 8414 names)."""
+
+    CLIENT_SECRET_BASIC = "client_secret_basic"
+    """The id and secret in an HTTP Basic `Authorization` header (RFC 6749 §2.3.1)."""
+    CLIENT_SECRET_POST = "client_secret_post"
+    """The id and secret in the form body."""
+    NONE = "none"
+    """A public client: the id only, no secret."""
+
+
+class Transport(enum.StrEnum):
+    """How a server is reached."""
+
+    STDIO = "stdio"
+    HTTP = "http"
+
+
+class ApprovalGate(enum.StrEnum):
+    """What an `[[approvals]]` rule holds back until approvers agree."""
+
+    CALL = "call"
+    """The tool call itself: it is not sent until approved."""
+    ANSWERS = "answers"
+    """Each `accept` answer to one of the call's questions: it is not sent until approved."""
+
+
+# -- field types: a converter from `read`, after `${VAR}` expansion --------------------------------
+
+
+def problem(reason: str, at: str = "") -> PydanticCustomError:
+    """The pydantic error for one problem line; `at` extends the key into the value (`[2]`, `.Authorization`)."""
+    return PydanticCustomError("config", "{reason}", {"reason": reason, "at": at})
+
+
+def _expand(value: object, info: ValidationInfo) -> object:
+    context = cast("Context | None", info.context)
+    if context is None:  # built by hand: values are taken as they are
+        return value
+    try:
+        return read.expand_all(value, context["environ"])
+    except read.Invalid as exc:
+        raise problem(exc.reason, exc.at) from None
+
+
+def _expand_in(value: object, context: Context | None) -> object:
+    return value if context is None else read.expand_all(value, context["environ"])
+
+
+def _checked(convert: read.Convert[T]) -> PlainValidator:
+    def validate(value: object) -> T:
+        try:
+            return convert(value)
+        except read.Invalid as exc:
+            raise problem(exc.reason, exc.at) from None
+
+    return PlainValidator(validate)
+
+
+def _optional(convert: read.Convert[T]) -> read.Convert[T | None]:
+    return lambda value: None if value is None else convert(value)
+
+
+def _secret(convert: read.Convert[str]) -> read.Convert[Secret]:
+    return lambda value: value if isinstance(value, Secret) else Secret(convert(value))
+
+
+def _frozen(convert: read.Convert[tuple[T, ...]]) -> read.Convert[frozenset[T]]:
+    return lambda value: frozenset(convert(value))
+
+
+_EXPAND: Final = BeforeValidator(_expand)
+Text = Annotated[str, _checked(read.text), _EXPAND]
+OptionalText = Annotated[str | None, _checked(_optional(read.text)), _EXPAND]
+Boolean = Annotated[bool, _checked(read.boolean), _EXPAND]
+Positive = Annotated[float, _checked(read.positive), _EXPAND]
+PositiveInt = Annotated[int, _checked(read.positive_int), _EXPAND]
+UserIds = Annotated[frozenset[int], _checked(read.user_ids), _EXPAND]
+Strings = Annotated[tuple[str, ...], _checked(read.str_list), _EXPAND]
+
+
+def _limit(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise read.Invalid("must be 0 (no limit) or a positive integer")
+    return value
+
+
+def _chat_id(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value == 0:
+        raise read.Invalid("must be a Telegram chat id (an integer; groups are negative)")
+    return value
+
+
+def _bot_token(value: object) -> str:
+    token = read.string(value)
+    if not token:
+        raise read.Invalid("must not be empty")
+    if not _BOT_TOKEN.fullmatch(token):
+        raise read.Invalid("not a bot token (expected <digits>:<characters>, as @BotFather gives it)")
+    return token
+
+
+def _public_url(value: object) -> str:
+    url = read.http_url(value)
+    parts = urlsplit(url)
+    if parts.scheme != "https":
+        raise read.Invalid("must be an https:// URL (Telegram and browsers reach the bot over TLS)")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username or parts.password:
+        # The reverse proxy forwards paths unchanged, so the endpoint's routes are the site's root.
+        raise read.Invalid("must be the site's root, https://host or https://host:port (no path)")
+    return url.rstrip("/")
+
+
+def _metadata_url(value: object) -> str:
+    url = read.http_url(value)
+    if urlsplit(url).scheme != "https" or urlsplit(url).path in ("", "/"):
+        raise read.Invalid("must be an https:// URL with a path")
+    return url
+
+
+def _secret_key(value: object) -> str:
+    key = read.string(value)
+    try:
+        raw = base64.urlsafe_b64decode(key.encode("ascii"))
+    except (ValueError, UnicodeEncodeError):
+        raw = b""
+    if len(key) != 44 or len(raw) != 32:
+        raise read.Invalid("not a key made by toolnexus-bot keygen (44 characters of URL-safe base64)")
+    return key
+
+
+def _storage_url(value: object) -> str:
+    url = read.string(value)
+    scheme = url.partition(":")[0].partition("+")[0]
+    if scheme not in _STORAGE_SCHEMES:
+        raise read.Invalid("must be a sqlite:///path or postgresql://user:password@host/db URL")
+    if scheme == "sqlite" and (not url.startswith("sqlite:///") or len(url) == len("sqlite:///")):
+        raise read.Invalid("a SQLite URL is sqlite:///relative/path or sqlite:////absolute/path")
+    return url
+
+
+def _beside_the_file(url: Secret, info: ValidationInfo) -> Secret:
+    """A relative SQLite path is relative to the config file's folder."""
+    context = cast("Context | None", info.context)
+    path = url.get().removeprefix("sqlite:///")
+    if context is None or not url.get().startswith("sqlite:///") or os.path.isabs(path):
+        return url
+    return Secret("sqlite:///" + os.path.join(context["base_dir"] or os.getcwd(), path))
+
+
+def _env(value: object) -> Mapping[str, str]:
+    return MappingProxyType(read.str_table(value))
+
+
+def _headers(value: object) -> Mapping[str, Secret]:
+    if isinstance(value, Mapping):
+        given = cast("Mapping[object, object]", value)
+        value = {name: item.get() if isinstance(item, Secret) else item for name, item in given.items()}
+    return MappingProxyType({name: Secret(item) for name, item in read.str_table(value).items()})
+
+
+def _no_env() -> Mapping[str, str]:
+    return MappingProxyType({})
+
+
+def _no_headers() -> Mapping[str, Secret]:
+    return MappingProxyType({})
+
+
+# -- the models ----------------------------------------------------------------------------------
+
+Loc = tuple[str | int, ...]
+Found = list[tuple[Loc, str]]
+"""Problems a check found: (where under the model, reason)."""
+
+
+class Table(BaseModel):
+    """A TOML table: unknown keys forbidden, frozen, keyword-only; every problem in it reported at once.
+
+    Subclasses state field rules in their annotations and rules between fields in `_relations`, which
+    runs on the model, or (when a field failed) on what could be read, so that a broken field never hides
+    another problem. `_prepare` translates the document's shape (a file's only) into the model's.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        arbitrary_types_allowed=True,
+        hide_input_in_errors=True,
+        use_attribute_docstrings=True,
+    )
+    _hidden: ClassVar[frozenset[str]] = frozenset()
+    """Fields that are not keys of the file (`toml_keys` leaves them out)."""
+
+    @classmethod
+    def toml_keys(cls) -> tuple[str, ...]:
+        """The keys this table may have in the file, in documented order."""
+        return tuple(name for name in cls.model_fields if name not in cls._hidden)
+
+    @classmethod
+    def _prepare(cls, data: dict[str, Any], context: Context) -> Found:
+        """Translate a file's table into the model's shape in place; return problems found doing so."""
+        return []
+
+    @classmethod
+    def _relations(cls, v: Any, data: Mapping[str, Any], context: Context | None) -> Found:
+        """Rules between fields. `v` is the model, or a namespace where a failed field is None; `data` is
+        the (prepared) input; `context` None for a model built by hand."""
+        return []
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _every_problem(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        if not isinstance(data, Mapping):
+            return handler(data)  # a built model, or (a problem) not a table
+        context = cast("Context | None", info.context)
+        prepared = dict(cast("Mapping[str, Any]", data))
+        found = cls._prepare(prepared, context) if context is not None else []
+        errors: list[InitErrorDetails] = []
+        try:
+            model = handler(prepared)
+        except ValidationError as exc:
+            errors = _init_errors(exc)
+            model = None
+        view = model if model is not None else _partial(cls, prepared, context)
+        found += cls._relations(view, prepared, context)
+        if not errors and not found:
+            return model
+        errors += [{"type": problem(reason), "loc": loc, "input": None} for loc, reason in found]
+        order = {name: i for i, name in enumerate(cls.model_fields)}
+        errors.sort(key=lambda e: order.get(str(e["loc"][0]), -1) if e["loc"] else -1)
+        raise ValidationError.from_exception_data(cls.__name__, errors, hide_input=True)
+
+
+def _init_errors(exc: ValidationError) -> list[InitErrorDetails]:
+    """`exc`'s errors, ready to be raised again among others."""
+    errors: list[InitErrorDetails] = []
+    for e in exc.errors(include_url=False):
+        ctx = e.get("ctx")
+        kind: Any = (
+            problem(str(ctx["reason"]), str(ctx.get("at", "")))
+            if e["type"] == "config" and ctx
+            else e["type"]
+        )
+        detail: InitErrorDetails = {"type": kind, "loc": e["loc"], "input": e["input"]}
+        if ctx is not None and e["type"] != "config":
+            detail["ctx"] = ctx
+        errors.append(detail)
+    return errors
+
+
+_ADAPTERS: dict[tuple[type[Table], str], TypeAdapter[Any]] = {}
+
+
+def _partial(cls: type[Table], data: Mapping[str, Any], context: Context | None) -> SimpleNamespace:
+    """Each field of `cls` validated on its own: its value, a namespace of what could be read of a failed
+    sub-table, or None."""
+    values: dict[str, Any] = {}
+    for name, field in cls.model_fields.items():
+        if name not in data:
+            values[name] = field.get_default(call_default_factory=True)
+            continue
+        adapter = _ADAPTERS.get((cls, name))
+        if adapter is None:
+            annotation: Any = field.annotation
+            adapter = TypeAdapter(Annotated[(annotation, *field.metadata)] if field.metadata else annotation)
+            _ADAPTERS[(cls, name)] = adapter
+        try:
+            values[name] = adapter.validate_python(data[name], context=context)
+        except ValidationError:
+            inner = _table_in(field.annotation)
+            raw = data[name]
+            values[name] = _partial(inner, raw, context) if inner and isinstance(raw, Mapping) else None
+    return SimpleNamespace(**values)
+
+
+def _table_in(annotation: Any) -> type[Table] | None:
+    """The `Table` a field holds (`X`, `X | None`), if any."""
+    for candidate in (annotation, *getattr(annotation, "__args__", ())):
+        if isinstance(candidate, type) and issubclass(candidate, Table):
+            return candidate
+    return None
+
+
+class OAuthClient(Table):
+    """How the bot presents itself to an OAuth server; all optional (dynamic registration without them).
+
+    In the file these are keys of the server's table, beside `auth = "oauth"`.
+    """
+
+    client_id: OptionalText = None
+    """A pre-registered client id."""
+    client_secret: Annotated[Secret | None, _checked(_optional(_secret(read.text))), _EXPAND] = None
+    """Its secret, for a confidential pre-registered client."""
+    client_metadata_url: Annotated[str | None, _checked(_optional(_metadata_url)), _EXPAND] = None
+    """An https URL of a client ID metadata document (used as the client id where the server accepts it)."""
+    scopes: Strings = ()
+    """Scopes to ask for (default: what the server advertises)."""
+    token_endpoint_auth_method: Annotated[
+        TokenEndpointAuth | None, _checked(_optional(read.one_of(TokenEndpointAuth))), _EXPAND
+    ] = None
+    """How the pre-registered client authenticates at the token endpoint (default: the best the
+    authorization server's metadata offers)."""
+
+    @classmethod
+    def _relations(cls, v: Any, data: Mapping[str, Any], context: Context | None) -> Found:
+        found: Found = []
+        if v.client_secret is not None and v.client_id is None:
+            found.append((("client_secret",), "needs client_id"))
+        method = v.token_endpoint_auth_method
+        if method is not None and v.client_id is None:
+            found.append(
+                (
+                    ("token_endpoint_auth_method",),
+                    "needs client_id (it says how a pre-registered client authenticates)",
+                )
+            )
+        elif method is not None and (method is TokenEndpointAuth.NONE) != (v.client_secret is None):
+            wanted = (
+                "sends no secret: remove client_secret"
+                if v.client_secret is not None
+                else "needs client_secret"
+            )
+            found.append((("token_endpoint_auth_method",), f"{method.value} {wanted}"))
+        return found
+
+
+class ApprovalRule(Table):
+    """`[[approvals]]`: tool calls that need `quorum` of `approvers` to agree first."""
+
+    _hidden = frozenset({"index"})
+    servers: Annotated[frozenset[str], _checked(_frozen(read.str_list)), _EXPAND] = frozenset()
+    """Server names the rule covers (required)."""
+    tools: Strings = ()
+    """Tool names or shell-style patterns (`deploy*`), matched with `fnmatch.fnmatchcase` (required)."""
+    approvers: UserIds = frozenset()
+    """Telegram user ids who may approve or reject (required)."""
+    quorum: PositiveInt = 1
+    """How many distinct approvers must approve."""
+    chat: Annotated[int | None, _checked(_chat_id), _EXPAND] = None
+    """The approval group's chat id; None: each approver gets the card privately."""
+    self_approval: Boolean = False
+    """Whether the requester's own approval counts (when they are an approver)."""
+    timeout_s: Positive = 1800.0
+    """A request not decided by then expires (and nothing is sent)."""
+    gate: Annotated[ApprovalGate, _checked(read.one_of(ApprovalGate)), _EXPAND] = ApprovalGate.CALL
+    index: int = 0
+    """The rule's place among `[[approvals]]` (named in problems and on cards)."""
+
+    def matches(self, server: str, tool: str) -> bool:
+        """Whether a call of `tool` on `server` falls under this rule."""
+        return server in self.servers and any(fnmatch.fnmatchcase(tool, p) for p in self.tools)
+
+    @classmethod
+    def _relations(cls, v: Any, data: Mapping[str, Any], context: Context | None) -> Found:
+        found: Found = []
+        for j, pattern in enumerate(v.tools or ()):
+            if not pattern:
+                found.append((("tools", j), "must not be empty"))
+        for name in ("servers", "tools", "approvers"):
+            if data.get(name) is None:
+                found.append(((name,), "required"))
+            elif getattr(v, name) is not None and not getattr(v, name):
+                found.append(((name,), "must list at least one"))
+        if v.approvers and v.quorum is not None and v.quorum > len(v.approvers):
+            found.append((("quorum",), f"{v.quorum} approvals needed but only {len(v.approvers)} approvers"))
+        return found
+
+
+class WebConfig(Table):
+    """`[web]`: the bot's one HTTP endpoint (webhook, health, metrics), usually behind a TLS reverse proxy."""
+
+    listen: Text = "127.0.0.1"
+    """Local address to bind."""
+    port: Annotated[int, _checked(read.port), _EXPAND] = 8080
+    """Local port to bind."""
+    public_url: Annotated[str | None, _checked(_optional(_public_url)), _EXPAND] = None
+    """What Telegram and browsers reach (`https://host[:port]`); the proxy forwards every path unchanged.
+    Required in webhook mode: the webhook is `<public_url>/telegram`."""
+
+    @property
+    def webhook_url(self) -> str | None:
+        """`<public_url>/telegram`, when there is a public URL."""
+        return None if self.public_url is None else self.public_url.rstrip("/") + WEBHOOK_PATH
+
+
+class MiniAppConfig(Table):
+    """`[miniapp]`: long forms also open as a Telegram Mini App (private chats, with `[web] public_url`)."""
+
+    enabled: Boolean = True
+    """Offer the **Open form** button at all (it needs `[web] public_url` too)."""
+    min_fields: PositiveInt = 3
+    """A form with at least this many fields gets the button."""
+    dates: Boolean = True
+    """A form with any date or date-time field gets the button."""
+    many_options: PositiveInt = 8
+    """A form with a multi-select of more than this many options gets the button."""
+    max_age_s: Positive = 900.0
+    """How old a page's signed launch data (`initData`'s `auth_date`) may be when the page sends it."""
+
+
+class TelegramConfig(Table):
+    """`[telegram]`. Only the Telegram bot needs a token, so it may be absent (see `token_problem`)."""
+
+    _hidden = frozenset({"token_problem"})
+    token: Annotated[Secret | None, _checked(_optional(_secret(_bot_token)))] = None
+    """The bot token; None when missing or unusable."""
+    api_base_url: Annotated[str, _checked(read.http_url), _EXPAND] = "https://api.telegram.org/bot"
+    """Bot API base; PTB appends the token. Point it at a self-hosted Bot API server or a test fake."""
+    allowed_users: UserIds = frozenset()
+    """Telegram user ids that may use the bot; empty means nobody (unless `allow_everyone`)."""
+    allow_everyone: Boolean = False
+    """Let every Telegram user in (a public demo)."""
+    mode: Annotated[TelegramMode, _checked(read.one_of(TelegramMode)), _EXPAND] = TelegramMode.POLLING
+    """Long-polling or webhook (which needs `[web] public_url` and `webhook_secret`)."""
+    webhook_secret: Annotated[
+        Secret | None,
+        _checked(
+            _optional(
+                _secret(read.matching(WEBHOOK_SECRET, "must be 1-256 characters of A-Z, a-z, 0-9, _ and -"))
+            )
+        ),
+        _EXPAND,
+    ] = None
+    """Sent back by Telegram in `X-Telegram-Bot-Api-Secret-Token`; required in webhook mode."""
+    admins: UserIds = frozenset()
+    """Telegram user ids that may read the audit log in chat (`/audit`)."""
+    token_problem: str | None = None
+    """Why a given token is unusable, as the problem line `Config.require_telegram` raises."""
+
+    @classmethod
+    def _prepare(cls, data: dict[str, Any], context: Context) -> Found:
+        found: Found = []
+        if "webhook" in data:
+            del data["webhook"]
+            found.append((("webhook",), _MOVED))
+        if "token_problem" in data:
+            del data["token_problem"]
+            found.append((("token_problem",), "unknown key"))
+        # The token's problems wait for `require_telegram`: `console` and `check` must run without it.
+        if data.get("token") is not None:
+            try:
+                data["token"] = Secret(_bot_token(read.expand_all(data["token"], context["environ"])))
+            except read.Invalid as exc:
+                data["token"], data["token_problem"] = None, f"telegram.token: {exc.reason}"
+        return found
+
+    @classmethod
+    def _relations(cls, v: Any, data: Mapping[str, Any], context: Context | None) -> Found:
+        if v.mode is TelegramMode.WEBHOOK and data.get("webhook_secret") is None:
+            return [(("webhook_secret",), "required when telegram.mode is webhook")]
+        return []
+
+
+class ElicitationConfig(Table):
+    """`[elicitation]`."""
+
+    timeout_s: Positive = 600.0
+    """An unanswered prompt is cancelled after this long."""
+
+
+class RunConfig(Table):
+    """`[run]`: the process's own lifetime."""
+
+    drain_s: Positive = DRAIN_S
+    """On SIGTERM, how long running calls (and 2025-era questions) get to finish before the bot exits;
+    what the store keeps (2026-07-28 questions, approvals) stays open for the next process."""
+
+
+class StorageConfig(Table):
+    """`[storage]`: the database (audit log, open questions)."""
+
+    url: Annotated[Secret, _checked(_secret(_storage_url)), _EXPAND, AfterValidator(_beside_the_file)]
+    """`sqlite:///<absolute path>` (a relative path in the file is resolved against the config's folder)
+    or `postgresql://user:password@host/db`; a `Secret` because a PostgreSQL URL may carry a password.
+    Without it, `parse_config` puts `toolnexus.db` in the state folder or beside the config file."""
+    secret_key: Annotated[Secret | None, _checked(_optional(_secret(_secret_key))), _EXPAND] = None
+    """Encrypts OAuth tokens at rest (a Fernet key, `toolnexus-bot keygen`); required once a server uses OAuth."""
+
+
+class AuditConfig(Table):
+    """`[audit]`."""
+
+    content: Annotated[AuditContent, _checked(read.one_of(AuditContent)), _EXPAND] = AuditContent.FULL
+    """How much of answers and arguments the log keeps."""
+
+
+class SessionsConfig(Table):
+    """`[sessions]`: the per-(server, chat, user) MCP sessions."""
+
+    idle_timeout_s: Positive = 900.0
+    """A session unused this long is closed (it is reopened on demand)."""
+    max_open: PositiveInt = 100
+    """At most this many sessions at once; to open another, the least recently used idle one is closed."""
+
+
+Limit = Annotated[int, _checked(_limit), _EXPAND]
+
+
+class LimitsConfig(Table):
+    """`[limits]`: what one person may start, and the server processes of everyone; 0 means no limit.
+
+    All off unless set, except under `allow_everyone`, where the `public()` values are the defaults.
+    """
+
+    calls_per_minute: Limit = 0
+    """Tool calls one person may start in any 60 seconds."""
+    concurrent_calls: Limit = 0
+    """Tool calls of one person running at once."""
+    open_questions: Limit = 0
+    """Servers' questions waiting for one person's answer at once."""
+    stdio_processes: Limit = 0
+    """Server processes (stdio sessions) the bot runs in total; past it, unshared stdio sessions are refused."""
+
+    @classmethod
+    def public(cls) -> LimitsConfig:
+        """The defaults for a bot open to everyone."""
+        return cls(**_PUBLIC_LIMITS)
+
+
+_PUBLIC_LIMITS: Final = {
+    "calls_per_minute": 10,
+    "concurrent_calls": 2,
+    "open_questions": 3,
+    "stdio_processes": 20,
+}
+
+_OAUTH_KEYS: Final = tuple(OAuthClient.model_fields)
+
+
+class ServerConfig(Table):
+    """`[servers.<name>]`: an MCP server, started as a subprocess (`command`) or reached over HTTP (`url`)."""
+
+    _hidden = frozenset({"name", "oauth"})
+    name: Annotated[
+        str,
+        _checked(
+            read.matching(SERVER_NAME, "a server name must be 1-32 characters of A-Z, a-z, 0-9, _ and -")
+        ),
+    ]
+    """The table name: 1-32 of A-Z a-z 0-9 _ -."""
+    command: OptionalText = None
+    """Program to run (stdio). In a file, exactly `"python"` means `sys.executable`."""
+    args: Strings = ()
+    """Its arguments."""
+    env: Annotated[Mapping[str, str], _checked(_env), _EXPAND] = Field(default_factory=_no_env)
+    """Extra environment variables for it (added to the bot's own)."""
+    cwd: OptionalText = None
+    """Its working directory (default: the bot's)."""
+    url: Annotated[str | None, _checked(_optional(read.http_url)), _EXPAND] = None
+    """Streamable HTTP endpoint."""
+    headers: Annotated[Mapping[str, Secret], _checked(_headers), _EXPAND] = Field(default_factory=_no_headers)
+    """HTTP headers sent with every request; values are `Secret`s (bearer tokens), see `reveal_headers`."""
+    protocol: Annotated[ServerProtocol, _checked(read.one_of(ServerProtocol)), _EXPAND] = ServerProtocol.AUTO
+    """Which MCP revision to speak."""
+    shared: Boolean = False
+    """One session for everyone instead of one per (chat, user)."""
+    call_timeout_s: Positive = 300.0
+    """Bounds a tool call's own rounds; time a person spends answering a prompt never counts."""
+    title: OptionalText = None
+    """Display name (surfaces fall back to `name`)."""
+    oauth: OAuthClient | None = None
+    """Set when `auth = "oauth"` (the file's `auth` and client keys): each person signs in (a `url` server,
+    never `shared`)."""
+
+    @classmethod
+    def toml_keys(cls) -> tuple[str, ...]:
+        return (*super().toml_keys(), "auth", *_OAUTH_KEYS)
+
+    @property
+    def transport(self) -> Transport:
+        return Transport.STDIO if self.command is not None else Transport.HTTP
+
+    @property
+    def auth(self) -> ServerAuth:
+        return ServerAuth.NONE if self.oauth is None else ServerAuth.OAUTH
+
+    def reveal_headers(self) -> dict[str, str]:
+        """The headers with their real values, for the HTTP client only."""
+        return {name: value.get() for name, value in self.headers.items()}
+
+    def __repr_args__(self) -> Iterable[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            # API keys and bearer tokens live in env and headers.
+            yield name, {key: _MASK for key in value} if name in ("env", "headers") else value
+
+    @classmethod
+    def _prepare(cls, data: dict[str, Any], context: Context) -> Found:
+        """The file's `auth` and client keys become `oauth`; `command = "python"` this interpreter."""
+        found: Found = []
+        if data.get("command") == "python":
+            # In a venv, "python" on PATH may be another interpreter; the bundled demo server needs ours.
+            data["command"] = sys.executable or "python"
+        auth = ServerAuth.NONE
+        if data.get("auth") is not None:
+            try:
+                auth = read.one_of(ServerAuth)(read.expand_all(data["auth"], context["environ"]))
+            except read.Invalid as exc:
+                found.append((("auth",), exc.reason))
+        data.pop("auth", None)
+        client = {key: data.pop(key) for key in _OAUTH_KEYS if key in data}
+        if auth is ServerAuth.OAUTH:
+            data["oauth"] = client
+        else:
+            found += [((key,), 'only with auth = "oauth"') for key in client]
+        return found
+
+    @classmethod
+    def _relations(cls, v: Any, data: Mapping[str, Any], context: Context | None) -> Found:
+        found: Found = []
+        command, url = data.get("command") is not None, data.get("url") is not None
+        if command and url:
+            found.append(((), "give either command or url, not both"))
+        elif url:
+            found += [
+                ((other,), "only for a server started with command")
+                for other in ("args", "env", "cwd")
+                if other in data
+            ]
+        elif "headers" in data:
+            found.append((("headers",), "only for a server reached by url"))
+        elif not command:
+            found.append(((), "give either command (a program to run) or url (a streamable HTTP endpoint)"))
+        if data.get("oauth") is not None:
+            if command:
+                found.append((("auth",), "OAuth sign-in is for a server reached by url"))
+            if v.shared:
+                found.append(
+                    (
+                        ("auth",),
+                        'a shared session cannot hold several people\'s tokens: shared = true and auth = "oauth" '
+                        "do not go together",
+                    )
+                )
+        return found
+
+
+def state_folder(environ: Mapping[str, str]) -> str | None:
+    """Where the process may keep its state, when something set one up for it: systemd's
+    `$STATE_DIRECTORY` (the unit's `StateDirectory=`; the first of a colon-separated list), which the
+    container image sets to its volume `/data`. None otherwise (the default database goes beside the config)."""
+    first = environ.get("STATE_DIRECTORY", "").split(":")[0]
+    return first if os.path.isabs(first) else None
+
+
+class Config(Table):
+    """The whole configuration. Build it with `load_config`/`parse_config`, or by hand in tests."""
+
+    telegram: TelegramConfig = TelegramConfig()
+    web: WebConfig | None = None
+    """`[web]`; None when absent (then the endpoint is off: polling needs none)."""
+    elicitation: ElicitationConfig = ElicitationConfig()
+    run: RunConfig = RunConfig()
+    sessions: SessionsConfig = SessionsConfig()
+    servers: tuple[ServerConfig, ...]
+    """In file order; names are unique (see `server`)."""
+    miniapp: MiniAppConfig = MiniAppConfig()
+    """`[miniapp]`; in effect only with `[web] public_url` (see `miniapp_on`)."""
+    storage: StorageConfig | None = None
+    """The database; `load_config` always sets one (SQLite beside the config file by default). None (a
+    config built by hand, or parsed with no folder and no `[storage]`) runs without a database."""
+    audit: AuditConfig = AuditConfig()
+    limits: LimitsConfig = LimitsConfig()
+    """`[limits]`; absent keys are off, or `LimitsConfig.public()`'s under `allow_everyone`."""
+    approvals: tuple[ApprovalRule, ...] = ()
+    """`[[approvals]]`, in file order; the first that matches a call applies (see `approval_rule`)."""
+
+    def approval_rule(self, server: str, tool: str) -> ApprovalRule | None:
+        """The first `[[approvals]]` rule covering this call, if any."""
+        return next((rule for rule in self.approvals if rule.matches(server, tool)), None)
+
+    @property
+    def approvers(self) -> frozenset[int]:
+        """Everyone who may approve something: their taps on approval cards pass the access gate."""
+        return frozenset().union(*(rule.approvers for rule in self.approvals))
+
+    @property
+    def miniapp_on(self) -> bool:
+        """Whether long forms get an **Open form** button: enabled, and a public URL to open."""
+        return self.miniapp.enabled and self.web is not None and self.web.public_url is not None
+
+    def server(self, name: str) -> ServerConfig | None:
+        """The server called `name`, if any."""
+        return next((server for server in self.servers if server.name == name), None)
+
+    def require_telegram(self) -> Secret:
+        """Return the bot token (the one setting only the Telegram bot needs; `console` and `check` don't).
+
+        Raises:
+            ConfigError: the token is missing or unusable (`telegram.token: ...`).
+        """
+        if self.telegram.token is None:
+            raise ConfigError([self.telegram.token_problem or _TOKEN_REQUIRED])
+        return self.telegram.token
+
+    @classmethod
+    def _prepare(cls, data: dict[str, Any], context: Context) -> Found:
+        """A file's document: its servers, its storage default, the public limits under allow_everyone."""
+        found: Found = []
+        servers = data.get("servers")
+        if servers is None or servers == {}:
+            found.append(
+                (("servers",), "at least one server is required ([servers.<name>] with command or url)")
+            )
+            data["servers"] = ()
+        elif not isinstance(servers, Mapping):
+            found.append((("servers",), "must be a table"))
+            data["servers"] = ()
+        else:  # the tables' names become their `name`
+            named = cast("Mapping[str, object]", servers)
+            found += [
+                (("servers", name, "name"), "unknown key")
+                for name, t in named.items()
+                if isinstance(t, Mapping) and "name" in t
+            ]
+            data["servers"] = [
+                {**t, "name": name} if isinstance(t, Mapping) else t for name, t in named.items()
+            ]
+        approvals = data.get("approvals")
+        if isinstance(approvals, list):  # each rule knows its place
+            rules = cast("list[object]", approvals)
+            data["approvals"] = [
+                {**t, "index": i} if isinstance(t, Mapping) else t for i, t in enumerate(rules)
+            ]
+        elif approvals is not None:
+            found.append((("approvals",), "must be an array of tables ([[approvals]])"))
+            del data["approvals"]
+        storage = data.get("storage")
+        no_url = storage is None or (isinstance(storage, Mapping) and storage.get("url") is None)
+        if context["base_dir"] is not None and no_url:  # the default database, beside the file
+            folder = state_folder(context["environ"]) or context["base_dir"]
+            default = "sqlite:///" + os.path.join(folder, STORAGE_FILE).replace("${", "$${")
+            data["storage"] = {**cast("Mapping[str, object]", storage or {}), "url": default}
+        telegram, limits = data.get("telegram"), data.get("limits", {})
+        if (
+            isinstance(telegram, Mapping)
+            and telegram.get("allow_everyone") is True
+            and isinstance(limits, Mapping)
+        ):
+            data["limits"] = {**_PUBLIC_LIMITS, **cast("Mapping[str, object]", limits)}
+        return found
+
+    @classmethod
+    def _relations(cls, v: Any, data: Mapping[str, Any], context: Context | None) -> Found:
+        found: Found = []
+        telegram = v.telegram
+        web = data.get("web")
+        if telegram is not None and telegram.mode is TelegramMode.WEBHOOK:
+            public_url = (
+                web.get("public_url") if isinstance(web, Mapping) else getattr(web, "public_url", None)
+            )
+            if public_url is None:
+                found.append((("web", "public_url"), "required when telegram.mode is webhook"))
+            elif (
+                v.web is not None
+                and v.web.public_url is not None
+                and ((urlsplit(v.web.public_url).port or 443) not in WEBHOOK_PORTS)
+            ):
+                found.append(
+                    (("web", "public_url"), "Telegram only delivers webhooks to ports 443, 80, 88 and 8443")
+                )
+        servers = [_server_of(s) for s in data.get("servers", ())]
+        names = [name for name, _ in servers]
+        if len(set(names)) != len(names):
+            found.append((("servers",), f"server names must be unique: {names}"))
+        storage = v.storage
+        if any(oauth for _, oauth in servers) and (storage is None or storage.secret_key is None):
+            found.append(
+                (
+                    ("storage", "secret_key"),
+                    'required once a server uses auth = "oauth" (secret_key = "${TOOLNEXUS_SECRET_KEY}"; '
+                    "make one with toolnexus-bot keygen)",
+                )
+            )
+        for i, table in enumerate(data.get("approvals", ())):
+            if isinstance(table, ApprovalRule):
+                found += _approval_relations(i, table, sorted(table.servers), set(names), telegram)
+            elif isinstance(table, Mapping):
+                # Read on its own: a rule's own problems are reported by ApprovalRule.
+                raw = cast("Mapping[str, Any]", table)
+                rule = _partial(ApprovalRule, raw, context)
+                try:
+                    listed = read.str_list(_expand_in(raw.get("servers", ()), context))
+                except read.Invalid:
+                    listed = ()
+                found += _approval_relations(i, rule, listed, set(names), telegram)
+        return found
+
+
+def _server_of(server: object) -> tuple[object, bool]:
+    """(name, uses OAuth) of a server as given: a model or a (prepared) table."""
+    if isinstance(server, ServerConfig):
+        return server.name, server.oauth is not None
+    if isinstance(server, Mapping):
+        table = cast("Mapping[str, Any]", server)
+        return table.get("name"), table.get("auth") == "oauth" or table.get("oauth") is not None
+    return None, False
+
+
+def _approval_relations(
+    i: int, rule: Any, listed: Iterable[str], servers: set[object], telegram: Any
+) -> Found:
+    """A rule's servers exist; its quorum can be reached even when an approver asks (see `self_approval`)."""
+    found: Found = [
+        (("approvals", i, "servers", j), f"no server {name!r} is configured")
+        for j, name in enumerate(listed)
+        if name not in servers
+    ]
+    approvers, quorum = rule.approvers, rule.quorum
+    if not approvers or quorum is None or quorum > len(approvers) or rule.self_approval or telegram is None:
+        return found
+    allowed = telegram.allowed_users or frozenset()
+    callers = sorted(u for u in approvers if telegram.allow_everyone or u in allowed)
+    if callers and quorum > len(approvers) - 1:
+        who = (
+            "everyone may call tools (allow_everyone)"
+            if telegram.allow_everyone
+            else f"approver {callers[0]} is in telegram.allowed_users"
+        )
+        found.append(
+            (
+                ("approvals", i, "quorum"),
+                f"{quorum} approvals needed, but with self_approval = false a request by an approver leaves only "
+                f"{len(approvers) - 1} who can approve ({who})",
+            )
+        )
+    return found
