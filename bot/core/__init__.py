@@ -8,6 +8,7 @@ from bot.core.events import Observer
 from bot.core.prompt import Keeper, Prompt
 from bot.core.registry import PromptRegistry
 from bot.core.rounds import Era, KeptQuestion, RoundBook
+from bot.core.signins import Account, SignInBook
 from bot.core.surface import Surface
 from bot.core.values import (
     OUTCOME_TEXT,
@@ -22,6 +23,7 @@ from bot.core.values import (
 
 __all__ = [
     "OUTCOME_TEXT",
+    "Account",
     "CallStatus",
     "Era",
     "Keeper",
@@ -34,6 +36,7 @@ __all__ = [
     "PromptRegistry",
     "RoundBook",
     "ServerStatus",
+    "SignInBook",
     "Surface",
     "ToolInfo",
     "ToolOutcome",

@@ -10,32 +10,20 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Row, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.core import Account
 from bot.store.crypto import Sealer, Unreadable
 from bot.store.tables import oauth_accounts
 
 __all__ = ["Account", "SignInStore"]
 
 
-@dataclass(frozen=True, slots=True)
-class Account:
-    """A person's sign-in to one server, as `/accounts` shows it (no token material)."""
-
-    server: str
-    issuer: str | None
-    expires_at: float | None
-    """Unix time the access token expires; None when unknown or when no token is held."""
-    signed_in: bool
-    """Whether tokens are held (a registration alone is not a sign-in)."""
-
-
 class SignInStore:
-    """The `oauth_accounts` table of one database, sealed with one key."""
+    """The `oauth_accounts` table of one database, sealed with one key (the `SignInBook` of `bot.core`)."""
 
     def __init__(self, engine: AsyncEngine, secret_key: str) -> None:
         self.engine = engine

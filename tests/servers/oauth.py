@@ -7,7 +7,8 @@ client that opens the authorization URL, approves consent as a named person and 
 
 Variants for the client's side of OAuth: `preregister` a confidential client (the SDK's token endpoint then
 takes its secret only the way it was registered, e.g. only HTTP Basic); `metadata` replaces keys of the
-authorization server's metadata (`client_id_metadata_document_supported`, `token_endpoint_auth_methods_supported`);
+authorization server's metadata (`client_id_metadata_document_supported`, `token_endpoint_auth_methods_supported`),
+and `oidc_only` serves it by OpenID Connect discovery alone;
 with `documents_at`, an https client id is a Client ID Metadata Document, fetched from that local base (the
 reverse proxy in front of the bot) when the client shows up.
 """
@@ -68,6 +69,9 @@ class AuthServer:
     """Every access and refresh token handed out (tests grep logs and the database for them)."""
     metadata: dict[str, object] = field(default_factory=dict)
     """Keys replaced in the authorization server's metadata document."""
+    oidc_only: bool = False
+    """The metadata document is served only by OpenID Connect discovery (`/.well-known/openid-configuration`),
+    not at RFC 8414's address."""
     documents_at: str | None = None
     """Where https client ids (Client ID Metadata Documents) are fetched from: `<this><path of the id>`."""
     documents: list[dict[str, object]] = field(default_factory=list)
@@ -266,6 +270,12 @@ class _Metadata:
         if scope["type"] == "http" and scope["path"] in ("/token", "/revoke"):
             await self.app(scope, await self._noted(scope, receive), send)
             return
+        if scope["type"] == "http" and self.auth.oidc_only:
+            if scope["path"].startswith("/.well-known/oauth-authorization-server"):
+                await Response(status_code=404)(scope, receive, send)
+                return
+            if scope["path"] == "/.well-known/openid-configuration":
+                scope = {**scope, "path": "/.well-known/oauth-authorization-server"}
         if scope["type"] != "http" or not scope["path"].startswith("/.well-known/oauth-authorization-server"):
             await self.app(scope, receive, send)
             return

@@ -473,3 +473,21 @@ async def test_the_callback_page_says_signed_in_only_once_the_code_is_exchanged(
         await s.fake.wait_for(lambda m: m is card and "Cancelled" in m.text and not m.buttons)
         assert "Signed in" not in card.text
     assert server.subjects_seen == [] and "signed_in" not in await audit_events(store_url)
+
+
+async def test_logout_after_a_restart_revokes_where_the_metadata_is_found_only_by_oidc_discovery(
+    store_url: str,
+) -> None:
+    """The authorization server publishes its metadata by OpenID Connect discovery only: a new process, whose
+    provider has discovered nothing yet, finds it the SDK's way and revokes the token at /logout."""
+    async with serve_protected() as (server, url):
+        server.oidc_only = True
+        async with scene(url, store_url) as (s, local):
+            await signed_in_call(s, local, s.alice, ALICE_ID, "alice")
+            s.stop.set()
+            with anyio.fail_after(10):
+                await s.stopped.wait()
+            async with scene(url, store_url, world=s) as (s2, _):  # a new process, the same database
+                await s2.alice.send("/logout gh")
+                await s2.fake.next_message(s2.alice, containing="Signed out of gh")
+    assert server.revocations == 1

@@ -1,0 +1,56 @@
+"""Who keeps the people's OAuth sign-ins: what is kept of each, and the protocol its keeper implements. No I/O.
+
+`bot.servers.oauth` signs people in and asks a `SignInBook` to keep their tokens and client registrations;
+`bot.store.tokens.SignInStore` is the one in the database (sealed at rest), handed over by the host that wires
+both (`bot.telegram.app`, `bot.console.main`). Token material crosses as the SDK's JSON text, never logged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["Account", "SignInBook"]
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    """A person's sign-in to one server, as `/accounts` shows it (no token material)."""
+
+    server: str
+    issuer: str | None
+    expires_at: float | None
+    """Unix time the access token expires; None when unknown or when no token is held."""
+    signed_in: bool
+    """Whether tokens are held (a registration alone is not a sign-in)."""
+
+
+class SignInBook(Protocol):
+    """One row per (Telegram user, server): the token response and the client registration (JSON text), the
+    issuer and the access token's expiry. A row that cannot be read (a changed key) reads as absent."""
+
+    async def tokens(self, user_id: int, server: str) -> tuple[str, float | None] | None:
+        """The token response (JSON) and its expiry (Unix time), or None."""
+        ...
+
+    async def client(self, user_id: int, server: str) -> str | None:
+        """The client registration (JSON), or None."""
+        ...
+
+    async def save_tokens(
+        self, user_id: int, server: str, tokens: str, expires_at: float | None, issuer: str | None
+    ) -> None: ...
+
+    async def save_client(self, user_id: int, server: str, client: str, issuer: str | None) -> None: ...
+
+    async def forget_tokens(self, user_id: int, server: str) -> None:
+        """Drop the tokens (a refresh failed), keeping the client registration."""
+        ...
+
+    async def delete(self, user_id: int, server: str) -> bool:
+        """Forget the sign-in altogether; False when there was none."""
+        ...
+
+    async def accounts(self, user_id: int) -> list[Account]:
+        """The person's rows, by server name."""
+        ...
