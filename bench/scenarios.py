@@ -317,7 +317,7 @@ async def _bare_client(
         cwd=str(ROOT),
     )
 
-    async def answer(ctx: ClientRequestContext, request: types.ElicitRequestParams) -> types.ElicitResult:
+    async def answer(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
         return types.ElicitResult(action="accept", content={"colour": "green"})
 
     def client() -> Client:
