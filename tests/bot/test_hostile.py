@@ -388,6 +388,12 @@ async def test_whatever_a_server_asks_telegram_never_sees_a_400(
             m for m in fake.messages(person, from_bot=True) if m.message_id > call.message_id and is_card(m)
         ]
 
+    def moved_on(reply: Msg, card: Msg) -> Callable[[Msg], bool]:
+        """Something came after `reply` in its chat, or `card` stopped being a card, or the call ended."""
+        return lambda m: (
+            (m.chat_id == reply.chat_id and m.message_id > reply.message_id) or not is_card(card) or finished()
+        )
+
     await fake.wait_for(lambda _m: finished() or bool(live_cards()), timeout=CALL_BUDGET_S)
     event("a card" if live_cards() else "no card")
     for move, arg in script:
@@ -399,11 +405,7 @@ async def test_whatever_a_server_asks_telegram_never_sees_a_400(
             await person.press(card, taps[arg % len(taps)])
         else:
             reply = await person.send(arg, reply_to=card)
-            await fake.wait_for(
-                lambda m, r=reply, c=card: (
-                    (m.chat_id == r.chat_id and m.message_id > r.message_id) or not is_card(c) or finished()
-                )
-            )
+            await fake.wait_for(moved_on(reply, card))
     await person.send("/cancel")
     await fake.wait_for(lambda m: is_result(m, call), timeout=CALL_BUDGET_S)
     await fake.wait_for(lambda m: m.chat_id == person.id and CANCEL_REPLY.fullmatch(m.text) is not None)

@@ -201,7 +201,7 @@ class BotApi:
             raise bad_request("MESSAGE_TOO_LONG")
         query.answered = True
         if not query.answer.done():
-            query.answer.set_result(CallbackAnswer(text or None, bool(p.get("show_alert")), p.get("url")))
+            query.answer.set_result(CallbackAnswer(str(text or ""), bool(p.get("show_alert")), p.get("url")))
         return True
 
     # --- helpers --------------------------------------------------------------------------------------
