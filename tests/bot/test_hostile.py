@@ -430,7 +430,8 @@ def ask_url(url: str, message: str = "Please sign in") -> str:
 
 def server_saw(result: Msg) -> dict[str, Any]:
     """The test server's report of the answer it got (the result message's body)."""
-    return json.loads(result_body(result))
+    saw: dict[str, Any] = json.loads(result_body(result))
+    return saw
 
 
 def tap_data(card: Msg, row: int = 0, column: int = 0) -> str:
@@ -543,7 +544,7 @@ async def test_a_thousand_options_are_paged_and_the_last_one_can_be_picked() -> 
         await s.alice.press(card, "‹ Previous")
         await s.fake.wait_for(lambda m: m is card and "Page 1 of" in m.text)
         # Jump to the end the way the Next button would get there, page by page, just in one press.
-        kind, token, version, _action, _page = card.button("Next ›").callback_data.split(":")
+        kind, token, version, _action, _page = (card.button("Next ›").callback_data or "").split(":")
         await s.alice.press_data(card, f"{kind}:{token}:{version}:g:{pages - 1}")
         last = await s.fake.wait_for(lambda m: m is card and f"Page {pages} of {pages}" in m.text)
         assert "option-0999" in last.buttons and "Next ›" not in last.buttons

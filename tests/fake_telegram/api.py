@@ -212,7 +212,7 @@ class BotApi:
             raise bad_request("chat_id is empty")
         if not self._world.has_chat(chat_id):
             raise bad_request("chat not found")
-        return chat_id
+        return int(chat_id)  # a known chat's id: an int already
 
     def _sendable_chat(self, p: JSON) -> int:
         chat_id = self._known_chat(p)
