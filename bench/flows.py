@@ -82,7 +82,8 @@ def _content(result: Msg) -> dict[str, Any]:
     of its own message, or below the answered card it was folded into."""
     lines = result.text.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("✅ ") and " · " in line)
-    return json.loads("\n".join(lines[head + 1 :]))
+    content: dict[str, Any] = json.loads("\n".join(lines[head + 1 :]))
+    return content
 
 
 async def hello(fake: BenchFake, user: FakeUser, tag: str) -> None:
@@ -180,7 +181,7 @@ async def form6_page(fake: BenchFake, user: FakeUser, tag: str, *, port: int) ->
     launch = {"query_id": f"bench-{tag}", "user": user_json, "auth_date": str(int(time.time()))}
     init_data = sign_init_data(launch, fake.token)
     page = f"http://127.0.0.1:{port}{urlsplit(url).path}"
-    values = {**dict(zip(("name", "email", "day", "guests"), (v for _, v in FORM6_TYPED), strict=True))}
+    values: dict[str, Any] = {**dict(zip(("name", "email", "day", "guests"), (v for _, v in FORM6_TYPED), strict=True))}
     values.update(outdoor=True, size="medium")
     async with httpx.AsyncClient(trust_env=False, timeout=TIMEOUT_S) as client:
         (await client.post(f"{page}/form", json={"initData": init_data})).raise_for_status()
