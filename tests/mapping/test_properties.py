@@ -95,7 +95,7 @@ def options(draw: st.DrawFn, *, unique: bool = False) -> list[str]:
 
 
 @st.composite
-def property_schemas(draw: st.DrawFn) -> dict[str, Any]:
+def property_schemas(draw: st.DrawFn) -> dict[str, Any]:  # noqa: C901 - one branch per kind of property the spec allows
     """One property of any kind the spec allows, with consistent constraints and maybe a junk default."""
     kind = draw(
         st.sampled_from(
