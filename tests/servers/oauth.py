@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -211,8 +211,9 @@ def build(auth: AuthServer, port: int) -> MCPServer:
         "protected",
         auth_server_provider=auth,
         auth=AuthSettings(
-            issuer_url=AnyHttpUrl(base),
-            resource_server_url=AnyHttpUrl(f"{base}/mcp"),
+            # The str as pydantic validates it: an `AnyHttpUrl(base)` would gain a "/" and change the issuer.
+            issuer_url=cast(AnyHttpUrl, base),
+            resource_server_url=cast(AnyHttpUrl, f"{base}/mcp"),
             validate_token_resource=True,
             client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE]),
             revocation_options=RevocationOptions(enabled=True),
