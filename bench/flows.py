@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -54,12 +55,17 @@ class Answered:
     """When the last tap (Submit) was answered: the answer is on its way to the server."""
 
 
-def _card_for(tag: str) -> Any:
+def _card_for(tag: str) -> Callable[[Msg], bool]:
     marker = f" for {tag}\n"
     return lambda m: marker in m.text and bool(m.reply_markup)
 
 
-def _result_for(tag: str) -> Any:
+def _asking(tag: str, title: str) -> Callable[[Msg], bool]:
+    """`tag`'s card asking for the field titled `title`."""
+    return lambda m: _card_for(tag)(m) and f"<b>{title}</b>" in m.html
+
+
+def _result_for(tag: str) -> Callable[[Msg], bool]:
     marker = f'"tag": "{tag}"'
     return lambda m: marker in m.text and '"action"' in m.text
 
@@ -76,7 +82,8 @@ def _content(result: Msg) -> dict[str, Any]:
     of its own message, or below the answered card it was folded into."""
     lines = result.text.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("✅ ") and " · " in line)
-    return json.loads("\n".join(lines[head + 1 :]))
+    content: dict[str, Any] = json.loads("\n".join(lines[head + 1 :]))
+    return content
 
 
 async def hello(fake: BenchFake, user: FakeUser, tag: str) -> None:
@@ -151,9 +158,7 @@ async def form6(fake: BenchFake, user: FakeUser, tag: str) -> Answered:
     card = await fake.until(user.id, _card_for(tag), TIMEOUT_S)
     card_at = fake.arrived[(card.chat_id, card.message_id)]
     for title, text in FORM6_TYPED:
-        card = await fake.until(
-            user.id, lambda m, t=title: _card_for(tag)(m) and f"<b>{t}</b>" in m.html, TIMEOUT_S
-        )
+        card = await fake.until(user.id, _asking(tag, title), TIMEOUT_S)
         await user.send(text, reply_to=card)
     card = await fake.until(user.id, lambda m: _card_for(tag)(m) and "Yes" in m.buttons, TIMEOUT_S)
     await _tap(user, card, "Yes")
@@ -176,7 +181,7 @@ async def form6_page(fake: BenchFake, user: FakeUser, tag: str, *, port: int) ->
     launch = {"query_id": f"bench-{tag}", "user": user_json, "auth_date": str(int(time.time()))}
     init_data = sign_init_data(launch, fake.token)
     page = f"http://127.0.0.1:{port}{urlsplit(url).path}"
-    values = {**dict(zip(("name", "email", "day", "guests"), (v for _, v in FORM6_TYPED), strict=True))}
+    values: dict[str, Any] = {**dict(zip(("name", "email", "day", "guests"), (v for _, v in FORM6_TYPED), strict=True))}
     values.update(outdoor=True, size="medium")
     async with httpx.AsyncClient(trust_env=False, timeout=TIMEOUT_S) as client:
         (await client.post(f"{page}/form", json={"initData": init_data})).raise_for_status()

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from subprocess import DEVNULL
 from typing import Any, Final
@@ -94,7 +94,7 @@ async def _each(
             tg.start_soon(one, item)
 
 
-def _check_log(records: list[dict[str, Any]], expected: dict[str, dict[str, Any] | None]) -> int:
+def _check_log(records: list[dict[str, Any]], expected: Mapping[str, dict[str, Any] | None]) -> int:
     """How many of `expected` (tag -> content) the server received exactly once, with that content."""
     seen = Counter(r["tag"] for r in records if r["tag"] in expected)
     good = {r["tag"] for r in records if r["tag"] in expected and r["content"] == expected[r["tag"]]}
@@ -317,7 +317,7 @@ async def _bare_client(
         cwd=str(ROOT),
     )
 
-    async def answer(ctx: ClientRequestContext, request: types.ElicitRequestParams) -> types.ElicitResult:
+    async def answer(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
         return types.ElicitResult(action="accept", content={"colour": "green"})
 
     def client() -> Client:
@@ -646,7 +646,7 @@ async def kept_question_cost(protocol: str, questions: int = 300) -> tuple[int, 
             return round(writes), round(spent * 1000 / questions, 3)
 
 
-async def store_cost_per_prompt(protocol: str, prompts: int = 400, at_once: int = 100) -> tuple[int, float]:
+async def store_cost_per_prompt(protocol: str, prompts: int = 400, at_once: int = 100) -> tuple[float, float]:
     """Transactions per prompt, and CPU ms (all threads) per prompt, of every store write one prompt makes, as
     the bot makes them, with `at_once` prompts in flight (under load), on a fresh SQLite store in this process:
     the call's row; the question's row and its kept copy (together, before the card); where its card stands;

@@ -20,6 +20,7 @@ import anyio
 import mcp_types as types
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.session import ServerSession
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import is_version_at_least
 
@@ -104,7 +105,8 @@ def build_server(log_path: str | None = None) -> MCPServer[Any]:
             asked_at = log.asked.pop(ctx.request_state or "", float("nan"))
         else:
             asked_at = time.monotonic()
-            answer = await ctx.session.send_request(
+            mcp_session: ServerSession = ctx.request_context.session  # `ctx.session` is unannotated
+            answer = await mcp_session.send_request(
                 _RawElicitRequest(params=params),  # type: ignore[arg-type]  # any model with method+params
                 types.ElicitResult,
                 metadata=ServerMessageMetadata(related_request_id=ctx.request_id),

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from port_for import get_port
+from port_for import select_random
 from pytest_postgresql.executors.proc import PostgreSQLExecutor
 from pytest_postgresql.janitor import DatabaseJanitor
 
@@ -42,7 +42,7 @@ def postgresql_server() -> Iterator[PostgreSQLExecutor]:
     executor = PostgreSQLExecutor(
         executable=str(PG_CTL),
         host="127.0.0.1",
-        port=get_port(None),
+        port=select_random(),  # what get_port(None) does, typed int (get_port may return None)
         datadir=str(base / "data"),
         unixsocketdir=str(base),
         logfile=str(base / "log"),

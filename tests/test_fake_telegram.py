@@ -18,6 +18,7 @@ from telegram import (
     ForceReply,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
+    Message,
     ReplyParameters,
     Update,
 )
@@ -61,7 +62,7 @@ async def bot(fake: FakeTelegram) -> AsyncIterator[Bot]:
 
 
 @contextlib.asynccontextmanager
-async def running(fake: FakeTelegram, *handlers: BaseHandler[Any, Any, Any]) -> AsyncIterator[Application]:
+async def running(fake: FakeTelegram, *handlers: BaseHandler[Any, Any, Any]) -> AsyncIterator[Application[Any, Any, Any, Any, Any, Any]]:
     """The production lifecycle (telegram.md §1) against the fake; fails the test if a handler raised."""
     app = (
         ApplicationBuilder()
@@ -89,8 +90,10 @@ async def running(fake: FakeTelegram, *handlers: BaseHandler[Any, Any, Any]) -> 
 
 
 def keyboard(*rows: list[tuple[str, str]], url: bool = False) -> InlineKeyboardMarkup:
-    kind = "url" if url else "callback_data"
-    return InlineKeyboardMarkup([[InlineKeyboardButton(t, **{kind: d}) for t, d in row] for row in rows])
+    def button(text: str, data: str) -> InlineKeyboardButton:
+        return InlineKeyboardButton(text, url=data) if url else InlineKeyboardButton(text, callback_data=data)
+
+    return InlineKeyboardMarkup([[button(t, d) for t, d in row] for row in rows])
 
 
 async def greet(update: Update, context: Context) -> None:
@@ -107,8 +110,9 @@ async def chose(update: Update, context: Context) -> None:
     assert query is not None
     assert query.message is not None
     assert query.message.is_accessible
+    assert isinstance(query.message, Message)  # what is_accessible says, for the type checker
     await query.answer(f"Saved {query.data}", show_alert=True)
-    await query.edit_message_text(f"{query.message.text_html}: chose {query.data}", parse_mode="HTML")  # type: ignore[union-attr]
+    await query.edit_message_text(f"{query.message.text_html}: chose {query.data}", parse_mode="HTML")
 
 
 # --- end to end through a running Application ------------------------------------------------------

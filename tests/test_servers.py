@@ -31,7 +31,7 @@ NESTED_SCHEMA = {
 
 @pytest.fixture(params=["legacy", "auto"])
 def mode(request: pytest.FixtureRequest) -> str:
-    return request.param
+    return str(request.param)
 
 
 def _text(result: types.CallToolResult) -> str:

@@ -204,7 +204,7 @@ class Calls:
         for call in list(self._calls):
             call.scope.cancel()
 
-    async def _call_once(
+    async def _call_once(  # noqa: C901 - one call on both protocol eras, and every way it can end, in one place
         self,
         call: _Call,
         arguments: dict[str, Any] | None,

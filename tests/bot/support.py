@@ -10,7 +10,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -18,6 +18,8 @@ from bot.config import Config, ServerConfig, parse_config
 from bot.core import Origin, Outcome, Prompt, PromptRegistry
 from bot.servers.hub import Hub
 from mapping import DECLINED, Answer, Finished, FormInput, apply, start
+
+T = TypeVar("T")
 
 ALICE = Origin(chat_id=1001, user_id=1001)
 BOB = Origin(chat_id=1002, user_id=1002)
@@ -53,7 +55,8 @@ class RecordingSurface:
         self.notices.append((origin, text))
         self._notify()
 
-    async def wait_for(self, predicate: Callable[[], Any], within: float = 10) -> Any:
+    async def wait_for(self, predicate: Callable[[], T | None], within: float = 10) -> T:
+        """The first truthy value of `predicate`, checked after each change."""
         with anyio.fail_after(within):
             while not (value := predicate()):
                 await self._changed.wait()

@@ -92,7 +92,9 @@ async def bot_scene(
     With `world` (an earlier scene), a new bot process runs against that scene's fake and people: a restart.
     `clock` is the time the bot rations refusals to strangers by.
     """
-    factories = {"demo": build_demo, "t": build_elicit} if in_process is None else in_process
+    factories: dict[str, Callable[[], Any]] = (
+        {"demo": build_demo, "t": build_elicit} if in_process is None else in_process
+    )
     servers = servers or {name: {"command": "in-process", "protocol": protocol} for name in factories}
     async with AsyncExitStack() as stack:
         if world is None:

@@ -203,7 +203,7 @@ OWNER = json.dumps(
     }
 )
 ROTATE = f"/call t ask_form message=Rotate the prod key? schema_json={OWNER}"
-ANSWERS = {"servers": ["t"], "tools": ["ask_*"], "gate": "answers"}
+ANSWERS: dict[str, Any] = {"servers": ["t"], "tools": ["ask_*"], "gate": "answers"}
 
 
 async def answer_owner(o: Ops, owner: str) -> Msg:

@@ -272,8 +272,8 @@ async def test_debug_logging_shows_neither_the_webhook_secret_nor_what_people_ty
         env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token}
         command = [str(EXE), "--log-level", "DEBUG", "--config", str(config)]
         log = tmp_path / "stderr.log"
-        with log.open("wb") as stderr:
-            proc = await anyio.open_process(command, env=env, cwd=REPO, stdout=None, stderr=stderr)
+        with log.open("wb") as log_file:
+            proc = await anyio.open_process(command, env=env, cwd=REPO, stdout=None, stderr=log_file)
         try:
             await fake.wait_for_call("setWebhook", timeout=30)
             fake.deliver_via_webhook(f"http://127.0.0.1:{port}/telegram", secret_token=secret)

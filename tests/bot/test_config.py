@@ -86,6 +86,11 @@ def _first(c: Config) -> ServerConfig:
     return c.servers[0]
 
 
+def _web(c: Config) -> WebConfig:
+    assert c.web is not None, "no [web] table"
+    return c.web
+
+
 WEBHOOK = (
     '[telegram]\nmode = "webhook"\nwebhook_secret = "${WH}"\n[web]\nlisten = "0.0.0.0"\nport = 9000\n'
     'public_url = "https://bot.example.com:88/"\n' + SERVER
@@ -126,11 +131,11 @@ GOOD: list[tuple[str, str, dict[str, str], Callable[[Config], Any], Any]] = [
      lambda c: c.telegram.api_base_url, "http://127.0.0.1:8081/bot"),
     ("webhook mode", WEBHOOK, {"WH": "s3cr-et_"}, lambda c: (c.telegram.webhook_secret, c.web),
      (Secret("s3cr-et_"), WebConfig(listen="0.0.0.0", port=9000, public_url="https://bot.example.com:88"))),
-    ("the webhook's public address", WEBHOOK, {"WH": "s"}, lambda c: c.web.webhook_url,
+    ("the webhook's public address", WEBHOOK, {"WH": "s"}, lambda c: _web(c).webhook_url,
      "https://bot.example.com:88/telegram"),
     ("[web] defaults", _("web", ""), {}, lambda c: c.web, WebConfig(listen="127.0.0.1", port=8080, public_url=None)),
     ("[web] in polling mode", _("web", 'public_url = "https://b.example.com:9443"'), {},
-     lambda c: (c.telegram.mode, c.web.public_url), (TelegramMode.POLLING, "https://b.example.com:9443")),
+     lambda c: (c.telegram.mode, _web(c).public_url), (TelegramMode.POLLING, "https://b.example.com:9443")),
     ("fractional timeouts", _("elicitation", "timeout_s = 0.5"), {}, lambda c: c.elicitation.timeout_s, 0.5),
     ("sessions", _("sessions", "idle_timeout_s = 60\nmax_open = 3"), {}, lambda c: c.sessions,
      SessionsConfig(idle_timeout_s=60.0, max_open=3)),

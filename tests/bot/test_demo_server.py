@@ -80,7 +80,7 @@ BOOKING_SCHEMA = {
 
 @pytest.fixture(params=["legacy", "auto"])
 def mode(request: pytest.FixtureRequest) -> str:
-    return request.param
+    return str(request.param)
 
 
 def _schema(asked: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from bot.demo_server import STATE_KEY_ENV, build_server, state_key
 pytestmark = pytest.mark.anyio
 
 
-async def never(ctx: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+async def never(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
     """Declares the elicitation capability; the test drives the rounds itself, so it is never called."""
     raise AssertionError("the SDK answered a question the test meant to drive")
 
@@ -32,9 +32,9 @@ async def first_round(key: str) -> types.InputRequiredResult:
 
 async def resume(
     key: str, asked: types.InputRequiredResult
-) -> types.CallToolResult | types.InputRequiredResult:
+) -> types.CallToolResult | types.InputRequiredResult | MCPError:
     """Answer the first question on a fresh server instance, with the saved requestState."""
-    (name,) = asked.input_requests
+    (name,) = asked.input_requests or {}
     answer = types.ElicitResult(action="accept", content={"environment": "staging"})
     async with Client(build_server(key), mode="2026-07-28", elicitation_callback=never) as client:
         try:
@@ -53,7 +53,8 @@ async def test_a_restarted_demo_server_with_the_same_key_resumes_its_predecessor
     """The answer reaches the new instance: it moves on to the confirmation question."""
     nxt = await resume("k" * 32, await first_round("k" * 32))
     assert isinstance(nxt, types.InputRequiredResult)
-    (request,) = nxt.input_requests.values()
+    (request,) = (nxt.input_requests or {}).values()
+    assert isinstance(request, types.ElicitRequest)
     assert "Deploy web to staging?" in request.params.message
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 
 import anyio
 import httpx
@@ -19,6 +20,11 @@ from tests.servers.elicit import DYING_MESSAGE, SERVER_GAVE_UP
 pytestmark = pytest.mark.anyio
 
 STOPPING = "Cancelled: the bot is stopping"
+
+
+def deploy_card_in(chat: int) -> Callable[[Msg], bool]:
+    """The deploy question's card in `chat`."""
+    return lambda m: m.chat_id == chat and "Where should" in m.text and has_buttons(m)
 
 
 def has_buttons(msg: Msg) -> bool:
@@ -190,9 +196,7 @@ async def test_stopping_cancels_every_pending_prompt_then_a_restart_expires_old_
         listing = await s.fake.next_message(s.alice, containing="tap a tool")
         pending = [(s.alice, ALICE_ID), (s.bob, BOB_ID), (s.alice, s.group)]
         cards = [
-            await s.fake.wait_for(
-                lambda m, c=chat: m.chat_id == c and "Where should" in m.text and has_buttons(m)
-            )
+            await s.fake.wait_for(deploy_card_in(chat))
             for _, chat in pending
         ]
         taps = [(who, card) for (who, _), card in zip(pending, cards, strict=True)] + [(s.alice, listing)]

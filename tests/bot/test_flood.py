@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import heapq
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol, cast
 
 import anyio
 import pytest
@@ -65,7 +65,7 @@ class VirtualTime:
         heapq.heappush(self._sleepers, (self.now + seconds, len(self.slept), woken))
         await woken.wait()
 
-    async def run(self, *jobs: Callable[[], Awaitable[None]]) -> None:
+    async def run(self, *jobs: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Start `jobs` one after another (each once the ones before are blocked), then run time forward."""
         async with anyio.create_task_group() as tg:
             for job in jobs:
@@ -80,7 +80,15 @@ class VirtualTime:
                 woken.set()
 
 
-def recorder(time: VirtualTime) -> tuple[list[tuple[str, object, float]], Any]:
+class Request(Protocol):
+    """`recorder`'s request: through `limiter` to `endpoint` (for `chat_id`), failing `fail` times first."""
+
+    def __call__(
+        self, limiter: FloodLimiter, endpoint: str, chat_id: object = None, fail: int = 0
+    ) -> Coroutine[Any, Any, None]: ...
+
+
+def recorder(time: VirtualTime) -> tuple[list[tuple[str, object, float]], Request]:
     sent: list[tuple[str, object, float]] = []
 
     async def request(limiter: FloodLimiter, endpoint: str, chat_id: object = None, fail: int = 0) -> None:
@@ -106,8 +114,8 @@ async def test_overall_requests_are_spaced_after_a_burst_and_those_without_a_cha
     await time.run(*edits, functools.partial(request, limiter, "answerCallbackQuery"))
     start = 1000.0
     assert ("answerCallbackQuery", None, start) in sent  # not held up by the edits waiting their turn
-    edits = sorted(at for endpoint, _, at in sent if endpoint == "editMessageText")
-    assert edits == [start] * 4 + [start + 0.25, start + 0.5]
+    edit_times = sorted(at for endpoint, _, at in sent if endpoint == "editMessageText")
+    assert edit_times == [start] * 4 + [start + 0.25, start + 0.5]
 
 
 async def test_a_group_gets_its_own_slower_bucket_and_a_channel_name_counts_as_one() -> None:
@@ -195,7 +203,7 @@ async def test_a_call_that_asks_for_no_retries_gets_none(monkeypatch: pytest.Mon
     assert time.slept == []
 
 
-def card(request: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+def card(request: Request) -> Callable[..., Coroutine[Any, Any, None]]:
     """`request` made as a new card (inside `card_first`)."""
 
     async def sent_as_card(*args: Any) -> None:
@@ -259,7 +267,7 @@ async def test_a_card_never_overtakes_a_waiting_request_to_its_own_chat() -> Non
 class StatusAndCard:
     """Chat 1's status message, sent `unless` its card is out, and that card."""
 
-    def __init__(self, limiter: FloodLimiter, request: Callable[..., Awaitable[None]]) -> None:
+    def __init__(self, limiter: FloodLimiter, request: Request) -> None:
         self.limiter = limiter
         self.request = request
         self.card_out = False
@@ -352,7 +360,7 @@ async def test_requests_whose_places_passed_while_the_loop_was_held_up_keep_to_t
 
     cards = [functools.partial(card(request), limiter, "sendMessage", chat) for chat in range(8)]
     await time.run(*cards, held_up)
-    assert sorted(chat for _, chat, _ in sent) == list(range(8))
+    assert sorted(cast(int, chat) for _, chat, _ in sent) == list(range(8))
     assert busiest_second([at for _, _, at in sent]) == 4
 
 

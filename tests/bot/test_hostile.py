@@ -388,6 +388,12 @@ async def test_whatever_a_server_asks_telegram_never_sees_a_400(
             m for m in fake.messages(person, from_bot=True) if m.message_id > call.message_id and is_card(m)
         ]
 
+    def moved_on(reply: Msg, card: Msg) -> Callable[[Msg], bool]:
+        """Something came after `reply` in its chat, or `card` stopped being a card, or the call ended."""
+        return lambda m: (
+            (m.chat_id == reply.chat_id and m.message_id > reply.message_id) or not is_card(card) or finished()
+        )
+
     await fake.wait_for(lambda _m: finished() or bool(live_cards()), timeout=CALL_BUDGET_S)
     event("a card" if live_cards() else "no card")
     for move, arg in script:
@@ -399,11 +405,7 @@ async def test_whatever_a_server_asks_telegram_never_sees_a_400(
             await person.press(card, taps[arg % len(taps)])
         else:
             reply = await person.send(arg, reply_to=card)
-            await fake.wait_for(
-                lambda m, r=reply, c=card: (
-                    (m.chat_id == r.chat_id and m.message_id > r.message_id) or not is_card(c) or finished()
-                )
-            )
+            await fake.wait_for(moved_on(reply, card))
     await person.send("/cancel")
     await fake.wait_for(lambda m: is_result(m, call), timeout=CALL_BUDGET_S)
     await fake.wait_for(lambda m: m.chat_id == person.id and CANCEL_REPLY.fullmatch(m.text) is not None)
@@ -428,7 +430,8 @@ def ask_url(url: str, message: str = "Please sign in") -> str:
 
 def server_saw(result: Msg) -> dict[str, Any]:
     """The test server's report of the answer it got (the result message's body)."""
-    return json.loads(result_body(result))
+    saw: dict[str, Any] = json.loads(result_body(result))
+    return saw
 
 
 def tap_data(card: Msg, row: int = 0, column: int = 0) -> str:
@@ -541,7 +544,7 @@ async def test_a_thousand_options_are_paged_and_the_last_one_can_be_picked() -> 
         await s.alice.press(card, "‹ Previous")
         await s.fake.wait_for(lambda m: m is card and "Page 1 of" in m.text)
         # Jump to the end the way the Next button would get there, page by page, just in one press.
-        kind, token, version, _action, _page = card.button("Next ›").callback_data.split(":")
+        kind, token, version, _action, _page = (card.button("Next ›").callback_data or "").split(":")
         await s.alice.press_data(card, f"{kind}:{token}:{version}:g:{pages - 1}")
         last = await s.fake.wait_for(lambda m: m is card and f"Page {pages} of {pages}" in m.text)
         assert "option-0999" in last.buttons and "Next ›" not in last.buttons

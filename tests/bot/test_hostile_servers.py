@@ -94,9 +94,7 @@ async def test_on_a_shared_2026_session_the_cap_counts_each_call_not_everyones_q
         async with anyio.create_task_group() as tg:
             for who in (ALICE, BOB):
                 tg.start_soon(
-                    lambda who=who: _collect(
-                        results, hub.call_tool("t", "ask_many", {"n": MAX_OPEN_PER_SESSION}, who)
-                    )
+                    _collect, results, hub.call_tool("t", "ask_many", {"n": MAX_OPEN_PER_SESSION}, who)
                 )
             await surface.wait_for(lambda: len(surface.shown) == 2 * MAX_OPEN_PER_SESSION)
             refused = None

@@ -104,7 +104,7 @@ def test_a_card_with_the_longest_whole_link_and_every_warning_fits_one_message()
     screen = prompt_screen(card)
     assert visible_len(screen.text) <= MAX_TEXT and "shortened" not in screen.text
     assert screen.text.count("⚠️") == len(check.warnings) and check.href in screen.text
-    assert screen.keyboard is not None and screen.keyboard[0][0]["text"].startswith("Open ")
+    assert screen.keyboard is not None and str(screen.keyboard[0][0]["text"]).startswith("Open ")
     assert "shortened" not in consented_screen(card).text
 
 

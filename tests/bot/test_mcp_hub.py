@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, TypeVar
 
 import anyio
 import pytest
 
-from bot.core import CallStatus, Outcome, Progress
-from mapping import RequestKind, SetBool, Submit, TextInput
+from bot.core import CallStatus, Origin, Outcome, Progress, Prompt, PromptRegistry, ToolOutcome
+from bot.servers.hub import Hub
+from mapping import Answer, RequestKind, SetBool, Submit, TextInput
 from tests.bot.support import (
     ALICE,
     BOB,
+    RecordingSurface,
     cancel,
     decline,
     fill,
@@ -28,6 +30,8 @@ from tests.servers.http import serve_http
 
 pytestmark = pytest.mark.anyio
 
+T = TypeVar("T")
+
 PROTOCOLS = ["legacy", "auto"]
 FORM = {
     "type": "object",
@@ -40,7 +44,10 @@ FORM = {
 }
 
 
-def in_process(protocol: str, **extra: object):
+Parts = tuple[Hub, PromptRegistry, RecordingSurface]
+
+
+def in_process(protocol: str, **extra: object) -> AbstractAsyncContextManager[Parts]:
     return running_hub(
         make_config(placeholder(["t"], protocol=protocol, **extra)), in_process={"t": build_server}
     )
@@ -50,7 +57,7 @@ TRANSPORTS = ["memory", "stdio", "http"]
 
 
 @asynccontextmanager
-async def connected(transport: str, protocol: str, **extra: Any) -> AsyncIterator[Any]:
+async def connected(transport: str, protocol: str, **extra: Any) -> AsyncIterator[Parts]:
     """The test server reached in-process, as a stdio subprocess, or over streamable HTTP."""
     if transport == "memory":
         async with in_process(protocol, **extra) as parts:
@@ -68,7 +75,8 @@ async def connected(transport: str, protocol: str, **extra: Any) -> AsyncIterato
 
 
 def server_saw(text: str) -> dict[str, object]:
-    return json.loads(text)
+    saw: dict[str, object] = json.loads(text)
+    return saw
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -76,7 +84,7 @@ def server_saw(text: str) -> dict[str, object]:
 async def test_form_answer_reaches_the_server_as_typed_content(transport: str, protocol: str) -> None:
     """Typed text becomes JSON types on the wire (an integer, a boolean), in both protocol eras."""
     async with connected(transport, protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
-        results = []
+        results: list[ToolOutcome] = []
 
         async def call() -> None:
             results.append(await hub.call_tool("t", "ask_form", {"schema_json": json.dumps(FORM)}, ALICE))
@@ -103,11 +111,11 @@ async def test_form_answer_reaches_the_server_as_typed_content(transport: str, p
 )
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_decline_and_cancel_reach_the_server_without_content(
-    transport: str, protocol, answer, action, outcome
+    transport: str, protocol: str, answer: Callable[[Prompt], Answer], action: str, outcome: Outcome
 ) -> None:
     """Decline and cancel are distinct on the wire and settle the card accordingly."""
     async with connected(transport, protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
-        results = []
+        results: list[ToolOutcome] = []
         tg.start_soon(
             lambda: _collect(
                 results, hub.call_tool("t", "ask_form", {"schema_json": json.dumps(FORM)}, ALICE)
@@ -119,7 +127,7 @@ async def test_decline_and_cancel_reach_the_server_without_content(
     assert server_saw(results[0].text) == {"action": action, "content": None}
 
 
-async def _collect(into: list, awaitable) -> None:
+async def _collect(into: list[T], awaitable: Awaitable[T]) -> None:
     into.append(await awaitable)
 
 
@@ -128,7 +136,7 @@ async def _collect(into: list, awaitable) -> None:
 async def test_url_consent_is_an_accept_without_content(transport: str, protocol: str) -> None:
     """URL mode: consent is `accept` with no content; on 2025-11-25 the completion notice settles the card."""
     async with connected(transport, protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
-        results = []
+        results: list[ToolOutcome] = []
         tg.start_soon(lambda: _collect(results, hub.call_tool("t", "ask_url", {}, ALICE)))
         prompt = await surface.next_prompt()
         assert prompt.request.kind is RequestKind.AUTHORIZATION
@@ -155,10 +163,10 @@ async def test_url_elicitation_required_shows_consent_then_retries_the_call(
     from mapping import Answer
 
     async with connected(transport, protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
-        results = []
+        results: list[ToolOutcome] = []
         tg.start_soon(lambda: _collect(results, hub.call_tool("t", "needs_auth", {}, ALICE)))
         prompt = await surface.next_prompt()
-        assert prompt.awaits_completion and prompt.request.url.startswith(
+        assert prompt.awaits_completion and (prompt.request.url or "").startswith(
             "https://example.com/test/authorize"
         )
         prompts.answer(prompt, Answer(prompt.request.id, ok=True))
@@ -175,7 +183,7 @@ async def test_declined_authorization_does_not_retry(protocol: str) -> None:
     """Declining a -32042 consent ends the call with a clear message, and no retry happens."""
     async with in_process(protocol) as (hub, prompts, surface):
         async with anyio.create_task_group() as tg:
-            results = []
+            results: list[ToolOutcome] = []
             tg.start_soon(lambda: _collect(results, hub.call_tool("t", "needs_auth", {}, ALICE)))
             prompt = await surface.next_prompt()
             prompts.answer(prompt, decline(prompt))
@@ -194,7 +202,7 @@ async def test_declined_authorization_does_not_retry(protocol: str) -> None:
 )
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_unsupported_schema_is_a_json_rpc_error_and_the_person_is_told(
-    transport: str, protocol: str, schema: dict
+    transport: str, protocol: str, schema: dict[str, Any]
 ) -> None:
     """Never a fake decline: the server gets invalid-params, the surface reports why."""
     async with connected(transport, protocol) as (hub, _prompts, surface):
@@ -244,7 +252,7 @@ async def test_time_spent_answering_does_not_count_against_the_call_timeout(prot
         in_process(protocol, call_timeout_s=call_timeout) as (hub, prompts, surface),
         anyio.create_task_group() as tg,
     ):
-        results = []
+        results: list[ToolOutcome] = []
         tg.start_soon(
             lambda: _collect(
                 results, hub.call_tool("t", "ask_form", {"schema_json": json.dumps(FORM)}, ALICE)
@@ -271,7 +279,7 @@ async def test_cancel_answers_the_question_with_cancel_and_the_tool_ends_in_its_
     """/cancel answers a pending question with `cancel` towards its server, as the Cancel button does (in the
     2026-07-28 era that answer travels in the call's next round), and the tool's own result comes back."""
     async with connected(transport, protocol) as (hub, _prompts, surface), anyio.create_task_group() as tg:
-        results = []
+        results: list[ToolOutcome] = []
         tg.start_soon(
             lambda: _collect(
                 results, hub.call_tool("t", "ask_form", {"schema_json": json.dumps(FORM)}, ALICE)
@@ -289,7 +297,7 @@ async def test_cancel_answers_the_question_with_cancel_and_the_tool_ends_in_its_
 async def test_cancel_stops_a_call_with_no_question_pending(protocol: str) -> None:
     """A call that asked nothing (the tool just runs) is cancelled outright by /cancel."""
     async with in_process(protocol) as (hub, _prompts, _surface), anyio.create_task_group() as tg:
-        results = []
+        results: list[ToolOutcome] = []
         running = anyio.Event()
 
         async def on_progress(_progress: Progress) -> None:
@@ -338,9 +346,9 @@ async def test_progress_notifications_reach_the_surface(protocol: str) -> None:
 async def test_two_people_at_once_each_get_only_their_own_prompt(protocol: str) -> None:
     """Concurrent calls by two users: each prompt goes to its caller, each server request gets its own answer."""
     async with in_process(protocol) as (hub, prompts, surface):
-        results: dict[str, object] = {}
+        results: dict[str, ToolOutcome] = {}
 
-        async def call(who, origin) -> None:
+        async def call(who: str, origin: Origin) -> None:
             results[who] = await hub.call_tool("t", "ask_form", {"schema_json": json.dumps(FORM)}, origin)
 
         async with anyio.create_task_group() as tg:
@@ -379,7 +387,7 @@ async def test_sessions_are_per_person_unless_shared(protocol: str) -> None:
 
 async def test_shutdown_cancels_pending_prompts_towards_the_server() -> None:
     """Stopping the hub settles every pending prompt as SHUTDOWN and the server hears cancel."""
-    results = []
+    results: list[ToolOutcome] = []
     async with in_process("legacy") as (hub, _prompts, surface), anyio.create_task_group() as tg:
         tg.start_soon(
             lambda: _collect(
@@ -431,9 +439,9 @@ async def test_over_streamable_http_forms_urls_and_two_people_work(protocol: str
         )
         async with running_hub(config) as (hub, prompts, surface):
             async with anyio.create_task_group() as tg:
-                results: dict[str, object] = {}
+                results: dict[str, ToolOutcome] = {}
 
-                async def call(who, origin, tool, args) -> None:
+                async def call(who: str, origin: Origin, tool: str, args: dict[str, Any]) -> None:
                     results[who] = await hub.call_tool("t", tool, args, origin)
 
                 tg.start_soon(call, "alice", ALICE, "ask_form", {"schema_json": json.dumps(FORM)})
@@ -466,7 +474,7 @@ async def test_a_2025_06_18_request_without_mode_is_a_form(protocol: str) -> Non
         },
     }
     async with in_process(protocol) as (hub, prompts, surface), anyio.create_task_group() as tg:
-        results: list = []
+        results: list[ToolOutcome] = []
         tg.start_soon(
             lambda: _collect(
                 results, hub.call_tool("t", "ask_raw", {"params_json": json.dumps(params)}, ALICE)

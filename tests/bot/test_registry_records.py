@@ -41,6 +41,10 @@ class Rendezvous:
         await self._write("audit ended", "closed")
 
     # Keeper
+    @property
+    def resumable(self) -> bool:
+        return False  # as a 2025-era question's keeper
+
     async def shown(self, prompt: Prompt) -> None:
         await self._write("kept", "audit shown")
         if self.fail_keeping:

@@ -5,6 +5,7 @@ errors that never carry the token."""
 from __future__ import annotations
 
 import asyncio
+import email.message
 import email.parser
 import json
 import shutil
@@ -15,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import anyio
 import pytest
@@ -314,7 +316,8 @@ async def test_uploads_go_as_multipart_form_data() -> None:
     message = email.parser.BytesParser().parsebytes(
         b"Content-Type: " + seen.headers["content-type"].encode() + b"\r\n\r\n" + seen.body
     )
-    parts = {p.get_param("name", header="content-disposition"): p for p in message.get_payload()}
+    payload = cast(list[email.message.Message], message.get_payload())  # multipart: the parts
+    parts = {p.get_param("name", header="content-disposition"): p for p in payload}
     assert parts["chat_id"].get_payload(decode=True) == b"5"
     files = [p for p in parts.values() if p.get_filename() == "r.bin"]
     assert [f.get_payload(decode=True) for f in files] == [b"\x00report"]
@@ -381,7 +384,10 @@ async def bot_answered_with(body: bytes) -> AsyncIterator[tuple[CardBot, Server]
 
 async def test_a_card_goes_out_as_html_without_a_link_preview_and_with_its_buttons() -> None:
     """The card calls put PTB's own methods on the wire: the keyboard as built, the sent message's id back."""
-    keyboard = [[{"text": "Yes", "callback_data": "p:t:1:y"}], [{"text": "Open", "url": "https://x.org/"}]]
+    keyboard: list[list[dict[str, object]]] = [
+        [{"text": "Yes", "callback_data": "p:t:1:y"}],
+        [{"text": "Open", "url": "https://x.org/"}],
+    ]
     async with bot_answered_with(SENT) as (bot, server):
         assert await bot.send_html(5, "<b>hi</b>", keyboard, reply_to=3) == 7
     sent = json.loads(next(s for s in server.seen if "/sendMessage " in s.head).body)

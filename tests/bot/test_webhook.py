@@ -11,6 +11,7 @@ import resource
 import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
+from typing import Any, TypedDict
 
 import anyio
 import httpx
@@ -36,7 +37,15 @@ def free_port() -> int:
         return int(listener.getsockname()[1])
 
 
-def webhook_mode(port: int) -> dict[str, object]:
+class WebhookMode(TypedDict):
+    """The keyword arguments `webhook_mode` gives `bot_scene`."""
+
+    mode: str
+    webhook_secret: str
+    web: dict[str, Any]
+
+
+def webhook_mode(port: int) -> WebhookMode:
     """bot_scene arguments for webhook mode on a local port."""
     return {
         "mode": "webhook",
@@ -71,7 +80,8 @@ async def post(
     secret: str | bytes | None = SECRET,
 ) -> httpx.Response:
     """POST to the webhook as Telegram does (with the secret unless told otherwise)."""
-    headers = {SECRET_HEADER: secret} if secret is not None else {}
+    value = secret.encode("ascii") if isinstance(secret, str) else secret  # as httpx encodes a str header
+    headers = {SECRET_HEADER.encode(): value} if value is not None else {}
     async with httpx.AsyncClient(trust_env=False, timeout=10) as client:
         url = f"http://127.0.0.1:{port}/telegram"
         return await client.post(url, content=content, json=json, headers=headers)

@@ -201,7 +201,7 @@ class BotApi:
             raise bad_request("MESSAGE_TOO_LONG")
         query.answered = True
         if not query.answer.done():
-            query.answer.set_result(CallbackAnswer(text or None, bool(p.get("show_alert")), p.get("url")))
+            query.answer.set_result(CallbackAnswer(str(text or ""), bool(p.get("show_alert")), p.get("url")))
         return True
 
     # --- helpers --------------------------------------------------------------------------------------
@@ -212,7 +212,7 @@ class BotApi:
             raise bad_request("chat_id is empty")
         if not self._world.has_chat(chat_id):
             raise bad_request("chat not found")
-        return chat_id
+        return int(chat_id)  # a known chat's id: an int already
 
     def _sendable_chat(self, p: JSON) -> int:
         chat_id = self._known_chat(p)

@@ -166,7 +166,8 @@ def _matches(label: Label, text: str) -> bool:
 class CallbackAnswer:
     """What the bot passed to answerCallbackQuery for a press."""
 
-    text: str | None = None
+    text: str = ""
+    """The notification or alert shown; empty when the bot sent none."""
     show_alert: bool = False
     url: str | None = None
 

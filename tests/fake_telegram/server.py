@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Self
 
 import httpx
 import uvicorn
@@ -77,7 +77,7 @@ class FakeTelegram(World):
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
-    async def __aenter__(self) -> FakeTelegram:
+    async def __aenter__(self) -> Self:
         app = Starlette(
             routes=[
                 Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"]),

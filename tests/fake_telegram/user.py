@@ -81,8 +81,14 @@ class FakeUser:
             raise ScriptError(f"{button.text!r} is {kind} button ({where}); pressing it sends no update")
         return await self.press_data(msg, button.callback_data, timeout=timeout)
 
-    async def press_data(self, msg: Msg, data: str, *, timeout: float = 5.0) -> CallbackAnswer:  # noqa: ASYNC109 - part of the contract
-        """Send a callback query with arbitrary `data` for `msg`, as a forged or stale client could."""
+    async def press_data(self, msg: Msg, data: str | None, *, timeout: float = 5.0) -> CallbackAnswer:  # noqa: ASYNC109 - part of the contract
+        """Send a callback query with arbitrary `data` for `msg`, as a forged or stale client could.
+
+        Raises:
+            ScriptError: `data` is None (a `Button.callback_data` of a URL or Mini App button).
+        """
+        if data is None:
+            raise ScriptError(f"no callback data to send for {msg!r}")
         if not msg.from_bot or msg.deleted:
             raise ScriptError(f"cannot press a button on {msg!r}")
         self._check_member(msg.chat_id)

@@ -95,7 +95,7 @@ def options(draw: st.DrawFn, *, unique: bool = False) -> list[str]:
 
 
 @st.composite
-def property_schemas(draw: st.DrawFn) -> dict[str, Any]:
+def property_schemas(draw: st.DrawFn) -> dict[str, Any]:  # noqa: C901 - one branch per kind of property the spec allows
     """One property of any kind the spec allows, with consistent constraints and maybe a junk default."""
     kind = draw(
         st.sampled_from(
@@ -131,15 +131,16 @@ def property_schemas(draw: st.DrawFn) -> dict[str, Any]:
         prop = {"type": "string", "pattern": draw(st.sampled_from(SAFE_PATTERNS))}
     elif kind in ("number", "integer"):
         bound = st.integers(-1000, 1000) if kind == "integer" else st.floats(-1e6, 1e6)
-        low, high = draw(st.none() | bound), draw(st.none() | bound)
-        if low is not None and high is not None and low > high:
-            low, high = high, low
-        prop = (
+        least, most = draw(st.none() | bound), draw(st.none() | bound)
+        if least is not None and most is not None and least > most:
+            least, most = most, least
+        numeric: dict[str, Any] = (
             {"type": kind}
-            | ({"minimum": low} if low is not None else {})
-            | ({"maximum": high} if high else {})
+            | ({"minimum": least} if least is not None else {})
+            | ({"maximum": most} if most else {})
         )
-        assume(kind == "number" or high is None or low is None or math.ceil(low) <= math.floor(high))
+        prop = numeric
+        assume(kind == "number" or most is None or least is None or math.ceil(least) <= math.floor(most))
     elif kind == "boolean":
         prop = {"type": "boolean"}
     elif kind == "enum":

@@ -273,7 +273,7 @@ REFUSED: list[tuple[str, Any, str, str]] = [
     ("type-list", form({"type": ["string", "null"]}), "is not supported", "properties.f.type"),
     ("unknown-type", form({"type": "strin"}), "not valid JSON Schema", "properties.f.type"),
     ("no-type", form({"title": "x"}), "has no type", "properties.f"),
-    ("boolean-schema", form(True), "must be a schema object", "properties.f"),
+    ("boolean-schema", form(True), "must be a schema object", "properties.f"),  # type: ignore[arg-type]  # on purpose
     ("property-ref", form({"$ref": "#/$defs/x"}), "$ref is not supported", "properties.f.$ref"),
     ("non-string-title", form({"type": "string", "title": 5}), "not valid JSON Schema", "properties.f.title"),
     (

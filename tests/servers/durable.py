@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import socket
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 import anyio
 import mcp_types as types
@@ -23,6 +23,8 @@ from mcp.server.request_state import RequestStateSecurity
 from pydantic import BaseModel, Field
 
 __all__ = ["build_server", "main"]
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class Confirmation(BaseModel):
@@ -56,7 +58,7 @@ def build_server(log: str, key: str) -> MCPServer:
         with open(log, "a", encoding="utf-8") as out:
             out.write(json.dumps(entry) + "\n")
 
-    def received(tool: str, answer: ElicitationResult[BaseModel]) -> None:
+    def received(tool: str, answer: ElicitationResult[M]) -> None:
         data = answer.data.model_dump() if isinstance(answer, AcceptedElicitation) else None
         write({"tool": tool, "action": answer.action, "data": data})
 
@@ -91,7 +93,7 @@ def build_server(log: str, key: str) -> MCPServer:
                 "properties": {"ok": {"type": "boolean", "title": "OK?"}},
                 "required": ["ok"],
             }
-            asks = {
+            asks: types.InputRequests = {
                 key: types.ElicitRequest.model_validate(
                     {
                         "method": "elicitation/create",

@@ -21,6 +21,7 @@ import mcp_types as types
 from mcp import MCPError, UrlElicitationRequiredError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.session import ServerSession
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import is_version_at_least
 
@@ -60,6 +61,11 @@ def _caller(ctx: Context[_State]) -> str:
     return (ctx.headers or {}).get("mcp-session-id") or _state(ctx).connection
 
 
+def _session(ctx: Context[_State]) -> ServerSession:
+    """`ctx.session`, typed (the SDK's property has no annotation)."""
+    return ctx.request_context.session
+
+
 def _modern(ctx: Context[_State]) -> bool:
     return ctx.protocol_version is not None and is_version_at_least(ctx.protocol_version, "2026-07-28")
 
@@ -86,7 +92,7 @@ async def _elicit(
     drop what that revision lacks (such as `elicitationId`).
     """
     if not _modern(ctx):
-        return await ctx.session.send_request(
+        return await _session(ctx).send_request(
             _RawElicitRequest(params=params),  # type: ignore[arg-type]  # any model with method+params will do
             types.ElicitResult,
             metadata=_related(ctx),
@@ -102,7 +108,7 @@ def _outcome(answer: types.ElicitResult) -> str:
     return json.dumps({"action": answer.action, "content": answer.content})
 
 
-def build_server(tripwire: Tripwire | None = None) -> MCPServer[_State]:
+def build_server(tripwire: Tripwire | None = None) -> MCPServer[_State]:  # noqa: C901 - its ~30 nested tools count toward it
     """A fresh server; only the stdio entry point passes a `tripwire` (see `die_during_elicitation`)."""
     server = MCPServer("toolnexus-test-elicit", version="1.0.0", lifespan=_lifespan, log_level="WARNING")
 
@@ -173,7 +179,7 @@ def build_server(tripwire: Tripwire | None = None) -> MCPServer[_State]:
         schema = {"type": "object", "properties": {"ok": {"type": "boolean", "title": "Still there?"}}}
         params = types.ElicitRequestFormParams(message="Still there?", requested_schema=schema)
         try:
-            answer = await ctx.session.send_request(
+            answer = await _session(ctx).send_request(
                 types.ElicitRequest(params=params),
                 types.ElicitResult,
                 request_read_timeout_seconds=timeout_s,
@@ -235,8 +241,8 @@ def build_server(tripwire: Tripwire | None = None) -> MCPServer[_State]:
 
         async def ask(i: int) -> None:
             try:
-                answer = await ctx.session.send_request(
-                    _RawElicitRequest(params=question(i)),  # type: ignore[arg-type]
+                answer = await _session(ctx).send_request(
+                    _RawElicitRequest(params=question(i)),  # type: ignore[arg-type]  # as in _elicit
                     types.ElicitResult,
                     metadata=_related(ctx),
                 )
@@ -260,7 +266,7 @@ def build_server(tripwire: Tripwire | None = None) -> MCPServer[_State]:
 
         async def ask(i: int) -> None:
             with contextlib.suppress(MCPError):
-                await ctx.session.send_request(
+                await _session(ctx).send_request(
                     _RawElicitRequest(params={"message": f"Flood {i}", "requestedSchema": schema}),  # type: ignore[arg-type]
                     types.ElicitResult,
                     metadata=_related(ctx),
@@ -304,7 +310,8 @@ def build_server(tripwire: Tripwire | None = None) -> MCPServer[_State]:
     @server.tool()
     async def long_text(chars: int = 10_000, line: int = 60) -> str:
         """Numbered lines of filler adding up to `chars` characters (results longer than one chat message)."""
-        lines, total = [], 0
+        lines: list[str] = []
+        total = 0
         while total < chars:
             text = f"{len(lines) + 1:05d} " + "x" * max(0, line - 7)
             lines.append(text)

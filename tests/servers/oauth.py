@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -34,13 +34,14 @@ from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
     AuthorizationParams,
+    OAuthAuthorizationServerProvider,
     RefreshToken,
     construct_redirect_uri,
 )
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
-from pydantic import AnyUrl
+from pydantic import AnyHttpUrl, AnyUrl
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -49,8 +50,11 @@ SCOPE = "tools"
 
 
 @dataclass
-class AuthServer:
-    """The provider's state, readable by tests: who signed in, which grants were used, what was revoked."""
+class AuthServer(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken, AccessToken]):
+    """The provider's state, readable by tests: who signed in, which grants were used, what was revoked.
+
+    Subclassing the SDK's provider Protocol gives it the SDK's default for the grants it leaves out (the
+    identity-assertion grant: `unsupported_grant_type`)."""
 
     issuer: str
     access_ttl_s: int = 3600
@@ -211,8 +215,9 @@ def build(auth: AuthServer, port: int) -> MCPServer:
         "protected",
         auth_server_provider=auth,
         auth=AuthSettings(
-            issuer_url=base,
-            resource_server_url=f"{base}/mcp",
+            # The str as pydantic validates it: an `AnyHttpUrl(base)` would gain a "/" and change the issuer.
+            issuer_url=cast(AnyHttpUrl, base),
+            resource_server_url=cast(AnyHttpUrl, f"{base}/mcp"),
             validate_token_resource=True,
             client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE]),
             revocation_options=RevocationOptions(enabled=True),
@@ -229,7 +234,7 @@ def build(auth: AuthServer, port: int) -> MCPServer:
         auth.subjects_seen.append(subject)
         return f"you are {subject}"
 
-    @server.custom_route("/consent", methods=["GET", "POST"])
+    @server.custom_route("/consent", methods=["GET", "POST"])  # type: ignore[untyped-decorator]  # the SDK leaves it unannotated
     async def consent(request: Request) -> Response:
         wanted = request.query_params.get("request", "")
         if wanted not in auth.consents:

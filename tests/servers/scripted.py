@@ -41,11 +41,11 @@ class ScriptedUser:
     request_ids: list[str | int] = field(default_factory=list)
 
     async def __call__(
-        self, ctx: ClientRequestContext, params: types.ElicitRequestParams
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
         wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
         self.asked.append(wire)
-        self.request_ids.append(ctx.request_id)
+        self.request_ids.append(context.request_id)
         if not self.answers:
             return types.ErrorData(
                 code=types.INTERNAL_ERROR, message=f"unscripted question: {wire['message']}"

@@ -393,7 +393,7 @@ async def test_a_preregistered_client_sends_its_secret_by_basic_where_the_server
     /logout all authenticate that way (none registers a new client)."""
     async with serve_protected(access_ttl_s=30) as (server, url):
         server.preregister("toolnexus", "s3cret:/+", "client_secret_basic", PUBLIC + "/oauth/callback")
-        oauth = {"client_id": "toolnexus", "client_secret": "s3cret:/+"}
+        oauth: dict[str, Any] = {"client_id": "toolnexus", "client_secret": "s3cret:/+"}
         async with scene(url, store_url, **oauth) as (s, local):
             first = await signed_in_call(s, local, s.alice, ALICE_ID, "alice")
             s.stop.set()
@@ -423,7 +423,7 @@ async def test_a_preregistered_client_follows_the_servers_metadata_or_the_config
             s.stop.set()
             with anyio.fail_after(10):
                 await s.stopped.wait()
-            method = {"token_endpoint_auth_method": "client_secret_basic"}
+            method: dict[str, Any] = {"token_endpoint_auth_method": "client_secret_basic"}
             async with scene(url, store_url, world=s, client_id="by-basic", client_secret="pw", **method) as (s2, web):
                 await signed_in_call(s2, web, s2.bob, BOB_ID, "bob")
     assert server.grants["authorization_code"] == 2 and server.registrations == 0
