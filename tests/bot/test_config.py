@@ -426,7 +426,7 @@ def test_config_values_are_frozen() -> None:
     """Config and its parts cannot be changed after parsing."""
     config = parse(SERVER + 'env = { A = "b" }\n')
     with pytest.raises(pydantic.ValidationError, match="frozen"):
-        config.sessions = SessionsConfig()  # type: ignore[misc]
+        config.sessions = SessionsConfig()
     with pytest.raises(TypeError):
         config.servers[0].env["A"] = "c"  # type: ignore[index]
 
