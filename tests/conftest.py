@@ -18,9 +18,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from port_for import select_random
 from pytest_postgresql.executors.proc import PostgreSQLExecutor
 from pytest_postgresql.janitor import DatabaseJanitor
+
+# Hypothesis's per-example deadline is a timing asserted in a test: on a loaded CI machine it fails correct code.
+settings.register_profile("toolnexus", deadline=None)
+settings.load_profile("toolnexus")
 
 
 @pytest.fixture
