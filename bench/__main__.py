@@ -123,9 +123,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         results["calls_per_kind"] = await scenarios.calls_per_kind(args.per_kind, "legacy")
     if "c" in args.only:
         profile = args.profile_bot.with_suffix(".c") if args.profile_bot else None
-        results["pending"] = await scenarios.pending_users(
-            args.users, args.pending_protocol, profile=profile
-        )
+        results["pending"] = await scenarios.pending_users(args.users, args.pending_protocol, profile=profile)
     if "d" in args.only:
         results["flood"] = await scenarios.flood(args.flood)
     if "e" in args.only:

@@ -181,7 +181,9 @@ async def form6_page(fake: BenchFake, user: FakeUser, tag: str, *, port: int) ->
     launch = {"query_id": f"bench-{tag}", "user": user_json, "auth_date": str(int(time.time()))}
     init_data = sign_init_data(launch, fake.token)
     page = f"http://127.0.0.1:{port}{urlsplit(url).path}"
-    values: dict[str, Any] = {**dict(zip(("name", "email", "day", "guests"), (v for _, v in FORM6_TYPED), strict=True))}
+    values: dict[str, Any] = {
+        **dict(zip(("name", "email", "day", "guests"), (v for _, v in FORM6_TYPED), strict=True))
+    }
     values.update(outdoor=True, size="medium")
     async with httpx.AsyncClient(trust_env=False, timeout=TIMEOUT_S) as client:
         (await client.post(f"{page}/form", json={"initData": init_data})).raise_for_status()

@@ -33,7 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--per-person", type=int, default=2, help="elicitations per person (default 2)")
     p.add_argument("--people", type=int, default=6, help="people answering in parallel (default 6)")
     p.add_argument("--protocols", default=",".join(GUARDS), help="MCP revisions (comma-separated)")
-    p.add_argument("--no-store", action="store_true", help="run the bot without its database (for a breakdown)")
+    p.add_argument(
+        "--no-store", action="store_true", help="run the bot without its database (for a breakdown)"
+    )
     p.add_argument("--keep", type=Path, help="copy callgrind's counts here, for callgrind_annotate")
     p.add_argument("--if-valgrind", action="store_true", help="skip (exit status 0) when valgrind is missing")
     return p
@@ -47,7 +49,9 @@ async def _count(args: argparse.Namespace) -> list[tuple[str, int]]:
         )
         assert found is not None
         if found["answered_correctly"] != found["elicitations"]:
-            raise SystemExit(f"{protocol}: {found['answered_correctly']} of {found['elicitations']} answered right")
+            raise SystemExit(
+                f"{protocol}: {found['answered_correctly']} of {found['elicitations']} answered right"
+            )
         counted.append((protocol, found["bot_instructions_per_elicitation"]))
     return counted
 

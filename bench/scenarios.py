@@ -664,7 +664,9 @@ async def store_cost_per_prompt(protocol: str, prompts: int = 400, at_once: int 
             async def one(i: int) -> None:
                 user = FIRST_USER_ID + i
                 who: dict[str, Any] = {"user_id": user, "chat_id": user, "server": "bench", "tool": "pick"}
-                await log.append(AuditEvent.CALL_STARTED, **who, detail={"arguments": {"content": {"tag": i}}})
+                await log.append(
+                    AuditEvent.CALL_STARTED, **who, detail={"arguments": {"content": {"tag": i}}}
+                )
                 params = {"mode": "form", "message": "Pick a colour", "requestedSchema": {"type": "object"}}
                 kept = KeptQuestion(
                     id=f"elc-bench-{i}",
@@ -682,7 +684,9 @@ async def store_cost_per_prompt(protocol: str, prompts: int = 400, at_once: int 
                 )
                 shown = {"kind": "input", "message": "Pick a colour", "schema_sha256": "0" * 64}
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(functools.partial(log.append, AuditEvent.QUESTION_SHOWN, **who, detail=shown))
+                    tg.start_soon(
+                        functools.partial(log.append, AuditEvent.QUESTION_SHOWN, **who, detail=shown)
+                    )
                     tg.start_soon(book.keep, kept)
                 await book.placed(kept.id, user, 1000 + i)
                 answer = {"action": "accept", "content": {"colour": "red"}}
@@ -709,7 +713,9 @@ async def store_cost_per_prompt(protocol: str, prompts: int = 400, at_once: int 
                 for i in range(prompts):
                     tg.start_soon(limited, i)
             spent = time.process_time() - cpu
-            return round((store.audit.writer.transactions - before) / prompts, 2), round(spent * 1000 / prompts, 3)
+            return round((store.audit.writer.transactions - before) / prompts, 2), round(
+                spent * 1000 / prompts, 3
+            )
 
 
 async def store_cost_per_row(rows: int = 300) -> float:

@@ -84,8 +84,12 @@ def _store_parsers(
         choices=["checkpoint", "public-key"],
         help="checkpoint: sign the chain's length and head now and print the line; public-key: the key that checks it",
     )
-    audit.add_argument("--checkpoint", metavar="LINE", help="with --verify: a checkpoint line the chain must hold")
-    audit.add_argument("--public-key", metavar="KEY", help="with --checkpoint: the key its signature must be made with")
+    audit.add_argument(
+        "--checkpoint", metavar="LINE", help="with --verify: a checkpoint line the chain must hold"
+    )
+    audit.add_argument(
+        "--public-key", metavar="KEY", help="with --checkpoint: the key its signature must be made with"
+    )
     db = sub.add_parser("db", parents=[common], help="database maintenance")
     db.add_argument("action", choices=["upgrade"], help="upgrade: apply the schema migrations")
 

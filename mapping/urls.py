@@ -214,7 +214,9 @@ def _visible(text: str) -> str:
     """`text` with every invisible, direction-changing or control character written as <U+XXXX>."""
     return "".join(
         f"<U+{ord(c):04X}>"
-        if c in _BIDI_CONTROLS or _is_invisible(c) or (unicodedata.category(c) in _SPACE_CATEGORIES and c != " ")
+        if c in _BIDI_CONTROLS
+        or _is_invisible(c)
+        or (unicodedata.category(c) in _SPACE_CATEGORIES and c != " ")
         else c
         for c in text
     )

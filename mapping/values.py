@@ -79,7 +79,9 @@ def parse_text(field: Field, raw: str) -> Value | FieldError:
             value = _typed_bool(field, text)
         case ChoiceField():
             option = _find_option(field.options, text)
-            value = option.value if isinstance(option, Option) else FieldError(field.name, _about(text, option))
+            value = (
+                option.value if isinstance(option, Option) else FieldError(field.name, _about(text, option))
+            )
         case MultiChoiceField():
             value = _typed_choices(field, text)
         case _:

@@ -158,8 +158,14 @@ def test_the_public_demo_table_says_who_was_refused_or_lost_and_why_and_counts_t
         "theoretical_min_s": 1.7,
         "fake_429s": 0,
     }
-    rows = {(scenario, figure): (value, note) for scenario, figure, value, note in report.rows({"public_demo": result})}
-    assert rows["e. public demo", "completed the deploy flow"] == ("5", "5 WRONG: 3 refused, 2 lost, 0 crossed")
+    rows = {
+        (scenario, figure): (value, note)
+        for scenario, figure, value, note in report.rows({"public_demo": result})
+    }
+    assert rows["e. public demo", "completed the deploy flow"] == (
+        "5",
+        "5 WRONG: 3 refused, 2 lost, 0 crossed",
+    )
     value, note = rows["e. public demo", "refused: what they were shown last"]
     assert value == "3" and "too many questions at once" in note
     value, note = rows["e. public demo", "lost: still waiting, by step"]

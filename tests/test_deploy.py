@@ -29,9 +29,13 @@ def test_compose_runs_the_database_the_bot_and_caddy_with_their_volumes() -> Non
     assert bot["environment"]["TOOLNEXUS_CONFIG"] == "/data/config.toml"
     assert "80:80" in services["caddy"]["ports"] and "443:443" in services["caddy"]["ports"]
     assert "ports" not in bot  # only Caddy reaches the bot
-    named = {v.split(":")[0] for s in services.values() for v in s.get("volumes", []) if not v.startswith(".")}
+    named = {
+        v.split(":")[0] for s in services.values() for v in s.get("volumes", []) if not v.startswith(".")
+    }
     assert named == set(compose["volumes"])
-    for mounted in (v.split(":")[0] for s in services.values() for v in s.get("volumes", []) if v.startswith(".")):
+    for mounted in (
+        v.split(":")[0] for s in services.values() for v in s.get("volumes", []) if v.startswith(".")
+    ):
         assert (DEPLOY / mounted).is_file(), mounted
 
 

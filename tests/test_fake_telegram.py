@@ -62,7 +62,9 @@ async def bot(fake: FakeTelegram) -> AsyncIterator[Bot]:
 
 
 @contextlib.asynccontextmanager
-async def running(fake: FakeTelegram, *handlers: BaseHandler[Any, Any, Any]) -> AsyncIterator[Application[Any, Any, Any, Any, Any, Any]]:
+async def running(
+    fake: FakeTelegram, *handlers: BaseHandler[Any, Any, Any]
+) -> AsyncIterator[Application[Any, Any, Any, Any, Any, Any]]:
     """The production lifecycle (telegram.md §1) against the fake; fails the test if a handler raised."""
     app = (
         ApplicationBuilder()

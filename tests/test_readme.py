@@ -134,6 +134,9 @@ def test_every_picture_is_in_the_repository_and_the_chat_is_one_of_them() -> Non
 def test_the_docker_check_passes_the_token_check_needs() -> None:
     """`check` validates the config as `run` does, token included: the Docker example passes it."""
     checks = [
-        line for block in _code_blocks() for line in block.splitlines() if "docker run" in line and " check" in line
+        line
+        for block in _code_blocks()
+        for line in block.splitlines()
+        if "docker run" in line and " check" in line
     ]
     assert checks and all("-e TELEGRAM_BOT_TOKEN" in line for line in checks), checks

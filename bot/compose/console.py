@@ -28,5 +28,7 @@ async def loopback_callback(signins: SignIns, tg: TaskGroup) -> None:
         OSError: the port cannot be listened on.
     """
     where = urlsplit(signins.redirect_uri)
-    server = WebServer(Starlette(routes=callback_routes(signins, lambda: None)), "127.0.0.1", where.port or 80)
+    server = WebServer(
+        Starlette(routes=callback_routes(signins, lambda: None)), "127.0.0.1", where.port or 80
+    )
     await tg.start(server.run)

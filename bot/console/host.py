@@ -206,7 +206,9 @@ class Console:
             await self._call(rest)
         elif word == "/cancel":
             count = self.hub.cancel(CONSOLE_USER)
-            self.say(f"  Cancelled {count} running call(s) and question(s)." if count else "  Nothing to cancel.")
+            self.say(
+                f"  Cancelled {count} running call(s) and question(s)." if count else "  Nothing to cancel."
+            )
         elif word in ("/skip", "/decline"):
             self.say(f"  {word} answers a question, and nothing is being asked now.")
         else:
@@ -499,7 +501,9 @@ def _why_not_a_review_answer(raw: str, rows: int) -> str:
     if raw == "/skip":
         why = "/skip does not apply to the review: nothing is left to skip"
     elif raw.isdigit():
-        why = f"there is no field {raw if len(raw) <= ECHO_LIMIT else echo(raw)}" + (f" (1 to {rows})" if rows else "")
+        why = f"there is no field {raw if len(raw) <= ECHO_LIMIT else echo(raw)}" + (
+            f" (1 to {rows})" if rows else ""
+        )
     else:
         why = f"{echo(raw)} is not an answer here" if raw else "an empty line is not an answer here"
     return (

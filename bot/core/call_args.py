@@ -26,7 +26,9 @@ ECHO_LIMIT = 100
 
 def echo(text: str) -> str:
     """`text` quoted back in a message about it (`'abc'`), cut to `ECHO_LIMIT` characters."""
-    return repr(text) if len(text) <= ECHO_LIMIT else repr(text[:ECHO_LIMIT]) + f"… ({len(text):,} characters)"
+    return (
+        repr(text) if len(text) <= ECHO_LIMIT else repr(text[:ECHO_LIMIT]) + f"… ({len(text):,} characters)"
+    )
 
 
 class CallArgsError(ValueError):
@@ -125,6 +127,7 @@ class ArgumentCheck:
     def refused(self) -> frozenset[str]:
         """The names in `invalid`."""
         return frozenset(name for name, _ in self.invalid)
+
     known: tuple[str, ...] = ()
     """The tool's argument names, in schema order (to name them beside an unknown one)."""
 
@@ -144,7 +147,9 @@ def asking_again(tool: str, check: ArgumentCheck) -> str:
     return "\n".join(lines)
 
 
-def to_ask(input_schema: Mapping[str, Any] | None, args: Mapping[str, Any], check: ArgumentCheck) -> list[str]:
+def to_ask(
+    input_schema: Mapping[str, Any] | None, args: Mapping[str, Any], check: ArgumentCheck
+) -> list[str]:
     """Argument names to ask with the form UI, in schema order: the required ones not given, and those given
     whose values did not fit (`check.invalid`)."""
     refused = {name for name, _ in check.invalid}
@@ -162,7 +167,9 @@ def check_arguments(input_schema: Mapping[str, Any] | None, args: Mapping[str, A
         return ArgumentCheck()
     known = tuple(name for name in properties if isinstance(name, str))
     extra = input_schema.get("additionalProperties") if isinstance(input_schema, Mapping) else None
-    unknown = () if extra is True or isinstance(extra, Mapping) else tuple(n for n in args if n not in properties)
+    unknown = (
+        () if extra is True or isinstance(extra, Mapping) else tuple(n for n in args if n not in properties)
+    )
     invalid: list[tuple[str, str]] = []
     for name, value in args.items():
         if name not in properties:

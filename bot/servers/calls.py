@@ -166,7 +166,9 @@ class Calls:
             try:
                 answer = await self.prompts.ask(prompt, restored=True)
                 # Approvals of gate "answers" hold a restored card's answer as they hold any other.
-                result = await self.elicitations.vetted(prompt, question.tool, answer_to_elicit_result(answer))
+                result = await self.elicitations.vetted(
+                    prompt, question.tool, answer_to_elicit_result(answer)
+                )
             finally:
                 call.caller.asking.discard(prompt)
             responses[question.input_key] = elicit_result(result, prompt.request.url is not None)
@@ -257,7 +259,9 @@ class Calls:
                                         await client.session.validate_tool_result(call.tool, untagged)
                                     return untagged
                                 finally:
-                                    clock.asking = True  # what came back is worked on, even if the session ends
+                                    clock.asking = (
+                                        True  # what came back is worked on, even if the session ends
+                                    )
 
                             result = await self.rounds.drive(
                                 conn, call.origin, call.tool, arguments, send, resumed

@@ -189,7 +189,9 @@ class Connection:
         self._on_elicit = on_elicit
         self._on_message = on_message
         # An OAuth session is HTTP with its auth whatever `transport` says (an in-process stand-in has no HTTP).
-        self._transport = functools.partial(default_transport, auth=auth) if auth else transport or default_transport
+        self._transport = (
+            functools.partial(default_transport, auth=auth) if auth else transport or default_transport
+        )
 
     @property
     def protocol(self) -> str | None:

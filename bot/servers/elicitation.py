@@ -70,6 +70,7 @@ class Caller:
 Vet = Callable[[Prompt, str | None, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 """(question, tool, accepted content) -> the content to send, or None for `decline`."""
 
+
 class _AfterVet:
     """A `Keeper` that leaves an accepted answer unwritten: `Elicitations.vetted` writes what is finally sent."""
 
@@ -315,7 +316,9 @@ class Elicitations:
         result = answer_to_elicit_result(answer)
         if request.kind is RequestKind.AUTHORIZATION and result["action"] == "accept":
             result = {"action": "accept"}  # URL mode: consent only, no content on the wire
-        return ElicitResult.model_validate(await self.vetted(prompt, askers[0].tool if askers else None, result))
+        return ElicitResult.model_validate(
+            await self.vetted(prompt, askers[0].tool if askers else None, result)
+        )
 
     def deferring(self, keeper: Keeper | None) -> Keeper | None:
         """With a `vet`, a question's keeper writes an accepted answer only once `vetted` let it through: a

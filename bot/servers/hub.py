@@ -249,7 +249,14 @@ class Hub:
                     outcome = refused(process)
                 else:
                     outcome = await self.calls.call_tool(
-                        name, tool, arguments, origin, on_progress, kept=kept, restored=restored, flight=flight
+                        name,
+                        tool,
+                        arguments,
+                        origin,
+                        on_progress,
+                        kept=kept,
+                        restored=restored,
+                        flight=flight,
                     )
             finally:
                 self.limits.end_call(origin.user_id)
@@ -286,13 +293,20 @@ class Hub:
         )
         return await self.approver.decide(ask)
 
-    async def _vet_answer(self, prompt: Prompt, tool: str | None, content: dict[str, Any]) -> dict[str, Any] | None:
+    async def _vet_answer(
+        self, prompt: Prompt, tool: str | None, content: dict[str, Any]
+    ) -> dict[str, Any] | None:
         """Gate "answers": an accepted answer goes to the server only once approved; else `decline` (None)."""
         rule = None if tool is None else self.config.approval_rule(prompt.server, tool)
         if rule is None or rule.gate is not ApprovalGate.ANSWERS:
             return content
         if self.approver is None:
-            logger.info("an answer to %s/%s needs approval and %s: declined", prompt.server, tool, self.no_approver_reason)
+            logger.info(
+                "an answer to %s/%s needs approval and %s: declined",
+                prompt.server,
+                tool,
+                self.no_approver_reason,
+            )
             return None
         ask = ApprovalAsk(
             origin=prompt.origin,

@@ -247,7 +247,9 @@ class ApprovalStore:
         """End a pending request without a vote (expired, cancelled); None when it was decided meanwhile."""
         at = now_iso()
         async with self.engine.begin() as conn:
-            if not await _advance(conn, record, approvals.c.status.in_(_OPEN), status=status.value, decided_at=at):
+            if not await _advance(
+                conn, record, approvals.c.status.in_(_OPEN), status=status.value, decided_at=at
+            ):
                 return None
         updated = replace(record, state=replace(record.state, status=status), revision=record.revision + 1)
         await self._audit(

@@ -234,7 +234,13 @@ class AuditLog:
                 audit_checkpoints.c.count == count, audit_checkpoints.c.key == found.key
             )
             if (await conn.execute(exists)).first() is None:
-                values = {"count": count, "head": head_hash, "at": found.at, "key": found.key, "sig": found.sig}
+                values = {
+                    "count": count,
+                    "head": head_hash,
+                    "at": found.at,
+                    "key": found.key,
+                    "sig": found.sig,
+                }
                 await conn.execute(insert(audit_checkpoints).values(**values))
         return found
 
@@ -244,9 +250,7 @@ class AuditLog:
             rows = await conn.execute(select(audit_checkpoints).order_by(audit_checkpoints.c.count))
             return [Checkpoint(*row) for row in rows]  # columns in the dataclass's order
 
-    def stage(
-        self, conn: Connection, items: Sequence[Any], attempt: int
-    ) -> Callable[[], Sequence[AuditRow]]:
+    def stage(self, conn: Connection, items: Sequence[Any], attempt: int) -> Callable[[], Sequence[AuditRow]]:
         """Chain and insert `items` (the rows' values) after the head, in the writer's open transaction
         (`bot.store.writer.Part`).
 
@@ -321,10 +325,14 @@ class AuditLog:
                 async for found in result:
                     row = AuditRow(**found._asdict())
                     count += 1
-                    broken = _check(row, expected_seq, prev_hash, previous, self.keys if content else None, content)
+                    broken = _check(
+                        row, expected_seq, prev_hash, previous, self.keys if content else None, content
+                    )
                     anchor = anchors.get(row.seq)
                     if broken is None and anchor is not None and anchor.head != row.hash:
-                        broken = ChainBreak(row.seq, row.id, f"rewritten (the checkpoint of {anchor.at} holds another hash)")
+                        broken = ChainBreak(
+                            row.seq, row.id, f"rewritten (the checkpoint of {anchor.at} holds another hash)"
+                        )
                     if broken is not None:
                         return count, broken
                     expected_seq, prev_hash, previous = row.seq + 1, row.hash, row
@@ -333,7 +341,11 @@ class AuditLog:
         beyond = [c for c in anchors.values() if c.count > count]
         if beyond:
             last = max(beyond, key=lambda c: c.count)
-            return count, ChainBreak(count + 1, None, f"cut: the checkpoint of {last.at} counts {last.count} rows, the chain has {count}")
+            return count, ChainBreak(
+                count + 1,
+                None,
+                f"cut: the checkpoint of {last.at} counts {last.count} rows, the chain has {count}",
+            )
         return count, None
 
 

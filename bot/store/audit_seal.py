@@ -54,7 +54,9 @@ async def reseal(log: AuditLog) -> bool:
                 update(audit).where(audit.c.id == row.id).values(prev_hash=values["prev_hash"], hash=prev)
             )
         now = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
-        await conn.execute(audit_seal.insert().values(public_key=keys.public_key, sealed_at=now, rows=len(rows)))
+        await conn.execute(
+            audit_seal.insert().values(public_key=keys.public_key, sealed_at=now, rows=len(rows))
+        )
     await log.read_head()
     if not rows:  # a new database: sealed from its first row on, nothing to say
         return True

@@ -88,7 +88,10 @@ async def audit_command(
     keys = None if secret is None else AuditKeys(secret.get())
     if action is not None:
         if keys is None:
-            print("no audit key: set [storage] secret_key (the chain is plain SHA-256 without it)", file=sys.stderr)
+            print(
+                "no audit key: set [storage] secret_key (the chain is plain SHA-256 without it)",
+                file=sys.stderr,
+            )
             return 1
         if action == "public-key":
             print(keys.public_key, file=out)

@@ -89,8 +89,10 @@ def _writable_folder(path: Path) -> None:
     folder = path.parent
     with contextlib.suppress(PermissionError):  # said below, naming the folder
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK) or (
-        path.exists() and not os.access(path, os.R_OK | os.W_OK)
+    if (
+        not folder.is_dir()
+        or not os.access(folder, os.W_OK | os.X_OK)
+        or (path.exists() and not os.access(path, os.R_OK | os.W_OK))
     ):
         where = path if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK) else folder
         raise PermissionError(

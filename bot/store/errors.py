@@ -1,6 +1,6 @@
 """The store's own error: callers above the store catch `StoreUnavailable`, never the ORM's errors. Pure.
 
-    StoreUnavailable   the database cannot be opened, migrated, read or written
+StoreUnavailable   the database cannot be opened, migrated, read or written
 """
 
 from __future__ import annotations

@@ -62,7 +62,12 @@ Index("ix_audit_server", audit.c.server)
 audit_seal = Table(
     "audit_seal",
     metadata,
-    Column("public_key", String(64), primary_key=True, comment="the key the chain is sealed with (Ed25519, base64)"),
+    Column(
+        "public_key",
+        String(64),
+        primary_key=True,
+        comment="the key the chain is sealed with (Ed25519, base64)",
+    ),
     Column("sealed_at", String(32), nullable=False),
     Column("rows", BigInteger, nullable=False, comment="rows re-chained when it was sealed"),
 )
@@ -105,7 +110,9 @@ approvals = Table(
     metadata,
     Column("id", String(36), primary_key=True, comment="a uuid4; also in the approval cards' callback data"),
     Column("status", String(16), nullable=False, comment="pending, approved, rejected, expired, cancelled"),
-    Column("revision", Integer, nullable=False, comment="bumped by every change: a change is a compare-and-set"),
+    Column(
+        "revision", Integer, nullable=False, comment="bumped by every change: a change is a compare-and-set"
+    ),
     Column("generation", Integer, nullable=False, comment="bumped by every change of the content"),
     Column("gate", String(16), nullable=False, comment="'call' or 'answers'"),
     Column("server", String(64), nullable=False),
@@ -121,7 +128,9 @@ approvals = Table(
     Column("self_approval", Boolean, nullable=False),
     Column("approval_chat", BigInteger, comment="the approval group; null: each approver privately"),
     Column("cards", Text, nullable=False, comment="JSON list of [chat_id, message_id]"),
-    Column("names", Text, nullable=False, comment="JSON object: user id -> display name, as known when asked"),
+    Column(
+        "names", Text, nullable=False, comment="JSON object: user id -> display name, as known when asked"
+    ),
     Column("deadline", Float, nullable=False, comment="Unix time after which the request expires"),
     Column("created_at", String(32), nullable=False),
     Column("decided_at", String(32)),

@@ -115,7 +115,9 @@ class SignInStore:
     async def _upsert(self, user_id: int, server: str, values: dict[str, object]) -> None:
         where = (oauth_accounts.c.user_id == user_id, oauth_accounts.c.server == server)
         async with self.engine.begin() as conn:
-            changed = await conn.execute(update(oauth_accounts).where(*where).values(**values, updated_at=_now()))
+            changed = await conn.execute(
+                update(oauth_accounts).where(*where).values(**values, updated_at=_now())
+            )
             if not changed.rowcount:
                 await conn.execute(
                     insert(oauth_accounts).values(

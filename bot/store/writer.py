@@ -141,4 +141,3 @@ class StoreWriter:
                 return work(conn)
 
         return await asyncio.get_running_loop().run_in_executor(self._thread, transaction)
-

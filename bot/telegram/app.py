@@ -134,7 +134,20 @@ async def serve(
             config, prompts, transport=transport, observer=observer, book=book, auth=auth, signed_in=signed_in
         ) as hub:
             await _serve(
-                config, app, watch, surface, prompts, hub, stop, ready, store, allowed, clock, endpoint, signins, drain
+                config,
+                app,
+                watch,
+                surface,
+                prompts,
+                hub,
+                stop,
+                ready,
+                store,
+                allowed,
+                clock,
+                endpoint,
+                signins,
+                drain,
             )
 
 
@@ -241,7 +254,9 @@ async def _drain(
         polling.cancel_scope.cancel()
 
 
-def _approvals(config: Config, store: Store | None, surface: TelegramSurface, hub: Hub) -> TelegramApprovals | None:
+def _approvals(
+    config: Config, store: Store | None, surface: TelegramSurface, hub: Hub
+) -> TelegramApprovals | None:
     """The approvals of `[[approvals]]` (they need the database: a request must outlive the process)."""
     if not config.approvals:
         return None

@@ -109,7 +109,9 @@ def approval_screen(
 def change_screen(ask: ApprovalAsk, state: ApprovalState) -> Screen:
     """The requester's notice while their answer waits (gate "answers"): a way to change it."""
     if not state.open:
-        return Screen(f"🔐 Your answer to <b>{esc(ask.server, NAME_CLIP)}</b>'s question: {decided_line(state)}")
+        return Screen(
+            f"🔐 Your answer to <b>{esc(ask.server, NAME_CLIP)}</b>'s question: {decided_line(state)}"
+        )
     data = Button(Kind.APPROVAL, state.id, state.generation, Action.EDIT).pack()
     return Screen(
         f"⏳ Your answer to <b>{esc(ask.server, NAME_CLIP)}</b>'s question waits for {state.quorum} approval(s).",

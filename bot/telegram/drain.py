@@ -49,7 +49,9 @@ async def take_answers(
     try:
         while True:
             try:
-                updates = await app.bot.get_updates(offset=offset, timeout=POLL_S, allowed_updates=allowed_updates)
+                updates = await app.bot.get_updates(
+                    offset=offset, timeout=POLL_S, allowed_updates=allowed_updates
+                )
             except TelegramError as exc:
                 logger.info("draining: fetching answers failed (%s); no more are taken", exc)
                 return
@@ -84,7 +86,9 @@ async def drain(
         logger.info("draining: %g s passed; what is still running is stopped", drain_s)
     prompts.detach()
     left = await runner.leave_kept()
-    logger.info("draining: done; %d call(s) wait for what the store keeps and go on in the next process", left)
+    logger.info(
+        "draining: done; %d call(s) wait for what the store keeps and go on in the next process", left
+    )
 
 
 async def _idle(app: Any, runner: ToolRunner, stop: anyio.Event) -> None:

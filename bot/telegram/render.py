@@ -217,7 +217,12 @@ def _url_lines(card: Card, check: UrlCheck) -> list[str]:
     else:
         head = f"🔐 <b>{esc(card.prompt.server, NAME_CLIP)}</b> asks you to open a link:"
         host = f"Host: <b>{esc(check.host, MAX_HOST + 1)}</b>"
-    lines = [head, esc(card.prompt.request.prompt, URL_MESSAGE_CLIP), "", host if check.host else "Host: none"]
+    lines = [
+        head,
+        esc(card.prompt.request.prompt, URL_MESSAGE_CLIP),
+        "",
+        host if check.host else "Host: none",
+    ]
     lines += [f"⚠️ {esc(w, TEXT_CLIP)}" for w in check.warnings]
     lines.append(f"<code>{esc(check.shown)}</code>")
     if check.too_long:

@@ -120,7 +120,10 @@ async def _sign_in_again(
     params = ((question.input_requests or {}).get("") or {}).get("params") or {}
     prompt = Prompt(
         request=Request(
-            id=question.id, kind=RequestKind.AUTHORIZATION, prompt=str(params.get("message", "")), url=params.get("url")
+            id=question.id,
+            kind=RequestKind.AUTHORIZATION,
+            prompt=str(params.get("message", "")),
+            url=params.get("url"),
         ),
         origin=question.origin,
         server=question.server,

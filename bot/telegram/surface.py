@@ -164,7 +164,9 @@ class TelegramSurface:
         if card.chat_id != prompt.origin.chat_id:
             await self._note_private(prompt)
 
-    def restore_prompt(self, prompt: Prompt, chat_id: int, message_id: int, progress: Mapping[str, Any]) -> None:
+    def restore_prompt(
+        self, prompt: Prompt, chat_id: int, message_id: int, progress: Mapping[str, Any]
+    ) -> None:
         """Take back the card of a prompt kept from before a restart, as it stood (`_progress`): its buttons
         (same token, same version) and replies to it work again. Sends nothing."""
         card = Card(prompt=prompt, chat_id=chat_id)
@@ -515,7 +517,9 @@ class TelegramSurface:
         self._answer(prompt, Answer(prompt.request.id, ok=False, reason=Outcome.UNDELIVERABLE.value))
 
     async def _note_private(self, prompt: Prompt) -> None:
-        text = f"🔐 <b>{esc(prompt.server, NAME_CLIP)}</b> asked for a link; I sent it to you in a private chat."
+        text = (
+            f"🔐 <b>{esc(prompt.server, NAME_CLIP)}</b> asked for a link; I sent it to you in a private chat."
+        )
         if prompt.sign_in:
             text = f"🔑 I sent you a sign-in link for <b>{esc(prompt.server, NAME_CLIP)}</b> in private."
         try:

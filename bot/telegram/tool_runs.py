@@ -317,7 +317,14 @@ class ToolRunner:
             timer = loop.call_later(STATUS_AFTER_S, status_due)
             try:
                 outcome = await self.hub.call_tool(
-                    tool.server, tool.name, args, origin, on_progress, kept=kept, restored=restored, flight=flight
+                    tool.server,
+                    tool.name,
+                    args,
+                    origin,
+                    on_progress,
+                    kept=kept,
+                    restored=restored,
+                    flight=flight,
                 )
             finally:
                 timer.cancel()
@@ -393,7 +400,9 @@ class ToolRunner:
         request = Request(
             id=new_request_id(),
             kind=RequestKind.INPUT,
-            prompt=asking_again(tool.name, check) if check.invalid else f"To call {tool.name}, please fill in:",
+            prompt=asking_again(tool.name, check)
+            if check.invalid
+            else f"To call {tool.name}, please fill in:",
             data={"schema": schema},
         )
         answer = await self.prompts.ask(Prompt(request=request, origin=origin, server=tool.server, form=spec))

@@ -33,7 +33,11 @@ class Webhook:
     """The endpoint: `Route("/telegram", Webhook(...).handle, methods=["POST"])`."""
 
     def __init__(
-        self, secret: str, bot: Bot, queue: asyncio.Queue[Any], takes: Callable[[Update], bool] = lambda u: True
+        self,
+        secret: str,
+        bot: Bot,
+        queue: asyncio.Queue[Any],
+        takes: Callable[[Update], bool] = lambda u: True,
     ) -> None:
         self._secret = secret.encode()
         self._bot = bot

@@ -98,7 +98,10 @@ def _closed_port() -> int:
             ServerConfig(name="s", command=PY, args=("-c", "input(); print('hello', flush=True); input()")),
             "not an MCP server (the answer was not JSON-RPC)",
         ),
-        (ServerConfig(name="s", url=f"http://127.0.0.1:{_closed_port()}/mcp"), "connection refused by 127.0.0.1"),
+        (
+            ServerConfig(name="s", url=f"http://127.0.0.1:{_closed_port()}/mcp"),
+            "connection refused by 127.0.0.1",
+        ),
     ],
     ids=["exit-status", "missing-cwd", "missing-command", "not-json-rpc", "refused"],
 )
@@ -121,7 +124,9 @@ async def test_https_to_a_plain_http_server_is_a_tls_failure_with_its_reason() -
     """TLS failures say so and why."""
     async with serve_http(build_server) as url:
         with anyio.fail_after(BOUND):
-            result = await probe(ServerConfig(name="web", url=url.replace("http://", "https://")), timeout_s=10)
+            result = await probe(
+                ServerConfig(name="web", url=url.replace("http://", "https://")), timeout_s=10
+            )
     assert result.detail == "TLS failure: wrong version number (is it plain http?)"
 
 
@@ -146,7 +151,9 @@ def test_a_certificate_failure_gives_the_verification_reason() -> None:
 def test_each_failure_is_printed_once_without_log_lines(tmp_path: Path) -> None:
     """The CLI prints the FAILED line and the summary; no WARNING line repeats it."""
     config = tmp_path / "c.toml"
-    config.write_text(TOKEN_LINE + '[servers.gone]\ncommand = "python"\nargs = ["-c", "import sys; sys.exit(4)"]\n')
+    config.write_text(
+        TOKEN_LINE + '[servers.gone]\ncommand = "python"\nargs = ["-c", "import sys; sys.exit(4)"]\n'
+    )
     done = subprocess.run(
         [str(EXE), "check", "--config", str(config)], capture_output=True, text=True, cwd=REPO, timeout=60
     )

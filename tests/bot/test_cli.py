@@ -303,7 +303,10 @@ def test_check_says_an_unkeyed_audit_chain_only_shows_accidents(tmp_path: Path) 
     config.write_text(TOKEN_LINE + storage + server)
     done = run("check", "--config", str(config))
     assert done.returncode == 0, done.stderr
-    assert "audit log: no key ([storage] secret_key): its hash chain shows accidents, not tampering" in done.stdout
+    assert (
+        "audit log: no key ([storage] secret_key): its hash chain shows accidents, not tampering"
+        in done.stdout
+    )
     key = 'secret_key = "ZE684GUyyWUEIP44cl3mB7pQEbd5iodm_LILuxrMOH4="\n'
     config.write_text(TOKEN_LINE + storage + key + server)
     keyed = run("check", "--config", str(config))

@@ -530,8 +530,17 @@ def test_the_example_config_shows_every_option_and_its_commented_ones_are_valid(
         return set(cls.model_fields)
 
     assert set(data) == {
-        "telegram", "elicitation", "sessions", "servers", "web", "miniapp", "storage", "audit", "limits",
-        "approvals", "run",
+        "telegram",
+        "elicitation",
+        "sessions",
+        "servers",
+        "web",
+        "miniapp",
+        "storage",
+        "audit",
+        "limits",
+        "approvals",
+        "run",
     }
     assert set(data["run"]) == keys(RunConfig)
     assert set(data["approvals"][0]) == keys(ApprovalRule) - {"index"}
@@ -543,23 +552,46 @@ def test_the_example_config_shows_every_option_and_its_commented_ones_are_valid(
     assert set(data["sessions"]) == keys(SessionsConfig)
     assert set(data["storage"]) == keys(StorageConfig)
     assert set(data["audit"]) == keys(AuditConfig)
-    assert set(data["servers"]["demo"]) | set(data["servers"]["remote"]) == keys(ServerConfig) - {"name", "oauth"}
+    assert set(data["servers"]["demo"]) | set(data["servers"]["remote"]) == keys(ServerConfig) - {
+        "name",
+        "oauth",
+    }
     assert set(data["servers"]["signin"]) - {"url"} == {"auth"} | keys(OAuthClient)
 
 
 _TABLES: dict[str, type[pydantic.BaseModel]] = {
-    "telegram": TelegramConfig, "web": WebConfig, "miniapp": MiniAppConfig, "storage": StorageConfig,
-    "audit": AuditConfig, "elicitation": ElicitationConfig, "run": RunConfig, "sessions": SessionsConfig,
-    "limits": LimitsConfig, "servers": ServerConfig, "approvals": ApprovalRule,
+    "telegram": TelegramConfig,
+    "web": WebConfig,
+    "miniapp": MiniAppConfig,
+    "storage": StorageConfig,
+    "audit": AuditConfig,
+    "elicitation": ElicitationConfig,
+    "run": RunConfig,
+    "sessions": SessionsConfig,
+    "limits": LimitsConfig,
+    "servers": ServerConfig,
+    "approvals": ApprovalRule,
 }
 # What the example sets to show a value rather than to state the default (each is documented as an example).
 _EXAMPLES = {
     *(("telegram", key) for key in ("token", "allowed_users", "admins", "webhook_secret")),
-    ("web", "public_url"), ("storage", "url"), ("storage", "secret_key"),
+    ("web", "public_url"),
+    ("storage", "url"),
+    ("storage", "secret_key"),
     *(("servers.demo", key) for key in ("command", "args", "cwd", "title", "shared")),
     *(("servers.remote", key) for key in ("url", "headers", "title")),
-    *(("servers.signin", key) for key in ("url", "auth", "client_id", "client_secret", "token_endpoint_auth_method",
-                                          "client_metadata_url", "scopes")),
+    *(
+        ("servers.signin", key)
+        for key in (
+            "url",
+            "auth",
+            "client_id",
+            "client_secret",
+            "token_endpoint_auth_method",
+            "client_metadata_url",
+            "scopes",
+        )
+    ),
     *(("approvals", key) for key in ("servers", "tools", "approvers", "quorum", "chat")),
 }
 
@@ -601,9 +633,13 @@ def test_every_key_the_example_documents_is_in_the_model_with_its_documented_def
         assert key in model.toml_keys(), f"[{table}] {key}: not a key of {model.__name__}"  # type: ignore[attr-defined]
         documented = tomllib.loads(f"v = {rest}")["v"]
         if (table, key) not in _EXAMPLES:
-            assert _same(documented, _default(table, key)), f"[{table}] {key} = {rest}: not the model's default"
+            assert _same(documented, _default(table, key)), (
+                f"[{table}] {key} = {rest}: not the model's default"
+            )
         stated = re.search(r"\(default ([^)]+)\)", rest.partition("#")[2])
         if stated:
-            assert _same(tomllib.loads(f"v = {stated[1]}")["v"], _default(table, key)), f"[{table}] {key}: {stated[0]}"
+            assert _same(tomllib.loads(f"v = {stated[1]}")["v"], _default(table, key)), (
+                f"[{table}] {key}: {stated[0]}"
+            )
         checked += 1
     assert checked > 50

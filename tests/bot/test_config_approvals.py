@@ -107,4 +107,3 @@ def test_the_second_rule_is_named_by_its_place() -> None:
     ok = '[[approvals]]\nservers = ["prod"]\ntools = ["*"]\napprovers = [2001]\n'
     found = problems(ok + '[[approvals]]\nservers = ["prod"]\ntools = ["*"]\napprovers = [0]\n')
     assert found == ("approvals[1].approvers[0]: not a Telegram user id (a positive integer)",)
-

@@ -55,18 +55,21 @@ async def test_at_debug_no_typed_answer_argument_or_token_reaches_the_log(
     the log (at DEBUG, the bot's own lines among it) holds none of her values, no token and no code."""
     ledger = Ledger()
     port = get_port(None)
-    async with serve_protected() as (auth, url), bot_scene(
-        servers={
-            "gh": {"url": url, "auth": "oauth"},
-            "t": {"command": "in-process"},
-            "prod": {"command": "in-process"},
-        },
-        in_process={"t": build_elicit, "prod": ledger.build},
-        storage=store_url,
-        secret_key=KEY,
-        web={"listen": "127.0.0.1", "port": port, "public_url": PUBLIC},
-        approvals=[{"servers": ["prod"], "tools": ["deploy"], "approvers": [BOB_ID, 3003], "quorum": 1}],
-    ) as s:
+    async with (
+        serve_protected() as (auth, url),
+        bot_scene(
+            servers={
+                "gh": {"url": url, "auth": "oauth"},
+                "t": {"command": "in-process"},
+                "prod": {"command": "in-process"},
+            },
+            in_process={"t": build_elicit, "prod": ledger.build},
+            storage=store_url,
+            secret_key=KEY,
+            web={"listen": "127.0.0.1", "port": port, "public_url": PUBLIC},
+            approvals=[{"servers": ["prod"], "tools": ["deploy"], "approvers": [BOB_ID, 3003], "quorum": 1}],
+        ) as s,
+    ):
         s.fake.user(id=3003, first_name="Carol")  # the other approver
         await s.alice.send("/call t ask_form " + json.dumps({"schema_json": json.dumps(SCHEMA)}))
         card = await s.fake.wait_for(lambda m: "motto" in m.text.lower() and bool(m.reply_markup))
@@ -94,4 +97,3 @@ async def test_at_debug_no_typed_answer_argument_or_token_reaches_the_log(
     private = [TYPED, ARGUMENT, VERSION, code, KEY, *auth.issued]
     assert len(private) >= 6 and all(private)
     assert [value for value in private if value in log] == []
-

@@ -85,7 +85,9 @@ class Bot:
 async def bot_process(config: Path, fake: FakeTelegram, **env: str) -> AsyncIterator[Bot]:
     """The installed command with its log read as it runs; killed on exit unless the test ended it."""
     environ = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token, **env}
-    process = await anyio.open_process([str(EXE), "--config", str(config)], env=environ, cwd=REPO, stdout=None)
+    process = await anyio.open_process(
+        [str(EXE), "--config", str(config)], env=environ, cwd=REPO, stdout=None
+    )
     bot = Bot(process)
     try:
         async with anyio.create_task_group() as tg:
@@ -235,7 +237,9 @@ async def test_an_approval_half_given_at_sigterm_runs_its_call_once_after_the_re
             )
             await fake.wait_for(lambda m: m is card and not m.reply_markup, timeout=30)
         assert "✅" in result.text
-        assert ledger_lines(ledger) == [{"tool": "deploy", "arguments": {"service": "web", "version": "1.2.3"}}]
+        assert ledger_lines(ledger) == [
+            {"tool": "deploy", "arguments": {"service": "web", "version": "1.2.3"}}
+        ]
         audit = verify_audit(config)
         assert audit.returncode == 0, audit.stdout + audit.stderr
 

@@ -181,7 +181,9 @@ async def test_a_lost_card_is_sent_again_and_not_modified_is_ignored(
         answer = await s.alice.press_data(confirm, submit)
         assert answer.show_alert and "expired" in answer.text
         assert injected(s, "editMessageText") == [400, 400]
-        assert len(s.fake.messages(s.alice, from_bot=True)) == sent_before  # taken as done: nothing sent again
+        assert (
+            len(s.fake.messages(s.alice, from_bot=True)) == sent_before
+        )  # taken as done: nothing sent again
     assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
 
 
@@ -195,10 +197,7 @@ async def test_stopping_cancels_every_pending_prompt_then_a_restart_expires_old_
         await s.alice.send("/tools demo")
         listing = await s.fake.next_message(s.alice, containing="tap a tool")
         pending = [(s.alice, ALICE_ID), (s.bob, BOB_ID), (s.alice, s.group)]
-        cards = [
-            await s.fake.wait_for(deploy_card_in(chat))
-            for _, chat in pending
-        ]
+        cards = [await s.fake.wait_for(deploy_card_in(chat)) for _, chat in pending]
         taps = [(who, card) for (who, _), card in zip(pending, cards, strict=True)] + [(s.alice, listing)]
         old_taps = [(who, msg, msg.reply_markup[0][0].callback_data) for who, msg in taps]
 

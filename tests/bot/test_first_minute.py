@@ -35,7 +35,9 @@ async def test_an_unknown_argument_is_named_with_the_tools_real_ones() -> None:
         sent = await s.alice.send("/call demo long_task stepz=3")
         said = await s.fake.next_message(s.alice, containing="takes no argument")
         assert "“stepz”" in said.text and "Its arguments: steps." in said.text
-        assert not any("Finished all" in m.text for m in s.fake.messages(s.alice) if m.message_id > sent.message_id)
+        assert not any(
+            "Finished all" in m.text for m in s.fake.messages(s.alice) if m.message_id > sent.message_id
+        )
 
 
 async def test_a_call_naming_a_server_that_is_not_there_says_so_and_lists_them() -> None:
@@ -73,7 +75,9 @@ async def test_a_cancelled_call_says_cancelled_once_in_telegram() -> None:
     "cancelled" as its text."""
     async with bot_scene() as s:
         call = await s.alice.send("/call demo long_task steps=100")
-        await s.fake.wait_for(lambda m: "Step " in m.text and m.chat_id == s.alice.id)  # its progress: it runs
+        await s.fake.wait_for(
+            lambda m: "Step " in m.text and m.chat_id == s.alice.id
+        )  # its progress: it runs
         await s.alice.send("/cancel")
         result = await s.fake.wait_for(lambda m: is_result(m, call) and "⏹" in m.text)
         assert result.text.lower().count("cancel") == 1, result.text

@@ -298,7 +298,10 @@ async def test_a_request_made_moot_by_a_card_gives_way_and_is_not_sent() -> None
         chat1.status,
         chat1.card,
     )
-    assert sent == [("editMessageText", 2, 1000.0), ("sendMessage", 1, 1000.25)]  # the card, in the next place
+    assert sent == [
+        ("editMessageText", 2, 1000.0),
+        ("sendMessage", 1, 1000.25),
+    ]  # the card, in the next place
     assert chat1.withdrawn == ["status"]
 
 

@@ -391,7 +391,9 @@ async def test_whatever_a_server_asks_telegram_never_sees_a_400(
     def moved_on(reply: Msg, card: Msg) -> Callable[[Msg], bool]:
         """Something came after `reply` in its chat, or `card` stopped being a card, or the call ended."""
         return lambda m: (
-            (m.chat_id == reply.chat_id and m.message_id > reply.message_id) or not is_card(card) or finished()
+            (m.chat_id == reply.chat_id and m.message_id > reply.message_id)
+            or not is_card(card)
+            or finished()
         )
 
     await fake.wait_for(lambda _m: finished() or bool(live_cards()), timeout=CALL_BUDGET_S)

@@ -102,7 +102,9 @@ async def test_on_a_shared_2026_session_the_cap_counts_each_call_not_everyones_q
                 refused = await hub.call_tool("t", "ask_many", {"n": MAX_OPEN_PER_SESSION + 1}, BOB)
             hub.cancel(ALICE)
             hub.cancel(BOB)
-    assert refused is not None and refused.status is CallStatus.FAILED and "too many questions" in refused.text
+    assert (
+        refused is not None and refused.status is CallStatus.FAILED and "too many questions" in refused.text
+    )
     assert [json.loads(r.text) for r in results] == [["cancel"] * MAX_OPEN_PER_SESSION] * 2
     assert len(surface.shown) == 2 * MAX_OPEN_PER_SESSION
     assert {p.origin for p in surface.shown} == {ALICE, BOB}

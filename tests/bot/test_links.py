@@ -125,14 +125,18 @@ def console(config: Path, stdin: str) -> subprocess.CompletedProcess[str]:
 def elicit_config(tmp_path: Path) -> Path:
     """A console config with just the elicit test server over stdio."""
     path = tmp_path / "config.toml"
-    path.write_text(f'[servers.t]\ncommand = {json.dumps(sys.executable)}\nargs = ["-m", "tests.servers.elicit"]\n')
+    path.write_text(
+        f'[servers.t]\ncommand = {json.dumps(sys.executable)}\nargs = ["-m", "tests.servers.elicit"]\n'
+    )
     return path
 
 
 @pytest.mark.slow
 def test_the_console_never_offers_a_link_too_long_to_show_whole(elicit_config: Path) -> None:
     """The console shows the host, start and end, says it was cut, refuses `y`, and /decline reaches the server."""
-    done = console(elicit_config, "/call t ask_url " + json.dumps({"url": LONG_URL}) + "\ny\n/decline\n/quit\n")
+    done = console(
+        elicit_config, "/call t ask_url " + json.dumps({"url": LONG_URL}) + "\ny\n/decline\n/quit\n"
+    )
     assert done.returncode == 0, done.stderr
     assert "Host: good.com" in done.stdout and "Cut:" in done.stdout and "THE-END" in done.stdout
     assert "Open good.com?" not in done.stdout and "cannot be opened from here" in done.stdout
@@ -143,7 +147,8 @@ def test_the_console_never_offers_a_link_too_long_to_show_whole(elicit_config: P
 def test_the_console_shows_and_opens_the_host_a_browser_goes_to(elicit_config: Path) -> None:
     """`https://evil.com\\@good.com/` in the console: host evil.com, and the link to open is the browser's."""
     done = console(
-        elicit_config, "/call t ask_url " + json.dumps({"url": "https://evil.com\\@good.com/"}) + "\ny\n/quit\n"
+        elicit_config,
+        "/call t ask_url " + json.dumps({"url": "https://evil.com\\@good.com/"}) + "\ny\n/quit\n",
     )
     assert done.returncode == 0, done.stderr
     assert "Host: evil.com" in done.stdout and "Open evil.com?" in done.stdout

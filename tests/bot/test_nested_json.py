@@ -22,7 +22,9 @@ DEEP_BUT_PARSEABLE = b'{"update_id": 5, "message": ' + b"[" * 500 + b"]" * 500 +
 
 
 def _lines_at_or_above_warning(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith(("bot", "uvicorn"))]
+    return [
+        r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith(("bot", "uvicorn"))
+    ]
 
 
 async def test_deeply_nested_json_to_the_webhook_gets_400_and_one_log_line(
@@ -53,7 +55,9 @@ async def test_deeply_nested_json_to_the_mini_app_gets_400_and_one_log_line(
         card = await s.fake.wait_for(has_open_form)
         async with httpx.AsyncClient(trust_env=False, timeout=10) as client:
             url = f"http://127.0.0.1:{port}{local_path(card)}/answer"
-            statuses = [(await client.post(url, content=body)).status_code for body in (DEEP, DEEP_BUT_PARSEABLE)]
+            statuses = [
+                (await client.post(url, content=body)).status_code for body in (DEEP, DEEP_BUT_PARSEABLE)
+            ]
             form = await client.post(
                 f"http://127.0.0.1:{port}{local_path(card)}/form",
                 json={"initData": launch_data(s.alice, s.fake.token)},

@@ -43,7 +43,9 @@ def test_an_oauth_server_parses_with_its_client_keys_and_masks_the_secret() -> N
 
 def test_token_endpoint_auth_method_is_read_for_a_preregistered_client() -> None:
     """token_endpoint_auth_method overrides how the configured client authenticates (default: unset)."""
-    text = OAUTH + 'client_id = "bot"\nclient_secret = "pw"\ntoken_endpoint_auth_method = "client_secret_post"\n'
+    text = (
+        OAUTH + 'client_id = "bot"\nclient_secret = "pw"\ntoken_endpoint_auth_method = "client_secret_post"\n'
+    )
     config = parse_config(tomllib.loads(text + STORAGE), {"K": KEY}, base_dir="/tmp")
     oauth = config.servers[0].oauth
     assert oauth is not None and oauth.token_endpoint_auth_method is TokenEndpointAuth.CLIENT_SECRET_POST
@@ -83,7 +85,8 @@ def test_oauth_without_a_secret_key_is_a_config_error_naming_it() -> None:
             "servers.s.client_metadata_url: must be an https:// URL with a path",
         ),
         (
-            OAUTH.replace("gh", "s") + 'client_id = "x"\nclient_secret = "y"\ntoken_endpoint_auth_method = "jwt"\n',
+            OAUTH.replace("gh", "s")
+            + 'client_id = "x"\nclient_secret = "y"\ntoken_endpoint_auth_method = "jwt"\n',
             "servers.s.token_endpoint_auth_method: must be one of 'client_secret_basic', 'client_secret_post', 'none'",
         ),
         (
@@ -91,11 +94,13 @@ def test_oauth_without_a_secret_key_is_a_config_error_naming_it() -> None:
             "servers.s.token_endpoint_auth_method: needs client_id (it says how a pre-registered client authenticates)",
         ),
         (
-            OAUTH.replace("gh", "s") + 'client_id = "x"\ntoken_endpoint_auth_method = "client_secret_basic"\n',
+            OAUTH.replace("gh", "s")
+            + 'client_id = "x"\ntoken_endpoint_auth_method = "client_secret_basic"\n',
             "servers.s.token_endpoint_auth_method: client_secret_basic needs client_secret",
         ),
         (
-            OAUTH.replace("gh", "s") + 'client_id = "x"\nclient_secret = "y"\ntoken_endpoint_auth_method = "none"\n',
+            OAUTH.replace("gh", "s")
+            + 'client_id = "x"\nclient_secret = "y"\ntoken_endpoint_auth_method = "none"\n',
             "servers.s.token_endpoint_auth_method: none sends no secret: remove client_secret",
         ),
         (

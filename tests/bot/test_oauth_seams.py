@@ -40,7 +40,11 @@ def context_writes(source: str) -> list[str]:
             targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
             for target in targets:
                 value = getattr(target, "value", None)
-                if isinstance(target, ast.Attribute) and isinstance(value, ast.Attribute) and value.attr == "context":
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(value, ast.Attribute)
+                    and value.attr == "context"
+                ):
                     found.append(func.name)
     return found
 

@@ -48,7 +48,9 @@ def _read_only_config(root: Path) -> Path:
     etc = root / "etc"
     etc.mkdir()
     config = etc / "config.toml"
-    config.write_text(f'[telegram]\ntoken = "{TOKEN}"\nallowed_users = [1]\n[servers.demo]\ncommand = "python"\n')
+    config.write_text(
+        f'[telegram]\ntoken = "{TOKEN}"\nallowed_users = [1]\n[servers.demo]\ncommand = "python"\n'
+    )
     config.chmod(0o644)
     etc.chmod(0o555)
     return config
@@ -73,7 +75,9 @@ def test_the_systemd_layout_keeps_its_database_in_the_state_directory(tmp_path: 
     config = _read_only_config(tmp_path)
     state = tmp_path / "state"
     state.mkdir()
-    done = run("db", "upgrade", "--config", str(config), env={"STATE_DIRECTORY": str(state)}, unprivileged=True)
+    done = run(
+        "db", "upgrade", "--config", str(config), env={"STATE_DIRECTORY": str(state)}, unprivileged=True
+    )
     assert done.returncode == 0, done.stderr
     assert (state / "toolnexus.db").exists()
     assert not (config.parent / "toolnexus.db").exists()
@@ -97,7 +101,9 @@ def test_check_rejects_the_token_run_rejects(
     """`check` validates through the same code as `run`: a token `run` refuses (exit 2) fails `check` too.
     In process: the config is refused before anything starts."""
     config = tmp_path / "c.toml"
-    config.write_text('[telegram]\ntoken = "not-a-token"\n[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n')
+    config.write_text(
+        '[telegram]\ntoken = "not-a-token"\n[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+    )
     assert main_in_process(monkeypatch, capsys, "--config", str(config))[0] == 2
     code, stdout, stderr = main_in_process(monkeypatch, capsys, "check", "--config", str(config))
     assert code == 2, stdout

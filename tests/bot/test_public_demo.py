@@ -176,8 +176,10 @@ async def test_thirty_strangers_at_once_on_the_shipped_demo_each_get_their_card_
             ]
             await user.send(f"/call demo deploy service={service}")
             card = await fake.wait_for(
-                lambda m: m.chat_id == user.id
-                and (f"Where should {service} be deployed?" in m.text or "too many questions" in m.text),
+                lambda m: (
+                    m.chat_id == user.id
+                    and (f"Where should {service} be deployed?" in m.text or "too many questions" in m.text)
+                ),
                 timeout=60,
             )
             assert has_buttons(card), card.text
@@ -185,14 +187,19 @@ async def test_thirty_strangers_at_once_on_the_shipped_demo_each_get_their_card_
             await fake.wait_for(lambda m: m is card and "Please review" in m.text, timeout=30)
             await user.press(card, "✅ Submit", timeout=30)
             confirm = await fake.wait_for(
-                lambda m: m.chat_id == user.id and f"Deploy {service} to {environment}?" in m.text and has_buttons(m),
+                lambda m: (
+                    m.chat_id == user.id
+                    and f"Deploy {service} to {environment}?" in m.text
+                    and has_buttons(m)
+                ),
                 timeout=30,
             )
             await user.press(confirm, "Yes", timeout=30)
             await fake.wait_for(lambda m: m is confirm and "Please review" in m.text, timeout=30)
             await user.press(confirm, "✅ Submit", timeout=30)
             await fake.wait_for(
-                lambda m: m.chat_id == user.id and f"Deployed {service} to {environment}" in m.text, timeout=60
+                lambda m: m.chat_id == user.id and f"Deployed {service} to {environment}" in m.text,
+                timeout=60,
             )
             done.append(user.id)
 

@@ -65,7 +65,9 @@ def question(keeper: Rendezvous) -> Prompt:
     return Prompt(request=request, origin=ORIGIN, server="s", keeper=keeper)
 
 
-async def test_the_audit_row_and_the_kept_copy_are_written_at_once_before_the_card_and_before_settling() -> None:
+async def test_the_audit_row_and_the_kept_copy_are_written_at_once_before_the_card_and_before_settling() -> (
+    None
+):
     surface = RecordingSurface()
     writes = Rendezvous(surface)
     registry = PromptRegistry(surface, 60.0, observer=writes)  # type: ignore[arg-type]  # observer: the two hooks used

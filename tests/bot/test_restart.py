@@ -266,7 +266,9 @@ async def test_a_legacy_question_lost_in_a_restart_says_so_and_runs_again_only_f
             await alice.press(again, "Yes")
             await fake.wait_for(lambda m: m is again and "Submit" in str(m.buttons))
             await alice.press(again, "✅ Submit")
-            result = await fake.wait_for(lambda m: m.chat_id == GROUP and "deploy: done" in m.text, timeout=30)
+            result = await fake.wait_for(
+                lambda m: m.chat_id == GROUP and "deploy: done" in m.text, timeout=30
+            )
         assert "deploy: done" in result.text
         assert server.received() == [{"tool": "confirm", "action": "accept", "data": {"sure": True}}]
         assert await kept_count(store_url) == 0

@@ -176,7 +176,9 @@ async def test_url_elicitation_required_then_finished_retries_the_call() -> None
         card = await s.fake.wait_for(lambda m: "Allow calendar sync" in m.text and has_buttons(m))
         await s.alice.press(card, "Open example.com")
         card = await s.fake.wait_for(lambda m: m is card and "I've finished" in m.buttons)
-        assert (card.button("Open example.com").url or "").startswith("https://example.com/calendar/authorize")
+        assert (card.button("Open example.com").url or "").startswith(
+            "https://example.com/calendar/authorize"
+        )
         await s.alice.press(card, "I've finished")
         await s.fake.wait_for(lambda m: "Calendar synced" in m.text)
         assert not card.buttons

@@ -83,7 +83,9 @@ async def scenario(name: str, version: str, out: Path) -> AsyncIterator[Scenario
                 try:
                     buffer += await stream.receive()
                 except anyio.EndOfStream:
-                    raise AssertionError(f"{name}: the suite ended before printing its URL\n{buffer}") from None
+                    raise AssertionError(
+                        f"{name}: the suite ended before printing its URL\n{buffer}"
+                    ) from None
                 found = re.search(r"Server URL: (\S+)", buffer)
                 url = found.group(1) if found else None
             lines.append(buffer)

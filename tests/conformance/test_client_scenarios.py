@@ -97,7 +97,11 @@ CASES: list[Case] = [
     *(Case(v, name) for v in (NEXT, STABLE) for name in AUTH_BOTH),
     *(Case(v, "auth/pre-registration", PREREGISTERED) for v in (NEXT, STABLE)),
     *(Case(v, "auth/basic-cimd", CIMD) for v in (NEXT, STABLE)),
-    *(Case(v, name, steps=refused()) for v in (NEXT, STABLE) for name in ("auth/scope-retry-limit", "auth/resource-mismatch")),
+    *(
+        Case(v, name, steps=refused())
+        for v in (NEXT, STABLE)
+        for name in ("auth/scope-retry-limit", "auth/resource-mismatch")
+    ),
     Case(NEXT, "auth/2025-03-26-oauth-metadata-backcompat"),
     Case(STABLE, "auth/2025-03-26-oauth-metadata-backcompat", xfail=LEGACY_ISSUER),
     Case(NEXT, "auth/authorization-server-migration"),
@@ -114,7 +118,10 @@ CASES: list[Case] = [
         )
     ),
     *(Case(v, "initialize", {}, (("/tools c", "c has no tools"),)) for v in (NEXT, STABLE)),
-    *(Case(v, "tools_call", {}, (("add_numbers a=5 b=3", "The sum of 5 and 3 is 8"),)) for v in (NEXT, STABLE)),
+    *(
+        Case(v, "tools_call", {}, (("add_numbers a=5 b=3", "The sum of 5 and 3 is 8"),))
+        for v in (NEXT, STABLE)
+    ),
     Case(NEXT, "request-metadata", {}, (("/tools c", "c has no tools"),), skipped=UNDECLARED),
     Case(
         NEXT,
@@ -135,7 +142,10 @@ CASES: list[Case] = [
             ("test_mrtr_no_result_type", ""),
         ),
     ),
-    *(Case(v, "elicitation-sep1034-client-defaults", {}, (("test_client_elicitation_defaults", ""),)) for v in (NEXT, STABLE)),
+    *(
+        Case(v, "elicitation-sep1034-client-defaults", {}, (("test_client_elicitation_defaults", ""),))
+        for v in (NEXT, STABLE)
+    ),
 ]
 
 
@@ -180,7 +190,11 @@ async def test_client_scenario(case: Case, tmp_path: Path) -> None:
             head = RESULT_HEAD.search(msg.text)
             assert head is not None and head.group(1) == "✅", msg.text
             assert result_body(msg).rstrip().endswith(expected), msg.text
-    bad = [c for c in checks if c["status"] != "SUCCESS" and not (c["status"] == "SKIPPED" and c["name"] in case.skipped)]
+    bad = [
+        c
+        for c in checks
+        if c["status"] != "SUCCESS" and not (c["status"] == "SKIPPED" and c["name"] in case.skipped)
+    ]
     # On failure, the suite's own log too (its request log shows what the bot sent, for a flake seen once).
     assert checks and not bad, f"{bad}\n--- the suite said:\n{''.join(running.lines)[-6000:]}"
 

@@ -162,7 +162,9 @@ class FakeTelegram(World):
             response = await client.post(url, json=update, headers=headers, timeout=5)
         return response.status_code
 
-    def deliver_via_webhook(self, url: str | None, *, secret_token: str | None = None, retry: bool = False) -> None:
+    def deliver_via_webhook(
+        self, url: str | None, *, secret_token: str | None = None, retry: bool = False
+    ) -> None:
         """Send users' future updates to `url` instead of queueing them for getUpdates (None: queue again).
 
         A delivery the webhook does not answer with 200 raises ScriptError in the user action. With `retry`, as
@@ -174,7 +176,9 @@ class FakeTelegram(World):
             self._deliver = None
             return
         if retry:
-            self._outbox_task = asyncio.get_running_loop().create_task(self._deliver_in_order(url, secret_token))
+            self._outbox_task = asyncio.get_running_loop().create_task(
+                self._deliver_in_order(url, secret_token)
+            )
 
             async def queue(update: JSON) -> None:
                 self._outbox.append(update)
@@ -191,7 +195,9 @@ class FakeTelegram(World):
         self._deliver = deliver
 
     async def wait_for_attempt(
-        self, predicate: Callable[[int, int | None], bool], timeout: float = 5.0  # noqa: ASYNC109 - like wait_for
+        self,
+        predicate: Callable[[int, int | None], bool],
+        timeout: float = 5.0,  # noqa: ASYNC109 - like wait_for
     ) -> tuple[int, int | None]:
         """Wait for a webhook delivery attempt (update_id, status) matching `predicate` (`retry` mode)."""
 

@@ -81,7 +81,9 @@ TABLE = [
 ]
 
 
-@pytest.mark.parametrize(("url", "host", "warnings", "consentable"), TABLE, ids=[repr(row[0]) for row in TABLE])
+@pytest.mark.parametrize(
+    ("url", "host", "warnings", "consentable"), TABLE, ids=[repr(row[0]) for row in TABLE]
+)
 def test_each_tricky_url_shows_the_host_a_browser_opens_and_says_why_to_be_careful(
     url: str, host: str, warnings: set[str], consentable: bool
 ) -> None:

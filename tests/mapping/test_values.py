@@ -281,7 +281,9 @@ def test_choices_match_value_title_case_insensitively_or_number(raw: str, value:
 def test_choices_refuse_unknown_names_and_numbers(raw: str) -> None:
     """Numbers outside the list and near-misses are refused, saying what was typed and listing the options."""
     said = f"“{raw}” " if raw else ""
-    assert parse_text(SIZES, raw) == FieldError("size", said + "is not one of the options: Small, Medium, Large")
+    assert parse_text(SIZES, raw) == FieldError(
+        "size", said + "is not one of the options: Small, Medium, Large"
+    )
 
 
 def test_ambiguous_titles_ask_for_the_number() -> None:

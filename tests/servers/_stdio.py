@@ -45,7 +45,9 @@ Rewrite = Callable[[dict[str, Any]], None]
 class _TripwireStdout:
     """The two methods of `anyio.AsyncFile[str]` that `stdio_server` writes through, plus the tripwire."""
 
-    def __init__(self, inner: anyio.AsyncFile[str], tripwire: Tripwire, rewrite: Rewrite | None = None) -> None:
+    def __init__(
+        self, inner: anyio.AsyncFile[str], tripwire: Tripwire, rewrite: Rewrite | None = None
+    ) -> None:
         self._inner = inner
         self._tripwire = tripwire
         self._rewrite = rewrite

@@ -130,10 +130,16 @@ class AuthServer(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToke
     ) -> OAuthToken:
         del self.codes[authorization_code.code]
         self.grants["authorization_code"] += 1
-        return self._issue(authorization_code.client_id, authorization_code.scopes,
-                           authorization_code.resource, authorization_code.subject)
+        return self._issue(
+            authorization_code.client_id,
+            authorization_code.scopes,
+            authorization_code.resource,
+            authorization_code.subject,
+        )
 
-    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
+    async def load_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: str
+    ) -> RefreshToken | None:
         token = self.refresh.get(refresh_token)
         return token if token is not None and token.client_id == client.client_id else None
 
@@ -142,8 +148,12 @@ class AuthServer(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToke
     ) -> OAuthToken:
         del self.refresh[refresh_token.token]  # rotated: a refresh token works once
         self.grants["refresh_token"] += 1
-        return self._issue(refresh_token.client_id, scopes or refresh_token.scopes,
-                           refresh_token.resource, refresh_token.subject)
+        return self._issue(
+            refresh_token.client_id,
+            scopes or refresh_token.scopes,
+            refresh_token.resource,
+            refresh_token.subject,
+        )
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         found = self.access.get(token)
@@ -192,13 +202,21 @@ class AuthServer(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToke
             resource=params.resource,
             subject=subject,
         )
-        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state, iss=self.issuer)
+        return construct_redirect_uri(
+            str(params.redirect_uri), code=code, state=params.state, iss=self.issuer
+        )
 
-    def _issue(self, client_id: str, scopes: list[str], resource: str | None, subject: str | None) -> OAuthToken:
+    def _issue(
+        self, client_id: str, scopes: list[str], resource: str | None, subject: str | None
+    ) -> OAuthToken:
         access, refresh = "at-" + secrets.token_urlsafe(24), "rt-" + secrets.token_urlsafe(24)
         self.access[access] = AccessToken(
-            token=access, client_id=client_id, scopes=scopes, expires_at=int(time.time()) + self.access_ttl_s,
-            resource=resource, subject=subject,
+            token=access,
+            client_id=client_id,
+            scopes=scopes,
+            expires_at=int(time.time()) + self.access_ttl_s,
+            resource=resource,
+            subject=subject,
         )
         self.refresh[refresh] = RefreshToken(
             token=refresh, client_id=client_id, scopes=scopes, resource=resource, subject=subject
@@ -240,7 +258,9 @@ def build(auth: AuthServer, port: int) -> MCPServer:
         if wanted not in auth.consents:
             return HTMLResponse("unknown request", status_code=400)
         if request.method == "GET":
-            return HTMLResponse(f'<form method="post"><input name="subject"><button>Approve</button></form>{wanted}')
+            return HTMLResponse(
+                f'<form method="post"><input name="subject"><button>Approve</button></form>{wanted}'
+            )
         form = await request.form()
         return RedirectResponse(auth.consent(wanted, str(form["subject"])), status_code=302)
 

@@ -36,7 +36,9 @@ def build_server() -> MCPServer[Any]:
         return f"Hello {name}"
 
     @server.tool()
-    async def ask_then_greet(name: str, answer: Annotated[ElicitationResult[GoOn], Resolve(ask_go_on)]) -> str:
+    async def ask_then_greet(
+        name: str, answer: Annotated[ElicitationResult[GoOn], Resolve(ask_go_on)]
+    ) -> str:
         """Asks one question (an input_required round), then answers."""
         if isinstance(answer, AcceptedElicitation):
             return f"Hello {name}, go on: {answer.data.go}"

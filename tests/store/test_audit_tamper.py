@@ -72,12 +72,17 @@ async def tamper(store_url: str, attack: str) -> None:
             elif attack == "append":
                 head = (await conn.execute(select(audit).order_by(audit.c.seq.desc()).limit(1))).one()
                 row: dict[str, Any] = dict(head._mapping) | {
-                    "id": str(uuid.uuid4()), "seq": head.seq + 1, "prev_hash": head.hash, "user_id": 666
+                    "id": str(uuid.uuid4()),
+                    "seq": head.seq + 1,
+                    "prev_hash": head.hash,
+                    "user_id": 666,
                 }
                 row["hash"] = hashlib.sha256(canonical_form(row)).hexdigest()
                 await conn.execute(insert(audit).values(**row))
             elif attack == "cut":
-                top = (await conn.execute(select(audit.c.seq).order_by(audit.c.seq.desc()).limit(1))).scalar_one()
+                top = (
+                    await conn.execute(select(audit.c.seq).order_by(audit.c.seq.desc()).limit(1))
+                ).scalar_one()
                 await conn.execute(delete(audit).where(audit.c.seq > top - 2))
                 await conn.execute(delete(audit_checkpoints))
             if attack in ("edit", "delete"):

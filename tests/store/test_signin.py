@@ -82,7 +82,9 @@ async def signed_in_call(s: Chat, local: str, user: Any, user_id: int, subject: 
     assert page.status_code == 200 and "You can go back to Telegram" in page.text
     assert "https://t.me/" in page.text
     await s.fake.wait_for(lambda m: m is card and "Signed in to gh" in m.text)
-    return await s.fake.wait_for(lambda m: m.chat_id == user_id and f"you are {subject}" in m.text, timeout=15)
+    return await s.fake.wait_for(
+        lambda m: m.chat_id == user_id and f"you are {subject}" in m.text, timeout=15
+    )
 
 
 async def next_result(s: Chat, user_id: int, text: str, after: Msg) -> Msg:
@@ -100,7 +102,10 @@ async def test_a_first_call_asks_to_sign_in_and_then_completes_through_the_callb
         card = await s.fake.wait_for(is_sign_in_card(ALICE_ID), timeout=15)
         assert "Authorization server: <b>127.0.0.1</b>" in card.html
         assert "/authorize?" in card.text and "code_challenge_method=S256" in card.text
-        assert "resource=" in card.text and "redirect_uri=https%3A%2F%2Fbot.example.com%2Foauth%2Fcallback" in card.text
+        assert (
+            "resource=" in card.text
+            and "redirect_uri=https%3A%2F%2Fbot.example.com%2Foauth%2Fcallback" in card.text
+        )
         await s.alice.press(card, CONSENT)
         card = await s.fake.wait_for(lambda m: m is card and "Consent given" in m.text)
         back = await sign_in(card.button(CONSENT).url or "", "alice")
@@ -257,7 +262,6 @@ def test_scripted_browser_helpers_parse_queries() -> None:
     assert query_of("http://h/cb?code=a&state=b") == {"code": "a", "state": "b"}
 
 
-
 async def test_the_console_signs_in_through_its_loopback_redirect(store_url: str, tmp_path: Path) -> None:
     """`toolnexus-bot console`: the sign-in link is printed, the browser comes back to the console's loopback
     page, and the call completes."""
@@ -327,7 +331,9 @@ async def test_a_cancelled_sign_in_ends_the_call_and_the_next_call_asks_again_at
         await s.alice.send("/call gh whoami")
         card = await s.fake.wait_for(is_sign_in_card(ALICE_ID), timeout=15)
         await s.alice.press(card, "Cancel")
-        told = await s.fake.wait_for(lambda m: m.chat_id == ALICE_ID and "sign-in to gh was cancelled" in m.text)
+        told = await s.fake.wait_for(
+            lambda m: m.chat_id == ALICE_ID and "sign-in to gh was cancelled" in m.text
+        )
         assert "Traceback" not in told.text and "retrying" not in told.text
         await s.alice.send("/call gh whoami")
         again = await next_result(s, ALICE_ID, "needs you to sign in", told)
@@ -339,7 +345,10 @@ async def test_check_reports_an_oauth_server_as_reachable_and_asking_for_sign_in
     """`toolnexus-bot check` has no person to sign in: a 401 from an OAuth server is its expected answer."""
     async with serve_protected() as (_, url):
         config = parse_config(
-            {"servers": {"gh": {"url": url, "auth": "oauth"}}, "storage": {"url": "sqlite:///x", "secret_key": KEY}},
+            {
+                "servers": {"gh": {"url": url, "auth": "oauth"}},
+                "storage": {"url": "sqlite:///x", "secret_key": KEY},
+            },
             {},
         )
         result = await probe(config.servers[0], 10)
@@ -411,7 +420,9 @@ async def test_a_preregistered_client_sends_its_secret_by_basic_where_the_server
     assert {how for _, how in server.client_auth} == {"basic"} and ("/revoke", "basic") in server.client_auth
 
 
-async def test_a_preregistered_client_follows_the_servers_metadata_or_the_configured_method(store_url: str) -> None:
+async def test_a_preregistered_client_follows_the_servers_metadata_or_the_configured_method(
+    store_url: str,
+) -> None:
     """The metadata offers only client_secret_post: the secret goes in the body; the configured
     token_endpoint_auth_method wins over the metadata."""
     async with serve_protected() as (server, url):
@@ -424,7 +435,10 @@ async def test_a_preregistered_client_follows_the_servers_metadata_or_the_config
             with anyio.fail_after(10):
                 await s.stopped.wait()
             method: dict[str, Any] = {"token_endpoint_auth_method": "client_secret_basic"}
-            async with scene(url, store_url, world=s, client_id="by-basic", client_secret="pw", **method) as (s2, web):
+            async with scene(url, store_url, world=s, client_id="by-basic", client_secret="pw", **method) as (
+                s2,
+                web,
+            ):
                 await signed_in_call(s2, web, s2.bob, BOB_ID, "bob")
     assert server.grants["authorization_code"] == 2 and server.registrations == 0
     assert [how for path, how in server.client_auth if path == "/token"] == ["post", "basic"]
@@ -467,7 +481,8 @@ async def test_the_callback_page_says_signed_in_only_once_the_code_is_exchanged(
         assert page.status_code == 400 and "Not signed in" in page.text and "Signed in<" not in page.text
         assert "refused the sign-in code (400 invalid_grant)" in page.text
         told = await s.fake.wait_for(
-            lambda m: m.chat_id == ALICE_ID and "refused the sign-in code" in m.text and m is not card, timeout=10
+            lambda m: m.chat_id == ALICE_ID and "refused the sign-in code" in m.text and m is not card,
+            timeout=10,
         )
         assert "Traceback" not in told.text
         await s.fake.wait_for(lambda m: m is card and "Cancelled" in m.text and not m.buttons)

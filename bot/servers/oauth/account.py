@@ -126,7 +126,9 @@ class Account:
         if grant != "refresh_token" or response.status_code == 200:
             return
         await self.storage.forget_tokens()
-        await self.host.record("refresh_failed", self.user_id, self.server.name, {"status": str(response.status_code)})
+        await self.host.record(
+            "refresh_failed", self.user_id, self.server.name, {"status": str(response.status_code)}
+        )
 
 
 class BoundAuth(httpx2.Auth):
@@ -138,7 +140,9 @@ class BoundAuth(httpx2.Auth):
         self.account = account
         self.origin = origin
 
-    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         account = self.account
         account.origin = self.origin
         account.mark_due()

@@ -94,7 +94,10 @@ def token_endpoint_auth_method(oauth: OAuthClient, metadata: OAuthMetadata | Non
 
 
 def preregistered_client(
-    oauth: OAuthClient, redirect_uri: str, metadata: OAuthMetadata | None, stored: OAuthClientInformationFull | None
+    oauth: OAuthClient,
+    redirect_uri: str,
+    metadata: OAuthMetadata | None,
+    stored: OAuthClientInformationFull | None,
 ) -> OAuthClientInformationFull:
     """The configured client as the SDK holds it; without the server's metadata, its method is the one chosen
     at the last sign-in (kept in the store), so a refresh after a restart authenticates the same way."""

@@ -64,7 +64,9 @@ class Delivery:
             await pending.exchanged.wait()
         server = self.server or pending.server
         if not pending.exchanged.is_set():
-            return Delivery(False, f"Signing in to {server} is taking long; Telegram will tell you how it went.", server)
+            return Delivery(
+                False, f"Signing in to {server} is taking long; Telegram will tell you how it went.", server
+            )
         if pending.exchange_failure is not None:
             return Delivery(False, f"Sign-in to {server} {pending.exchange_failure}.", server)
         return Delivery(True, server=server)
@@ -88,7 +90,9 @@ def settle(pending: Pending, params: dict[str, str]) -> Delivery:
     elif not params.get("code"):
         pending.failure = "came back without an authorization code"
     else:
-        pending.result = AuthorizationCodeResult(code=params["code"], state=params["state"], iss=params.get("iss"))
+        pending.result = AuthorizationCodeResult(
+            code=params["code"], state=params["state"], iss=params.get("iss")
+        )
     pending.done.set()
     if pending.failure is not None:
         return Delivery(False, f"Sign-in to {pending.server} {pending.failure}.", pending.server)
@@ -105,7 +109,12 @@ def callback_params(text: str, redirect_uri: str) -> dict[str, str] | None:
         return None
     try:
         got, want = urlsplit(text), urlsplit(redirect_uri)
-        same = (got.scheme, got.hostname, got.port, got.path) == (want.scheme, want.hostname, want.port, want.path)
+        same = (got.scheme, got.hostname, got.port, got.path) == (
+            want.scheme,
+            want.hostname,
+            want.port,
+            want.path,
+        )
     except ValueError:
         return None
     return query_of(text) if same else None

@@ -123,18 +123,24 @@ async def discover_metadata(
     try:
         if auth_server is None:
             for url in build_protected_resource_metadata_discovery_urls(None, server_url):
-                prm = await handle_protected_resource_response(await http.send(create_oauth_metadata_request(url)))
+                prm = await handle_protected_resource_response(
+                    await http.send(create_oauth_metadata_request(url))
+                )
                 if prm is not None and prm.authorization_servers:
                     auth_server = str(prm.authorization_servers[0])
                     break
         for url in build_oauth_authorization_server_metadata_discovery_urls(auth_server, server_url):
-            ok, metadata = await handle_auth_metadata_response(await http.send(create_oauth_metadata_request(url)))
+            ok, metadata = await handle_auth_metadata_response(
+                await http.send(create_oauth_metadata_request(url))
+            )
             if not ok:
                 return None
             if metadata is not None:
                 return metadata
     except httpx2.HTTPError as exc:
-        logger.warning("could not discover the authorization server of %s: %s", server_url, type(exc).__name__)
+        logger.warning(
+            "could not discover the authorization server of %s: %s", server_url, type(exc).__name__
+        )
     return None
 
 

@@ -210,12 +210,17 @@ class SignIns:
                     await keeper.close()
         if self._left(pending):
             raise SignInFailed(
-                account.server.name, "was not finished when the bot stopped; once back, it sends you a new link"
+                account.server.name,
+                "was not finished when the bot stopped; once back, it sends you a new link",
             )
-        self.prompts.complete(prompt.scope, prompt.elicitation_id or "")  # off the awaiting list, if still on it
+        self.prompts.complete(
+            prompt.scope, prompt.elicitation_id or ""
+        )  # off the awaiting list, if still on it
         consented = prompt.outcome is Outcome.ANSWERED  # its card shows the link and waits: settle it now
         if pending.result is not None:
-            pending.consented = consented  # settled by `Account.exchange_over`, once the code is exchanged (or not)
+            pending.consented = (
+                consented  # settled by `Account.exchange_over`, once the code is exchanged (or not)
+            )
             account.exchange = pending
             return pending.result
         if pending.failure is None:
@@ -236,7 +241,12 @@ class SignIns:
         if self.book is None:
             return None
         request = prompt.request
-        params = {"mode": "url", "message": request.prompt, "url": request.url, "elicitationId": prompt.elicitation_id}
+        params = {
+            "mode": "url",
+            "message": request.prompt,
+            "url": request.url,
+            "elicitationId": prompt.elicitation_id,
+        }
         question = KeptQuestion(
             id=request.id,
             round_id=str(uuid.uuid4()),
@@ -281,12 +291,16 @@ class SignIns:
             return False
         issuer = account.issuer if account is not None else None
         if issuer is None:
-            issuer = next((a.issuer for a in await self.store.accounts(user_id) if a.server == server.name), None)
+            issuer = next(
+                (a.issuer for a in await self.store.accounts(user_id) if a.server == server.name), None
+            )
         metadata = account.metadata if account is not None else None
         if metadata is None and not issuer:
             return False
         hint = "refresh_token" if token.refresh_token else "access_token"
-        return await revoke(server.url, client, metadata, issuer, token.refresh_token or token.access_token, hint)
+        return await revoke(
+            server.url, client, metadata, issuer, token.refresh_token or token.access_token, hint
+        )
 
 
 async def _cancelled_by_hand(pending: Pending) -> None:

@@ -89,7 +89,11 @@ class AccountStorage:
         # session (shutdown) would mean signing in again.
         with anyio.CancelScope(shield=True):
             await self.book.save_tokens(
-                self.user_id, self.server.name, tokens.model_dump_json(exclude_none=True), expires_at, self._issuer()
+                self.user_id,
+                self.server.name,
+                tokens.model_dump_json(exclude_none=True),
+                expires_at,
+                self._issuer(),
             )
         await self._saved()
 

@@ -114,7 +114,9 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]  # noqa
             try:
                 listed = await deps.hub.list_tools(name, origin)
             except Unavailable as exc:
-                await reply(update, f"⚠️ <b>{esc(name, NAME_CLIP)}</b> is unavailable: {esc(exc.reason, TEXT_CLIP)}")
+                await reply(
+                    update, f"⚠️ <b>{esc(name, NAME_CLIP)}</b> is unavailable: {esc(exc.reason, TEXT_CLIP)}"
+                )
                 continue
             await reply(update, *_tool_list(deps, name, listed, origin))
 
@@ -152,7 +154,9 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]  # noqa
                 None,
             )
         except Unavailable as exc:
-            await reply(update, f"⚠️ <b>{esc(server, NAME_CLIP)}</b> is unavailable: {esc(exc.reason, TEXT_CLIP)}")
+            await reply(
+                update, f"⚠️ <b>{esc(server, NAME_CLIP)}</b> is unavailable: {esc(exc.reason, TEXT_CLIP)}"
+            )
             return
         try:
             args = parse_arguments(cmd.raw_args, schema)
@@ -186,7 +190,8 @@ def _tool_list(deps: Deps, server: str, tools: list[ToolInfo], origin: Origin) -
     for tool in tools[:90]:
         summary = (tool.description or "").strip().splitlines()[0] if (tool.description or "").strip() else ""
         lines.append(
-            f"• <b>{esc(tool.title or tool.name, NAME_CLIP)}</b>" + (f" — {esc(summary, 120)}" if summary else "")
+            f"• <b>{esc(tool.title or tool.name, NAME_CLIP)}</b>"
+            + (f" — {esc(summary, 120)}" if summary else "")
         )
         token = deps.tool_buttons.add(server, tool.name, origin)
         data = Button(Kind.TOOL, token, 0, Action.CALL).pack()

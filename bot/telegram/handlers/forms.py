@@ -42,9 +42,7 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]  # noqa
                 return
             server, tool, args, owner = rerun
             if owner.user_id != query.from_user.id:
-                await query.answer(
-                    "Only the person who started the call can run it again.", show_alert=True
-                )
+                await query.answer("Only the person who started the call can run it again.", show_alert=True)
                 return
             await query.answer(f"Running {tool} again…")
             await start_tool(deps, context, update, server, tool, dict(args), owner.chat_id)

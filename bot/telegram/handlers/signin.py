@@ -22,9 +22,7 @@ from bot.telegram.surface import TelegramSurface
 __all__ = ["handlers"]
 
 
-def handlers(
-    access: Access, signins: SignIns, hub: Hub, surface: TelegramSurface
-) -> list[BaseHandler]:  # type: ignore[type-arg]
+def handlers(access: Access, signins: SignIns, hub: Hub, surface: TelegramSurface) -> list[BaseHandler]:  # type: ignore[type-arg]
     async def reply(update: Update, text: str) -> None:
         assert update.effective_chat is not None
         await surface.send(update.effective_chat.id, Screen(text))
@@ -56,7 +54,9 @@ def handlers(
         server = hub.config.server(name)
         if server is None or server.oauth is None:
             known = ", ".join(s.name for s in hub.config.servers if s.oauth is not None) or "none"
-            await reply(update, f"Usage: /logout &lt;server&gt; (servers with sign-in: {esc(known, TEXT_CLIP)})")
+            await reply(
+                update, f"Usage: /logout &lt;server&gt; (servers with sign-in: {esc(known, TEXT_CLIP)})"
+            )
             return
         signed_out = await signins.logout(user_id, server)
         hub.pool.close_person(server.name, user_id)
