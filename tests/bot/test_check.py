@@ -64,11 +64,12 @@ async def test_servers_are_probed_at_once_so_a_quick_one_is_reported_before_a_hu
         {},
     )
     lines: list[str] = []
+    # 10 s: the demo starts well within it, also on a loaded CI machine
     with anyio.fail_after(BOUND):
-        status = await check(config, timeout_s=3, write=lines.append)
+        status = await check(config, timeout_s=10, write=lines.append)
     assert status == 1
     assert lines[0].startswith("demo: ok (protocol ")
-    assert lines[1] == "hung: FAILED: no answer within 3 s"
+    assert lines[1] == "hung: FAILED: no answer within 10 s"
     assert lines[2] == "1 of 2 ok: hung FAILED, demo ok"
 
 
