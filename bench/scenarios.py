@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from subprocess import DEVNULL
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import mcp_types as types
@@ -44,6 +44,9 @@ from bench.scene import (
 )
 from bench.server import CHOICES
 from tests.fake_telegram import FakeUser
+
+if TYPE_CHECKING:
+    from bot.core import Era, KeptQuestion
 
 METHODS: Final = ("sendMessage", "editMessageText", "deleteMessage", "answerCallbackQuery", "getUpdates")
 FIRST_USER_ID: Final = 100_000
@@ -600,12 +603,34 @@ def kept_rows(database: Path | None) -> int:
         return int(db.execute("select count(*) from rounds").fetchone()[0])
 
 
+def _bench_question(i: int, era: Era) -> KeptQuestion:
+    """Person i's one-choice question as the bot keeps it (a legacy question has no request state)."""
+    from bot.core import Era, KeptQuestion, Origin
+
+    user = FIRST_USER_ID + i
+    params = {"mode": "form", "message": "Pick a colour", "requestedSchema": {"type": "object"}}
+    return KeptQuestion(
+        id=f"elc-bench-{i}",
+        round_id=f"r{i}",
+        input_key="pick",
+        era=era,
+        server="bench",
+        tool="pick",
+        arguments={"tag": f"c{i}"},
+        origin=Origin(user, user),
+        token=f"t{i}",
+        deadline=time.time() + 600,
+        input_requests={"pick": {"method": "elicitation/create", "params": params}},
+        request_state=None if era is Era.LEGACY else "v1." + "x" * 200,
+    )
+
+
 async def kept_question_cost(protocol: str, questions: int = 300) -> tuple[int, float]:
     """Writes per question, and CPU ms (all threads) of them, for keeping one open question in a SQLite store
     through its life as the bot keeps it (`bot.servers.keeper`): saved, its card placed, then answered and closed
     (2026-07-28: the answer is recorded first, until the round went back), measured in this process."""
     from bot.config import Secret, StorageConfig
-    from bot.core import Era, KeptQuestion, Origin
+    from bot.core import Era
     from bot.store import open_store
 
     era = Era.LEGACY if protocol == "legacy" else Era.MODERN
@@ -614,22 +639,7 @@ async def kept_question_cost(protocol: str, questions: int = 300) -> tuple[int, 
             book = store.rounds
 
             def question(i: int) -> KeptQuestion:
-                origin = Origin(FIRST_USER_ID + i, FIRST_USER_ID + i)
-                params = {"mode": "form", "message": "Pick a colour", "requestedSchema": {"type": "object"}}
-                return KeptQuestion(
-                    id=f"elc-bench-{i}",
-                    round_id=f"r{i}",
-                    input_key="pick",
-                    era=era,
-                    server="bench",
-                    tool="pick",
-                    arguments={"tag": f"c{i}"},
-                    origin=origin,
-                    token=f"t{i}",
-                    deadline=time.time() + 600,
-                    input_requests={"pick": {"method": "elicitation/create", "params": params}},
-                    request_state="v1." + "x" * 200,
-                )
+                return _bench_question(i, era)
 
             await book.keep(question(-1))  # warm: connection, statement cache
             await book.close("elc-bench--1")
@@ -653,7 +663,7 @@ async def store_cost_per_prompt(protocol: str, prompts: int = 400, at_once: int 
     the answer's row and the kept question closed (2026-07-28: its answer kept, then the round closed); the
     call's end."""
     from bot.config import Secret, StorageConfig
-    from bot.core import Era, KeptQuestion, Origin
+    from bot.core import Era
     from bot.store import AuditEvent, open_store
 
     era = Era.LEGACY if protocol == "legacy" else Era.MODERN
@@ -667,21 +677,7 @@ async def store_cost_per_prompt(protocol: str, prompts: int = 400, at_once: int 
                 await log.append(
                     AuditEvent.CALL_STARTED, **who, detail={"arguments": {"content": {"tag": i}}}
                 )
-                params = {"mode": "form", "message": "Pick a colour", "requestedSchema": {"type": "object"}}
-                kept = KeptQuestion(
-                    id=f"elc-bench-{i}",
-                    round_id=f"r{i}",
-                    input_key="pick",
-                    era=era,
-                    server="bench",
-                    tool="pick",
-                    arguments={"tag": f"c{i}"},
-                    origin=Origin(user, user),
-                    token=f"t{i}",
-                    deadline=time.time() + 600,
-                    input_requests={"pick": {"method": "elicitation/create", "params": params}},
-                    request_state=None if era is Era.LEGACY else "v1." + "x" * 200,
-                )
+                kept = _bench_question(i, era)
                 shown = {"kind": "input", "message": "Pick a colour", "schema_sha256": "0" * 64}
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(
