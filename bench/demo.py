@@ -21,7 +21,7 @@ from typing import Any, Final
 import anyio
 
 from bench.scene import ROOT, BenchFake, bot_process, memory_kb, rate_limited_fake
-from tests.fake_telegram import FakeUser, Msg
+from tests.fakes.telegram import FakeUser, Msg
 
 FIRST_STRANGER: Final = 500_000
 TIMEOUT_S: Final = 1800.0

@@ -17,7 +17,7 @@ import httpx
 
 from bench.scene import SERVER, BenchFake
 from bot.web.miniapp import sign_init_data
-from tests.fake_telegram import FakeUser, Msg
+from tests.fakes.telegram import FakeUser, Msg
 
 SUBMIT: Final = "✅ Submit"
 OPEN: Final = "Open example.com"

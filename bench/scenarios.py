@@ -43,7 +43,7 @@ from bench.scene import (
     stdio_server_entry,
 )
 from bench.server import CHOICES
-from tests.fake_telegram import FakeUser
+from tests.fakes.telegram import FakeUser
 
 if TYPE_CHECKING:
     from bot.core import Era, KeptQuestion

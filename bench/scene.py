@@ -26,7 +26,7 @@ from typing import Any, Final
 import anyio
 from anyio.abc import Process
 
-from tests.fake_telegram import FakeTelegram, Msg, RateLimits
+from tests.fakes.telegram import FakeTelegram, Msg, RateLimits
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 SERVER: Final = "b"

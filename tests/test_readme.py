@@ -126,7 +126,7 @@ def test_what_is_not_supported_is_said() -> None:
 def test_every_picture_is_in_the_repository_and_the_chat_is_one_of_them() -> None:
     """The README's images exist; one is the chat screenshot, beside the Mini App's."""
     pictures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", README)
-    assert "tests/bot/chat-deploy.png" in pictures and "tests/bot/miniapp-form.png" in pictures
+    assert "tests/telegram/chat-deploy.png" in pictures and "tests/web/miniapp-form.png" in pictures
     for picture in pictures:
         assert (REPO / picture).is_file(), picture
 

@@ -22,10 +22,10 @@ import anyio
 import httpx
 import pytest
 
-from tests.bot.telegram_harness import ALICE_ID, Chat, bot_scene, is_result, result_body
 from tests.conformance import suite
-from tests.fake_telegram.model import Msg
-from tests.servers.oauth import follow
+from tests.fakes.servers.oauth import follow
+from tests.fakes.telegram.model import Msg
+from tests.telegram.harness import ALICE_ID, Chat, bot_scene, is_result, result_body
 
 pytestmark = pytest.mark.anyio
 

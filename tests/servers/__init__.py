@@ -1,1 +1,1 @@
-"""MCP servers for tests: in-process via `build_server()`, or stdio via `python -m tests.servers.<name>`."""
+"""Tests of `bot.servers`: the hub, sessions, rounds, limits and checks against real MCP servers (tests/fakes/servers)."""

@@ -15,7 +15,7 @@ from bot.core.approvals import ApprovalAsk, ApprovalStatus, Vote, content_hash, 
 from bot.store import Store, open_store
 from bot.store.approvals import now_iso
 from bot.store.errors import StoreUnavailable
-from tests.bot.test_approvals import DEPLOY, ops_scene
+from tests.telegram.test_approvals import DEPLOY, ops_scene
 
 pytestmark = pytest.mark.anyio
 

@@ -17,8 +17,8 @@ from bot.store import open_store
 from bot.store.tables import audit
 from bot.telegram.handlers.audit import NOT_ADMIN
 from mapping import Answer, Request, RequestKind
-from tests.bot.telegram_harness import ALICE_ID, BOB_ID, bot_scene
-from tests.fake_telegram import Msg
+from tests.fakes.telegram import Msg
+from tests.telegram.harness import ALICE_ID, BOB_ID, bot_scene
 
 pytestmark = pytest.mark.anyio
 

@@ -24,9 +24,9 @@ from bot.store import open_store
 from bot.store.crypto import new_key
 from bot.store.tables import audit, oauth_accounts
 from bot.store.tokens import SignInStore
-from tests.bot.telegram_harness import ALICE_ID, BOB_ID, Chat, bot_scene
-from tests.fake_telegram import Msg
-from tests.servers.oauth import follow, query_of, serve_protected, sign_in
+from tests.fakes.servers.oauth import follow, query_of, serve_protected, sign_in
+from tests.fakes.telegram import Msg
+from tests.telegram.harness import ALICE_ID, BOB_ID, Chat, bot_scene
 
 pytestmark = pytest.mark.anyio
 
