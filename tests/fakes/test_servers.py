@@ -18,7 +18,7 @@ from mcp import Client, MCPError, StdioServerParameters, UrlElicitationRequiredE
 from tests.fakes.servers.elicit import AUTH_URL, SERVER_GAVE_UP, build_server
 from tests.fakes.servers.scripted import Inbox, ScriptedUser, accept, decline
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PROTOCOL = {"legacy": "2025-11-25", "auto": "2026-07-28"}
 NESTED_SCHEMA = {
     "type": "object",
