@@ -15,9 +15,12 @@ ECMA-262's `\uXXXX` is written `\x{XXXX}` in RE2; `_to_re2` translates it.
 
 from __future__ import annotations
 
+import functools
 from typing import Final, Protocol, cast
 
 import re2
+
+from mapping._phrases import clip
 
 __all__ = ["MAX_PATTERN_LENGTH", "UnsafePattern", "check_pattern", "search"]
 
@@ -79,11 +82,12 @@ def _to_re2(pattern: str) -> str:
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=128)
 def _compile(pattern: str) -> _Compiled:
+    """The compiled pattern, kept for the next answer (a refusal raises again, uncached)."""
     if len(pattern) > MAX_PATTERN_LENGTH:
         raise UnsafePattern(f"the pattern is longer than {MAX_PATTERN_LENGTH} characters")
     try:
-        # compiled patterns are cached by the re2 module (an LRU of 128)
         return cast(_Compiled, re2.compile(_to_re2(pattern), _OPTIONS))
     except re2.error as exc:
         raise UnsafePattern(_refusal(exc)) from None
@@ -98,7 +102,7 @@ def _refusal(exc: re2.error) -> str:
     for marker, reason in _LACKING:
         if marker in detail:
             return reason
-    return f"the pattern is not a valid regular expression ({detail})"
+    return f"the pattern is not a valid regular expression ({clip(detail)})"  # RE2 quotes the pattern
 
 
 def check_pattern(pattern: str) -> None:

@@ -87,6 +87,13 @@ def test_what_re2_cannot_run_is_refused_with_a_reason(pattern: str, reason: str)
         search(pattern, "x")
 
 
+def test_a_refusal_quotes_a_long_pattern_clipped() -> None:
+    """RE2's message quotes the pattern from where it fails; the reason a person reads stays short."""
+    with pytest.raises(UnsafePattern) as caught:
+        check_pattern("(" + "a" * 900)
+    assert len(str(caught.value)) < 120
+
+
 @pytest.mark.parametrize(
     ("pattern", "text", "found"),
     [
