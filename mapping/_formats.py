@@ -1,5 +1,8 @@
 """The four string formats MCP forms allow, checked strictly, and a JSON Schema validator using them. Pure.
 
+The validator also matches `pattern` with RE2 (`mapping._regex`), never with `re` as jsonschema would: a
+server's pattern runs in linear time wherever it sits in the schema.
+
 jsonschema's own checkers accept any URI and any date-time unless optional packages are installed, and
 accept `x@y` as an email; our checks are the same in `values` (a person's answer) and in the final
 whole-schema validation, so what a person is told matches what is sent.
@@ -9,11 +12,14 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
-from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema import Draft202012Validator, FormatChecker, ValidationError, validators
+from jsonschema.protocols import Validator
+
+from mapping._regex import UnsafePattern, search
 
 _DATE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _DATE_TIME: Final = re.compile(
@@ -99,6 +105,27 @@ def _format_checker() -> FormatChecker:
 FORMAT_CHECKER: Final = _format_checker()
 
 
-def validator(schema: Mapping[str, Any]) -> Draft202012Validator:
-    """A Draft 2020-12 validator for `schema` that checks our four formats."""
-    return Draft202012Validator(schema, format_checker=FORMAT_CHECKER)
+def _pattern(
+    checker: Validator, pattern: object, instance: object, schema: object
+) -> Iterator[ValidationError]:
+    """jsonschema's `pattern` keyword, matched with RE2: unanchored, as JSON Schema says."""
+    if not isinstance(instance, str) or not isinstance(pattern, str):
+        return
+    try:
+        found = search(pattern, instance)
+    except UnsafePattern:  # parse_schema refuses such a schema; a pattern that cannot be checked is not met
+        found = False
+    if not found:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+# `extend` is the public way to replace one keyword; its stub has no types, hence the cast
+_extend = cast(
+    "Callable[[type[Draft202012Validator], dict[str, object]], Callable[..., Validator]]", validators.extend
+)
+_VALIDATOR: Final = _extend(Draft202012Validator, {"pattern": _pattern})
+
+
+def validator(schema: Mapping[str, Any]) -> Validator:
+    """A Draft 2020-12 validator for `schema` that checks our four formats and matches patterns with RE2."""
+    return _VALIDATOR(schema, format_checker=FORMAT_CHECKER)

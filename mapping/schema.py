@@ -71,6 +71,10 @@ _ENFORCED: Final[dict[type, frozenset[str]]] = {
 _ITEMS_ENFORCED: Final = frozenset({"type", "enum", "enumNames", "oneOf", "anyOf"})
 _BRANCH_ENFORCED: Final = frozenset({"const", "title", "description"})
 _ROOT_ENFORCED: Final = frozenset({"type", "properties", "required", "$schema"})
+_SCHEMA_MAPS: Final = frozenset({"properties", "$defs", "definitions", "dependentSchemas"})
+"""Keywords whose value maps names to schemas: a property may be called `pattern`."""
+_VALUES: Final = frozenset({"const", "enum", "enumNames", "default", "examples", "title", "description"})
+"""Keywords whose value is data, not a schema: a `pattern` key inside one is not a pattern."""
 
 
 def parse_schema(schema: Mapping[str, Any] | None) -> FormSpec:
@@ -94,6 +98,7 @@ def _parse(schema: object) -> FormSpec:
         raise UnsupportedSchema("the schema must be a JSON object")
     data = _json_copy(schema, "", 0)
     _check_schema(data)
+    _check_patterns(data, "")
     if data.get("type", "object") != "object":
         raise UnsupportedSchema("the root must be an object schema (type: object)", "type")
     for key in _ROOT_COMBINATORS:
@@ -131,6 +136,30 @@ def _check_schema(data: dict[str, Any]) -> None:
     _VALID[digest] = None
     if len(_VALID) > _VALID_KEPT:
         del _VALID[next(iter(_VALID))]
+
+
+def _check_patterns(node: object, path: str) -> None:
+    """Every `pattern` anywhere in the schema must compile with RE2, which matches it (mapping._regex), and
+    `patternProperties` is refused: jsonschema would match its names with `re`, and no form needs it."""
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            _check_patterns(item, f"{path}.{i}")
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        where = f"{path}.{key}" if path else key
+        if key == "pattern" and isinstance(value, str):
+            try:
+                check_pattern(value)
+            except UnsafePattern as exc:
+                raise UnsupportedSchema(str(exc), where) from None
+        elif key == "patternProperties":
+            raise UnsupportedSchema("a form cannot show a schema with patternProperties", where)
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):  # names, not keywords, then schemas
+            for name, sub in value.items():
+                _check_patterns(sub, f"{where}.{name}")
+        elif key not in _VALUES:
+            _check_patterns(value, where)
 
 
 def _json_copy(value: object, path: str, depth: int) -> Any:
@@ -210,14 +239,12 @@ def _text_field(prop: dict[str, Any], path: str, common: dict[str, Any]) -> Text
     fmt = prop.get("format")
     # other formats are annotations JSON Schema does not enforce by default: the field stays plain text
     text_format = TextFormat(fmt) if isinstance(fmt, str) and fmt in TextFormat.__members__.values() else None
-    pattern = prop.get("pattern")
-    if pattern is not None:
-        try:
-            check_pattern(pattern)
-        except UnsafePattern as exc:
-            raise UnsupportedSchema(str(exc), f"{path}.pattern") from None
     return TextField(
-        min_length=min_length, max_length=max_length, format=text_format, pattern=pattern, **common
+        min_length=min_length,
+        max_length=max_length,
+        format=text_format,
+        pattern=prop.get("pattern"),
+        **common,
     )
 
 

@@ -36,11 +36,13 @@ from mapping._phrases import (
     number_text,
     titles,
 )
+from mapping._regex import UnsafePattern, search
 
 __all__ = ["MAX_PATTERN_INPUT", "FieldError", "check_value", "describe", "display_value", "parse_text"]
 
 MAX_PATTERN_INPUT: Final = 500
-"""Text checked against a `pattern` is at most this long: bounds the cost of the regexes we let through."""
+"""Text checked against a `pattern` is at most this long. RE2 matches in linear time, so this no longer guards
+against slow patterns; it stays a documented limit of the form (an answer that long is not typed in a chat)."""
 _MAX_NUMBER_TEXT: Final = 100
 _MAX_MAGNITUDE: Final = 300
 _LARGEST: Final = float(f"1e{_MAX_MAGNITUDE}")
@@ -261,9 +263,9 @@ def _text_reason(field: TextField, value: object) -> str | None:
         if len(value) > MAX_PATTERN_INPUT:
             return f"at most {MAX_PATTERN_INPUT} characters"
         try:
-            if re.search(field.pattern, value) is None:
+            if not search(field.pattern, value):
                 return f"does not match the required pattern {field.pattern}"
-        except re.error:
+        except UnsafePattern:
             return "cannot be checked: the form's pattern is broken"
     return None
 

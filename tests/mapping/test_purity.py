@@ -1,5 +1,5 @@
 """mapping/ stays pure: no module in it imports the bot, Telegram, MCP, async runtimes, the OS or logging, and
-beyond the standard library only the two pure libraries it is allowed (jsonschema, ada_url)."""
+beyond the standard library only the three pure libraries it is allowed (jsonschema, ada_url, re2)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ MAPPING = Path(__file__).resolve().parents[2] / "mapping"
 FORBIDDEN = frozenset(
     {"bot", "telegram", "mcp", "mcp_types", "asyncio", "anyio", "httpx", "httpx2", "os", "logging", "socket"}
 )
-ALLOWED_THIRD_PARTY = frozenset({"jsonschema", "ada_url", "mapping"})
-"""Pure libraries (JSON Schema validation; WHATWG URL parsing, which does no I/O), and the package itself."""
+ALLOWED_THIRD_PARTY = frozenset({"jsonschema", "ada_url", "re2", "mapping"})
+"""Pure libraries (JSON Schema validation; WHATWG URL parsing; RE2 regex matching: none does I/O), and the
+package itself."""
 
 
 def _refused(module: str) -> bool:
@@ -64,6 +65,8 @@ def test_no_mapping_module_imports_io_or_hosts(path: Path) -> None:
         "import requests",
         "from ada_url_extra import x",
         "import urllib3",
+        "import re2x",
+        "from re2_extra import x",
     ],
 )
 def test_the_checker_catches_forbidden_imports(source: str) -> None:
@@ -71,10 +74,10 @@ def test_the_checker_catches_forbidden_imports(source: str) -> None:
     assert forbidden_imports(source) != []
 
 
-def test_the_checker_allows_stdlib_jsonschema_ada_url_and_relative_imports() -> None:
-    """Allowed imports are not flagged: the standard library, jsonschema, ada_url, the package itself."""
+def test_the_checker_allows_stdlib_jsonschema_ada_url_re2_and_relative_imports() -> None:
+    """Allowed imports are not flagged: the standard library, jsonschema, ada_url, re2, the package itself."""
     source = (
-        "import re\nimport urllib.parse\nfrom jsonschema import Draft202012Validator\nimport ada_url\n"
+        "import re\nimport urllib.parse\nfrom jsonschema import Draft202012Validator\nimport ada_url\nimport re2\n"
         "from ada_url import parse_url\nfrom mapping.errors import MappingError\nfrom . import errors\n"
     )
     assert forbidden_imports(source) == []

@@ -289,10 +289,28 @@ REFUSED: list[tuple[str, Any, str, str]] = [
         "properties.f.pattern",
     ),
     (
-        "catastrophic-regex",
-        form({"type": "string", "pattern": "^(a+)+$"}),
-        "nests repetitions",
+        "lookahead-regex",
+        form({"type": "string", "pattern": "^(?=.*[0-9])[a-z0-9]{8,}$"}),
+        "lookahead",
         "properties.f.pattern",
+    ),
+    (
+        "nested-regex",
+        form({"type": "string", "not": {"allOf": [{"pattern": "(a)\\1"}]}}),
+        "backreference",
+        "properties.f.not.allOf.0.pattern",
+    ),
+    (
+        "root-nested-regex",
+        {"type": "object", "properties": {}, "propertyNames": {"pattern": "(?<=a)b"}},
+        "lookbehind",
+        "propertyNames.pattern",
+    ),
+    (
+        "patternProperties",
+        {"type": "object", "properties": {}, "patternProperties": {"^x": {"type": "string"}}},
+        "patternProperties",
+        "patternProperties",
     ),
     ("backreference", form({"type": "string", "pattern": "(a)\\1"}), "backreference", "properties.f.pattern"),
     ("zero-options", form({"type": "string", "enum": []}), "at least one option", "properties.f.enum"),
@@ -395,6 +413,36 @@ def test_deeply_nested_schemas_are_refused() -> None:
         deep = {"not": deep}
     with pytest.raises(UnsupportedSchema, match="nested too deeply"):
         parse_schema(form(deep))
+
+
+def test_a_pattern_that_made_re_backtrack_is_a_form_and_answers_at_once() -> None:
+    """`^(a+)+$` was refused while `re` matched patterns; RE2 matches it in linear time, so it is a form."""
+    field = only_field(form({"type": "string", "pattern": "^(a+)+$"}))
+    assert check_value(field, "a" * 40) is None
+    error = check_value(field, "a" * 40 + "!")
+    assert error is not None and "does not match the required pattern" in error.reason
+
+
+def test_patterns_inside_other_keywords_match_with_re2_too() -> None:
+    """The whole-schema pass (jsonschema) matches `pattern` with RE2 as the field check does: a `not` holding
+    `(a+)+$` answers at once, and `\\d` is ASCII as in ECMA-262 (`re` took the Arabic-Indic three for a digit)."""
+    ascii_digits = only_field(form({"type": "string", "not": {"pattern": "^\\d$"}}))
+    assert check_value(ascii_digits, "\u0663") is None
+    assert check_value(ascii_digits, "3") is not None
+    evil = only_field(form({"type": "string", "not": {"pattern": "^(a+)+$"}}))
+    assert check_value(evil, "a" * 40 + "!") is None
+    assert check_value(evil, "a" * 40) is not None
+
+
+def test_a_property_named_pattern_is_a_name_not_a_pattern() -> None:
+    """Only `pattern` keywords are compiled: a property called `pattern` (or `patternProperties`) is a field."""
+    spec = parse_schema(
+        {
+            "type": "object",
+            "properties": {"pattern": {"type": "string"}, "patternProperties": {"type": "string"}},
+        }
+    )
+    assert [f.name for f in spec.fields] == ["pattern", "patternProperties"]
 
 
 def test_finite_bounds_near_the_limit_are_fine() -> None:
