@@ -178,7 +178,8 @@ def test_the_walk_sees_every_layer() -> None:
     units = {unit_of(name)[1] for name in edges}
     assert units == {unit for layer in LAYERS for unit in layer}
     assert "bot.core" in edges["bot.servers.hub"]
-    assert "bot.store.approvals" in edges["bot.telegram.approvals"]
+    assert "bot.store" in edges["bot.telegram.app"]
+    assert "bot.core.approvals" in edges["bot.store.approvals"]
 
 
 def test_every_module_is_in_a_layer() -> None:

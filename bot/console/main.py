@@ -54,8 +54,10 @@ async def run_console(config: Config, callback_server: CallbackServer) -> int:
             redirect = loopback_redirect_uri(config)
             signins = sign_ins(config, store.signins, prompts, store.audit_sign_in, redirect_uri=redirect)
         auth = None if signins is None else signins.auth_for
-        hub = await stack.enter_async_context(Hub(config, prompts, auth=auth))
-        hub.no_approver_reason = "the console has no approvers"  # gated calls are refused, never run
+        # Gated calls are refused, never run: the console shows no approval cards (yet).
+        hub = await stack.enter_async_context(
+            Hub(config, prompts, auth=auth, no_approver_reason="the console has no approvers")
+        )
         tg = await stack.enter_async_context(anyio.create_task_group())
         if signins is not None:
             await _serve_callback(callback_server, signins, tg, console)

@@ -1,7 +1,8 @@
 """Approvals: what an approval request is, how taps count towards its quorum, and the gate a host provides.
 
 Pure: `tally` decides a tap (refusal or new state) from values; hashing is the only computation. The hub asks
-an `Approver` before sending a gated call; the Telegram host implements it (cards, store, audit).
+an `Approver` before sending a gated call; `bot.core.approval_service.ApprovalService` is the one it is given
+(quorum, expiry, compare-and-set, the waiter), with the store below it and a host's cards above it.
 """
 
 from __future__ import annotations
@@ -10,17 +11,19 @@ import enum
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from bot.core.values import Origin
 
 __all__ = [
     "ApprovalAsk",
+    "ApprovalRecord",
     "ApprovalState",
     "ApprovalStatus",
     "Approver",
     "Ballot",
+    "BookUnavailable",
     "Tally",
     "Verdict",
     "Vote",
@@ -102,7 +105,11 @@ class Verdict:
 
 
 class Approver(Protocol):
-    """A host's way of getting a request approved; awaited until decided. Never raises for outcomes."""
+    """The hub's way of getting a request approved; awaited until decided. Never raises for outcomes."""
+
+    def unavailable(self) -> str | None:
+        """Why no request can be asked now ("the bot is stopping"), or None."""
+        ...
 
     async def decide(self, ask: ApprovalAsk, approval_id: str | None = None) -> Verdict: ...
 
@@ -178,6 +185,33 @@ def names(ballots: tuple[Ballot, ...]) -> str:
         if people
         else "nobody"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """One request as stored: what is asked, where its cards are, and its tally."""
+
+    ask: ApprovalAsk
+    state: ApprovalState
+    gate: str
+    deadline: float
+    """Unix time."""
+    created_at: str
+    revision: int = 0
+    """Bumped by every change: the compare-and-set of the store writes only over the revision it read."""
+    cards: tuple[tuple[int, int], ...] = ()
+    """(chat id, message id) of each approval card, as the host that showed them returned them."""
+    decided_at: str | None = None
+    names: Mapping[int, str] = field(default_factory=dict[int, str])
+    """Display names of the requester and approvers as known when asked (cards after a restart use them)."""
+
+    @property
+    def id(self) -> str:
+        return self.state.id
+
+
+class BookUnavailable(Exception):
+    """Where requests are kept cannot be read or written (the store raises its `StoreUnavailable`, a subclass)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,9 @@ class Hub:
         book: RoundBook | None = None,
         auth: Callable[[ServerConfig, Origin], Any] | None = None,
         signed_in: Callable[[int, str], Awaitable[bool]] | None = None,
+        approver: Approver | None = None,
+        no_approver_reason: str = "this host cannot ask approvers",
+        names: Callable[[int], str] | None = None,
     ) -> None:
         self.config = config
         self._signed_in = signed_in
@@ -88,12 +91,12 @@ class Hub:
         self.servers = self.pool.servers
         self.calls_ended: Counter[CallStatus] = Counter()
         """Tool calls that returned, by how they ended (read by /metrics)."""
-        self.approver: Approver | None = None
+        self.approver = approver
         """Gets gated calls approved (`[[approvals]]`); None (the console, no database): they are refused."""
-        self.no_approver_reason = "this host cannot ask approvers"
+        self.no_approver_reason = no_approver_reason
         """Why a gated call is refused when there is no `approver`."""
         self.elicitations.vet = self._vet_answer
-        self.names: Callable[[int], str] = lambda user_id: f"user {user_id}"
+        self.names: Callable[[int], str] = names or (lambda user_id: f"user {user_id}")
         """A person's display name, for approval cards (the host knows names; the hub knows ids)."""
         self._tg: TaskGroup | None = None
 
@@ -223,12 +226,16 @@ class Hub:
         started = anyio.current_time()
         rule = self.config.approval_rule(name, tool)
         # With nobody to ask (the console), a call whose answers are gated is refused too: never half run.
-        if kept is None and rule is not None and (rule.gate is ApprovalGate.CALL or self.approver is None):
+        if (
+            kept is None
+            and rule is not None
+            and (rule.gate is ApprovalGate.CALL or self._no_approver() is not None)
+        ):
             if approved is not None:
                 verdict = approved
             else:
                 flight = flight or Flight()
-                flight.approval = self.approver is not None
+                flight.approval = self._no_approver() is None
                 try:
                     verdict = await self._approval(rule, name, tool, arguments, origin)
                 finally:
@@ -273,11 +280,11 @@ class Hub:
         self, rule: ApprovalRule, server: str, tool: str, arguments: dict[str, Any] | None, origin: Origin
     ) -> Verdict:
         """The approver's verdict on this call, or a refusal when there is nobody to ask."""
-        if self.approver is None:
+        reason = self._no_approver()
+        if self.approver is None or reason is not None:
             return Verdict(
                 ApprovalStatus.CANCELLED,
-                f"{tool} on {server} needs approval (approvals[{rule.index}]) and {self.no_approver_reason}; "
-                "it was not run",
+                f"{tool} on {server} needs approval (approvals[{rule.index}]) and {reason}; it was not run",
             )
         ask = ApprovalAsk(
             origin=origin,
@@ -300,13 +307,9 @@ class Hub:
         rule = None if tool is None else self.config.approval_rule(prompt.server, tool)
         if rule is None or rule.gate is not ApprovalGate.ANSWERS:
             return content
-        if self.approver is None:
-            logger.info(
-                "an answer to %s/%s needs approval and %s: declined",
-                prompt.server,
-                tool,
-                self.no_approver_reason,
-            )
+        reason = self._no_approver()
+        if self.approver is None or reason is not None:
+            logger.info("an answer to %s/%s needs approval and %s: declined", prompt.server, tool, reason)
             return None
         ask = ApprovalAsk(
             origin=prompt.origin,
@@ -340,6 +343,12 @@ class Hub:
             content = dict(answer.data or {})
             verdict = await approver.decide(replace(ask, content=content), verdict.approval_id)
         return content if verdict.approved else None
+
+    def _no_approver(self) -> str | None:
+        """Why gated calls cannot be asked about now (no approver, or one that is stopping), or None."""
+        if self.approver is None:
+            return self.no_approver_reason
+        return self.approver.unavailable()
 
     def cancel(self, origin: Origin) -> int:
         """/cancel: this person's pending prompts and running calls in this chat; returns how many."""

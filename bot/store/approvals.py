@@ -14,7 +14,7 @@ import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import ColumnElement, insert, select, update
@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.config import AuditContent
 from bot.core import Origin
-from bot.core.approvals import ApprovalAsk, ApprovalState, ApprovalStatus, Ballot, Vote
+from bot.core.approvals import ApprovalAsk, ApprovalRecord, ApprovalState, ApprovalStatus, Ballot, Vote
 from bot.store.audit import AuditEvent, AuditLog
 from bot.store.errors import unavailable_as
 from bot.store.tables import approval_votes, approvals
@@ -37,28 +37,6 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
 
-@dataclass(frozen=True, slots=True)
-class ApprovalRecord:
-    """One request as stored: what is asked, where its cards are, and its tally."""
-
-    ask: ApprovalAsk
-    state: ApprovalState
-    gate: str
-    deadline: float
-    """Unix time."""
-    created_at: str
-    revision: int = 0
-    cards: tuple[tuple[int, int], ...] = ()
-    """(chat id, message id) of each approval card."""
-    decided_at: str | None = None
-    names: Mapping[int, str] = field(default_factory=dict[int, str])
-    """Display names of the requester and approvers as known when asked (cards after a restart use them)."""
-
-    @property
-    def id(self) -> str:
-        return self.state.id
-
-
 _OPEN = (ApprovalStatus.PENDING.value, ApprovalStatus.CHANGING.value)
 _EVENTS = {
     ApprovalStatus.EXPIRED: AuditEvent.APPROVAL_EXPIRED,
@@ -67,7 +45,8 @@ _EVENTS = {
 
 
 class ApprovalStore:
-    """The `approvals` and `approval_votes` tables of one database, and the audit log beside them."""
+    """The `approvals` and `approval_votes` tables of one database, and the audit log beside them: the
+    `ApprovalBook` of `bot.core.approval_service.ApprovalService`."""
 
     def __init__(self, engine: AsyncEngine, log: AuditLog, content: AuditContent = AuditContent.FULL) -> None:
         self.engine = engine

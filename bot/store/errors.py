@@ -12,6 +12,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from bot.core.approvals import BookUnavailable
 from bot.store.engine import failure_reason
 
 __all__ = ["StoreUnavailable", "unavailable", "unavailable_as"]
@@ -20,8 +21,10 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class StoreUnavailable(Exception):
-    """The database cannot be opened, migrated, read or written; the message (one line) says what and why."""
+class StoreUnavailable(BookUnavailable):
+    """The database cannot be opened, migrated, read or written; the message (one line) says what and why.
+
+    A `BookUnavailable`: the approval service (in `bot.core`, which cannot know the store) handles it as that."""
 
     def __init__(self, message: str, *, file: bool = False) -> None:
         super().__init__(message)

@@ -25,6 +25,7 @@ from telegram.ext import Application, ApplicationBuilder
 
 from bot.config import Config, ServerConfig, TelegramMode
 from bot.core import PromptRegistry
+from bot.core.approval_service import ApprovalService
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, sign_ins
 from bot.store import Store, open_configured_store
@@ -130,9 +131,20 @@ async def serve(
         )
         auth = None if signins is None else signins.auth_for
         signed_in = None if signins is None else signins.signed_in
+        service, no_approver = _approval_service(config, store)
         async with Hub(
-            config, prompts, transport=transport, observer=observer, book=book, auth=auth, signed_in=signed_in
+            config,
+            prompts,
+            transport=transport,
+            observer=observer,
+            book=book,
+            auth=auth,
+            signed_in=signed_in,
+            approver=service,
+            no_approver_reason=no_approver,
+            names=None if service is None else service.name_of,
         ) as hub:
+            approvals = None if service is None else TelegramApprovals(service, surface, hub)
             await _serve(
                 config,
                 app,
@@ -146,6 +158,7 @@ async def serve(
                 allowed,
                 clock,
                 endpoint,
+                approvals,
                 signins,
                 drain,
             )
@@ -164,6 +177,7 @@ async def _serve(
     allowed: Access,
     clock: Callable[[], float],
     endpoint: EndpointFactory,
+    approvals: TelegramApprovals | None,
     signins: SignIns | None = None,
     drain: anyio.Event | None = None,
 ) -> None:
@@ -171,7 +185,6 @@ async def _serve(
     async with anyio.create_task_group() as tg:
         runner = ToolRunner(hub, prompts, surface, allowed)
         deps = Deps(config.telegram, allowed, hub, prompts, surface, runner, ToolButtons())
-        approvals = _approvals(config, store, surface, hub)
         if approvals is not None:
             app.add_handlers(approval_taps.name_handlers(approvals, allowed, config.approvers), group=-2)
         app.add_handlers(access.handlers(allowed, Refusals(clock=clock), config.approvers), group=-1)
@@ -254,16 +267,14 @@ async def _drain(
         polling.cancel_scope.cancel()
 
 
-def _approvals(
-    config: Config, store: Store | None, surface: TelegramSurface, hub: Hub
-) -> TelegramApprovals | None:
-    """The approvals of `[[approvals]]` (they need the database: a request must outlive the process)."""
+def _approval_service(config: Config, store: Store | None) -> tuple[ApprovalService | None, str]:
+    """The hub's approver for `[[approvals]]` (it needs the database: a request must outlive the process), or
+    None and why gated calls are refused."""
     if not config.approvals:
-        return None
+        return None, "this host cannot ask approvers"
     if store is None:
-        hub.no_approver_reason = "approvals need the database ([storage])"
-        return None
-    return TelegramApprovals(store.approvals, surface, hub)
+        return None, "approvals need the database ([storage])"
+    return ApprovalService(store.approvals), ""
 
 
 async def _start_updates(app: Application, config: Config, watch: ApiWatch) -> None:  # type: ignore[type-arg]
