@@ -122,9 +122,14 @@ class ChainBreak:
         return f"{who}: {self.reason}"
 
 
+_CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""What `json.dumps` with these options builds anew for every call (every row is encoded twice: its detail,
+then its canonical form)."""
+
+
 def canonical_json(value: Any) -> str:
     """Sorted keys, no whitespace, non-ASCII as is: one text for one value."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 def canonical_form(row: Mapping[str, Any]) -> bytes:
