@@ -67,8 +67,9 @@ def _use_httpx() -> None:
     import bot.telegram.bot
     from bot.telegram.request import POOL_TIMEOUT_S
 
-    def httpx_request(*, connections: int) -> HTTPXRequest:
-        """PTB's own client with the pool the aiohttp client gets (and its pool timeout)."""
+    def httpx_request(*, connections: int, written_hook: bool = True) -> HTTPXRequest:
+        """PTB's own client with the pool the aiohttp client gets (and its pool timeout); it has no hook for
+        the flood limiter's `on_written` either way."""
         return HTTPXRequest(connection_pool_size=connections, pool_timeout=POOL_TIMEOUT_S)
 
     bot.telegram.bot.AiohttpRequest = httpx_request  # type: ignore[assignment,misc]

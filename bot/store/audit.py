@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.store.audit_keys import CHECKPOINT_EVERY, AuditKeys, Checkpoint
 from bot.store.tables import audit, audit_checkpoints
-from bot.store.writer import StoreWriter
+from bot.store.writer import Prepared, StoreWriter
 
 __all__ = ["GENESIS", "AuditEvent", "AuditLog", "AuditRow", "ChainBreak", "canonical_form"]
 
@@ -122,9 +122,14 @@ class ChainBreak:
         return f"{who}: {self.reason}"
 
 
+_CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""What `json.dumps` with these options builds anew for every call (every row is encoded twice: its detail,
+then its canonical form)."""
+
+
 def canonical_json(value: Any) -> str:
     """Sorted keys, no whitespace, non-ASCII as is: one text for one value."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 def canonical_form(row: Mapping[str, Any]) -> bytes:
@@ -136,6 +141,9 @@ _HASHED: Final = (
     *("seq", "id", "at", "event", "user_id", "chat_id", "server", "tool", "request_id", "detail"),
     "prev_hash",
 )
+
+
+_INSERT: Final = Prepared(insert(audit))
 
 
 def _lock_head(conn: Connection) -> None:
@@ -268,7 +276,7 @@ class AuditLog:
             seq += 1
             values["seq"], values["prev_hash"] = seq, prev_hash
             values["hash"] = prev_hash = _digest(values, self.keys)
-        conn.execute(insert(audit), batch)
+        _INSERT.executemany(conn, batch)
 
         def committed() -> list[AuditRow]:
             self._head = (seq, prev_hash)

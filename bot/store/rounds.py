@@ -13,7 +13,7 @@ import enum
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import Connection, bindparam, delete, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.core import Era, KeptQuestion, Origin
 from bot.store.audit import canonical_json
 from bot.store.tables import rounds
-from bot.store.writer import StoreWriter
+from bot.store.writer import Prepared, StoreWriter
 
 __all__ = ["RoundStore"]
 
@@ -40,6 +40,22 @@ class _Write:
     """The questions (rows) it writes: one, or the ones a delete closes."""
     values: Mapping[str, Any]
     """The row (insert) or the columns to set (update)."""
+
+
+_INSERT: Final = Prepared(insert(rounds))
+_DELETE: Final = Prepared(delete(rounds).where(rounds.c.id == bindparam("b_id")))
+_UPDATES: dict[tuple[str, ...], Prepared] = {}
+"""The updates by the columns they set (a handful: the card's place, the progress, the answer)."""
+
+
+def _update_of(columns: tuple[str, ...]) -> Prepared:
+    found = _UPDATES.get(columns)
+    if found is None:
+        changes: dict[str, Any] = {c: bindparam(f"b_{c}") for c in columns}
+        found = _UPDATES[columns] = Prepared(
+            update(rounds).where(rounds.c.id == bindparam("b_id")).values(changes)
+        )
+    return found
 
 
 class RoundStore:
@@ -108,9 +124,9 @@ class RoundStore:
         all their rows."""
         batch: Sequence[_Write] = items
         for stretch in _stretches(batch):
-            rows = [dict(w.values) for w in stretch if w.kind is _Kind.INSERT]
+            rows = [w.values for w in stretch if w.kind is _Kind.INSERT]
             if rows:
-                conn.execute(insert(rounds), rows)
+                _INSERT.executemany(conn, rows)
             updates: dict[tuple[str, ...], list[dict[str, Any]]] = {}
             for w in stretch:
                 if w.kind is _Kind.UPDATE:
@@ -118,11 +134,10 @@ class RoundStore:
                         {"b_id": w.ids[0], **{f"b_{k}": v for k, v in w.values.items()}}
                     )
             for columns, params in updates.items():
-                changes: dict[str, Any] = {c: bindparam(f"b_{c}") for c in columns}
-                conn.execute(update(rounds).where(rounds.c.id == bindparam("b_id")).values(changes), params)
-            closed = [i for w in stretch if w.kind is _Kind.DELETE for i in w.ids]
+                _update_of(columns).executemany(conn, params)
+            closed = [{"b_id": i} for w in stretch if w.kind is _Kind.DELETE for i in w.ids]
             if closed:
-                conn.execute(delete(rounds).where(rounds.c.id.in_(closed)))
+                _DELETE.executemany(conn, closed)
 
         def committed() -> list[None]:
             self.transactions += 1

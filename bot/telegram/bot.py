@@ -98,7 +98,10 @@ def build_bot(token: str, base_url: str, rate_limiter: BaseRateLimiter[Any]) -> 
     # choose the plain one on purpose (see the module docstring), and only their nudge is silenced.
     for endpoint in _CARD_CALLS:
         warnings.filterwarnings("ignore", message=f"Please use 'Bot.{endpoint}'", category=PTBUserWarning)
-    calls, updates = AiohttpRequest(connections=POOL_CONNECTIONS), AiohttpRequest(connections=1)
+    calls, updates = (
+        AiohttpRequest(connections=POOL_CONNECTIONS),
+        AiohttpRequest(connections=1, written_hook=False),
+    )
     return CardBot(
         token,
         clients=(calls, updates),

@@ -96,7 +96,15 @@ async def _body_written(session: aiohttp.ClientSession, context: Any, params: An
 class AiohttpRequest(BaseRequest):
     """A PTB `BaseRequest` on one `aiohttp.ClientSession` with at most `connections` connections."""
 
-    __slots__ = ("_connections", "_defaults", "_max_response_bytes", "_proxies", "_session", "_ssl")
+    __slots__ = (
+        "_connections",
+        "_defaults",
+        "_max_response_bytes",
+        "_proxies",
+        "_session",
+        "_ssl",
+        "_written_hook",
+    )
 
     def __init__(
         self,
@@ -108,7 +116,10 @@ class AiohttpRequest(BaseRequest):
         pool_timeout: float | None = POOL_TIMEOUT_S,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         ssl_context: ssl.SSLContext | None = None,
+        written_hook: bool = True,
     ) -> None:
+        """`written_hook` False: a client whose requests are never made inside `on_written` (getUpdates),
+        without aiohttp's trace hook, which costs every request its trace signals."""
         if connections < 1:
             raise ValueError(f"connections must be at least 1, not {connections}")
         if max_response_bytes < 1:
@@ -117,6 +128,7 @@ class AiohttpRequest(BaseRequest):
         self._defaults = (read_timeout, write_timeout, connect_timeout, pool_timeout)
         self._max_response_bytes = max_response_bytes
         self._ssl = ssl_context
+        self._written_hook = written_hook
         self._session: aiohttp.ClientSession | None = None
         self._proxies: dict[str, str | None] = {}
 
@@ -131,11 +143,14 @@ class AiohttpRequest(BaseRequest):
                 self._ssl = default_ssl_context()
             connector = aiohttp.TCPConnector(limit=self._connections, ssl=self._ssl)
             self._proxies = {}  # the environment is read again after a restart
-            trace = aiohttp.TraceConfig()
-            trace.on_request_chunk_sent.append(_body_written)
+            traces = []
+            if self._written_hook:
+                trace = aiohttp.TraceConfig()
+                trace.on_request_chunk_sent.append(_body_written)
+                traces.append(trace)
             self._session = aiohttp.ClientSession(
                 connector=connector,
-                trace_configs=[trace],
+                trace_configs=traces,
                 headers={"User-Agent": self.USER_AGENT},
                 timeout=aiohttp.ClientTimeout(total=None),
             )
