@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -32,24 +31,17 @@ from bot.telegram.render import (
     prompt_screen,
     settled_screen,
 )
+from bot.telegram.taps import TapAnswer, decode_tap
 from mapping import (
     DECLINED,
     Answer,
     Ask,
-    Choose,
-    Done,
-    Edit,
     Finished,
     FormInput,
-    Keep,
     NumberField,
     Review,
-    SetBool,
-    Skip,
-    Submit,
     TextField,
     TextInput,
-    Toggle,
     apply,
     check_url,
     display_value,
@@ -63,14 +55,6 @@ logger = logging.getLogger(__name__)
 EXPIRED = "This prompt has expired."
 NOT_ALLOWED = "You may not use this bot."
 ANSWER_SENT = "✅ Answer sent."
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """What a tap gets back: a toast, or an alert the person must dismiss."""
-
-    text: str | None = None
-    alert: bool = False
 
 
 class TelegramSurface:
@@ -219,50 +203,50 @@ class TelegramSurface:
 
     # -- taps and replies ------------------------------------------------------------------------------
 
-    async def on_button(self, user: User, button: Button) -> Reply:
+    async def on_button(self, user: User, button: Button) -> TapAnswer:
         """A tap on a card button: decide, re-render, and say what the person should see."""
         if not self.access.allows(user.id):
-            return Reply(NOT_ALLOWED, alert=True)
+            return TapAnswer(NOT_ALLOWED, alert=True)
         card = self.cards.get(button.token)
         if card is None:
-            return Reply(EXPIRED, alert=True)
+            return TapAnswer(EXPIRED, alert=True)
         async with self._lock(card):
             return await self._tap(card, user, button)
 
-    async def _tap(self, card: Card, user: User, button: Button) -> Reply:
+    async def _tap(self, card: Card, user: User, button: Button) -> TapAnswer:
         prompt = card.prompt
         if user.id != prompt.origin.user_id:
-            return Reply("This question is for the person who started the call.", alert=True)
+            return TapAnswer("This question is for the person who started the call.", alert=True)
         if button.version != card.version:
-            return Reply("That button is outdated; use the buttons on the card as it is now.", alert=True)
+            return TapAnswer("That button is outdated; use the buttons on the card as it is now.", alert=True)
         if button.action is Action.FINISHED:
             if prompt.complete_by_hand():
-                return Reply("Thanks, retrying the call.")
-            return Reply(EXPIRED, alert=True)
+                return TapAnswer("Thanks, retrying the call.")
+            return TapAnswer(EXPIRED, alert=True)
         if button.action is Action.CANCEL and prompt.sign_in and not prompt.pending:
             # A consented sign-in card: the person gives up waiting for the browser (`bot.servers.oauth`).
-            return Reply("Cancelled.") if prompt.complete_by_hand() else Reply(EXPIRED, alert=True)
+            return TapAnswer("Cancelled.") if prompt.complete_by_hand() else TapAnswer(EXPIRED, alert=True)
         if not prompt.pending:
-            return Reply(EXPIRED, alert=True)
+            return TapAnswer(EXPIRED, alert=True)
         if button.action is Action.DECLINE:
             self._answer(prompt, Answer(prompt.request.id, ok=False, reason=DECLINED))
-            return Reply("Declined.")
+            return TapAnswer("Declined.")
         if button.action is Action.CANCEL:
             self._answer(prompt, Answer(prompt.request.id, ok=False, reason="cancelled"))
-            return Reply("Cancelled.")
+            return TapAnswer("Cancelled.")
         if button.action is Action.CONSENT and check_url(prompt.request.url or "").consentable:
             self._answer(prompt, Answer(prompt.request.id, ok=True))
-            return Reply()
+            return TapAnswer()
         if button.action is Action.PAGE and button.arg is not None:
             card.page = button.arg
             await self._redraw(card)
-            return Reply()
-        form_input = self._form_input(card, button)
+            return TapAnswer()
+        form_input = decode_tap(card, button)
         if form_input is None:
-            return Reply("That button does not fit this question.", alert=True)
+            return TapAnswer("That button does not fit this question.", alert=True)
         card.answered_by = user.first_name
         await self._step(card, form_input)
-        return Reply(None if prompt.pending else ANSWER_SENT)
+        return TapAnswer(None if prompt.pending else ANSWER_SENT)
 
     def answer_from_page(self, prompt: Prompt, answer: Answer) -> bool:
         """An answer from the form's Mini App page (already read by `mapping`); False when the prompt had
@@ -413,32 +397,6 @@ class TelegramSurface:
             await self.send(prompt.origin.chat_id, Screen(text))
         except TelegramError:
             logger.exception("could not post the private-chat note")
-
-    def _form_input(self, card: Card, button: Button) -> FormInput | None:
-        assert card.state is not None or card.prompt.request.url is not None
-        if card.state is None:
-            return None
-        step = card.state.step
-        action, arg = button.action, button.arg
-        simple: dict[Action, FormInput] = {
-            Action.YES: SetBool(True),
-            Action.NO: SetBool(False),
-            Action.DONE: Done(),
-            Action.SKIP: Skip(),
-            Action.KEEP: Keep(),
-            Action.SUBMIT: Submit(),
-        }
-        if action in simple:
-            return simple[action]
-        if arg is None:
-            return None
-        if action is Action.CHOOSE:
-            return Choose(arg)
-        if action is Action.TOGGLE:
-            return Toggle(arg)
-        if action is Action.EDIT and isinstance(step, Review) and arg < len(step.rows):
-            return Edit(step.rows[arg][0].name)
-        return None
 
     async def _step(self, card: Card, form_input: FormInput, *, moved: bool = False) -> None:
         assert card.state is not None
