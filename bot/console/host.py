@@ -29,7 +29,6 @@ from bot.core import (
     Outcome,
     Progress,
     Prompt,
-    PromptRegistry,
     ToolInfo,
     ToolOutcome,
 )
@@ -81,7 +80,6 @@ class Console:
     def __init__(self, reader: LineSource, write: Callable[[str], None] | None = None) -> None:
         self.reader = reader
         self.hub: Hub | None = None
-        self.prompts: PromptRegistry | None = None
         self._write = write or _stdout
         self._turn = anyio.Lock()
         self._scopes: dict[str, anyio.CancelScope] = {}
@@ -128,9 +126,9 @@ class Console:
 
     # -- the command loop ----------------------------------------------------------------------------
 
-    async def run(self, hub: Hub, prompts: PromptRegistry) -> None:
+    async def run(self, hub: Hub) -> None:
         """Read commands until /quit or end of input."""
-        self.hub, self.prompts = hub, prompts
+        self.hub = hub
         async with anyio.create_task_group() as tg:
             self._tg = tg
             self.say("toolnexus console. /help for commands.")
@@ -344,8 +342,7 @@ class Console:
                 with anyio.CancelScope() as scope:
                     self._scopes[prompt.token] = scope
                     answer = await self._forms.ask(prompt)
-                    assert self.prompts is not None
-                    self.prompts.answer(prompt, answer)
+                    prompt.answer(answer)
                 self._scopes.pop(prompt.token, None)
         finally:
             self._question_closed()
@@ -359,12 +356,11 @@ class Console:
                     self._scopes[prompt.token] = scope
                     self.say("  Press Enter when you have finished there (or /cancel).")
                     line = await self._next_line("done? > ")
-                    assert self.prompts is not None
                     if line is None or is_cancel(line):
                         assert self.hub is not None
                         self.hub.cancel(CONSOLE_USER)
                     else:
-                        self.prompts.complete_by_hand(prompt)
+                        prompt.complete_by_hand()
                 self._scopes.pop(prompt.token, None)
         finally:
             self._question_closed()
