@@ -20,6 +20,7 @@ from typing import Final
 import anyio
 from anyio.abc import TaskGroup
 
+from bot.console.forms import FormWalker, is_cancel
 from bot.console.terminal import INTERRUPT, LineSource, progress_bar
 from bot.core import (
     OUTCOME_TEXT,
@@ -28,17 +29,14 @@ from bot.core import (
     Outcome,
     Progress,
     Prompt,
-    PromptRegistry,
     ToolInfo,
     ToolOutcome,
 )
 from bot.core.call_args import (
-    ECHO_LIMIT,
     CallArgsError,
     CallCommand,
     asking_again,
     check_arguments,
-    echo,
     not_found_text,
     parse_arguments,
     split_call,
@@ -48,28 +46,10 @@ from bot.core.call_args import (
 )
 from bot.servers.hub import Hub, Unavailable
 from mapping import (
-    DECLINED,
-    Answer,
-    Ask,
-    BoolField,
-    ChoiceField,
-    Finished,
-    FormSpec,
-    Keep,
-    MultiChoiceField,
-    Review,
-    Skip,
-    Submit,
-    TextInput,
     UnsupportedSchema,
-    apply,
-    describe,
-    display_value,
     parse_schema,
-    start,
 )
-from mapping.form import Edit, FormState, walk_note
-from mapping.urls import MAX_SHOWN_URL, check_url
+from mapping.urls import check_url
 
 CONSOLE_USER = Origin(chat_id=0, user_id=0)
 _CONTROLS: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -100,7 +80,6 @@ class Console:
     def __init__(self, reader: LineSource, write: Callable[[str], None] | None = None) -> None:
         self.reader = reader
         self.hub: Hub | None = None
-        self.prompts: PromptRegistry | None = None
         self._write = write or _stdout
         self._turn = anyio.Lock()
         self._scopes: dict[str, anyio.CancelScope] = {}
@@ -111,6 +90,7 @@ class Console:
         self._no_questions = anyio.Event()
         self._no_questions.set()
         self._watch: anyio.CancelScope | None = None
+        self._forms = FormWalker(self._next_line, self.say)
 
     def say(self, text: str = "") -> None:
         self._write(printable(text))
@@ -146,9 +126,9 @@ class Console:
 
     # -- the command loop ----------------------------------------------------------------------------
 
-    async def run(self, hub: Hub, prompts: PromptRegistry) -> None:
+    async def run(self, hub: Hub) -> None:
         """Read commands until /quit or end of input."""
-        self.hub, self.prompts = hub, prompts
+        self.hub = hub
         async with anyio.create_task_group() as tg:
             self._tg = tg
             self.say("toolnexus console. /help for commands.")
@@ -280,7 +260,7 @@ class Console:
             self._watch = None
             if scope.cancelled_caught:
                 continue  # a question took the prompt over
-            if line is None or _is_cancel(line):
+            if line is None or is_cancel(line):
                 self.hub.cancel(CONSOLE_USER)
                 self.say("  Cancelling the call...")
                 if line is None:
@@ -333,7 +313,7 @@ class Console:
             return None
         if not refused:
             self.say(f"  {tool.name} needs some arguments.")
-        answer = await self._walk_form(spec)
+        answer = await self._forms.walk(spec)
         return answer if isinstance(answer, dict) else None
 
     async def _progress(self, progress: Progress) -> None:
@@ -361,107 +341,11 @@ class Console:
                     return
                 with anyio.CancelScope() as scope:
                     self._scopes[prompt.token] = scope
-                    answer = await self._ask(prompt)
-                    assert self.prompts is not None
-                    self.prompts.answer(prompt, answer)
+                    answer = await self._forms.ask(prompt)
+                    prompt.answer(answer)
                 self._scopes.pop(prompt.token, None)
         finally:
             self._question_closed()
-
-    async def _ask(self, prompt: Prompt) -> Answer:
-        request = prompt.request
-        self.say(f"\n[{prompt.server}] asks: {request.prompt}")
-        if request.url is not None:
-            check = check_url(request.url)
-            self.say(f"  Link: {check.shown}\n  Host: {check.host or 'none'}")
-            if check.too_long:
-                self.say(
-                    f"  Cut: the link is {len(check.href or check.url):,} characters long, more than the "
-                    f"{MAX_SHOWN_URL:,} shown whole; only its start and end are shown, and it is not offered."
-                )
-            for warning in check.warnings:
-                self.say(f"  Warning: {warning}")
-            if check.consentable:
-                self.say(f"  Open {check.host}? [y]es / /decline / /cancel")
-            else:
-                self.say("  This link cannot be opened from here: /decline / /cancel")
-            while True:
-                line = await self._next_line("open? > " if check.consentable else "/decline or /cancel > ")
-                if line is None or _is_cancel(line):
-                    return Answer(request.id, ok=False, reason="cancelled")
-                raw = line.strip()
-                if raw == "/decline":
-                    return Answer(request.id, ok=False, reason=DECLINED)
-                if check.consentable and raw.lower() in ("y", "yes", "open"):
-                    return Answer(request.id, ok=True)
-                self.say("  ! " + _why_not_a_link_answer(raw, check.consentable, check.host))
-        assert prompt.form is not None
-        content = await self._walk_form(prompt.form)
-        if isinstance(content, dict):
-            return Answer(request.id, ok=True, data=content)
-        return Answer(request.id, ok=False, reason=content)
-
-    async def _walk_form(self, spec: FormSpec) -> dict[str, object] | str:
-        """Walk a form; the content, or the reason it was not sent ("declined"/"cancelled")."""
-        state: FormState = start(spec)
-        while not isinstance(state.step, Finished):
-            step = state.step
-            self._show_step(step, walk_note(state))
-            line = await self._next_line(
-                "submit? > " if isinstance(step, Review) else f"{step.field.title}> "
-            )
-            if line is None or _is_cancel(line):
-                return "cancelled"
-            raw = line.strip()
-            if raw == "/decline":
-                return DECLINED
-            if isinstance(step, Review):
-                if raw.lower() in ("s", "submit", "y", "yes", "ok"):
-                    state = apply(state, Submit())
-                elif raw.isdigit() and 1 <= int(raw) <= len(step.rows):
-                    state = apply(state, Edit(step.rows[int(raw) - 1][0].name))
-                else:
-                    self.say("  ! " + _why_not_a_review_answer(raw, len(step.rows)))
-                continue
-            if raw == "" and step.current is not None:
-                state = apply(state, Keep())
-            elif raw == "/skip":
-                state = apply(state, Skip())
-            else:
-                state = apply(state, TextInput(raw))
-        return dict(state.step.content)
-
-    def _show_step(self, step: Ask | Review, note: str | None = None) -> None:
-        if isinstance(step, Review):
-            if step.error:
-                self.say(f"  ! {step.error}")
-            self.say("  Review:" if step.rows else "  Confirm?")
-            for number, (field, value) in enumerate(step.rows, 1):
-                self.say(f"   {number}. {field.title}: {display_value(field, value)}")
-            self.say(
-                "  s = submit"
-                + (", a number = change that field" if step.rows else "")
-                + ", /decline, /cancel"
-            )
-            return
-        field = step.field
-        if step.error:
-            self.say(f"  ! {field.title}: {step.error}")
-        need = "required" if field.required else "optional, /skip to leave empty"
-        self.say(f"  ({step.index + 1}/{step.total}) {field.title} ({need})" + (f"; {note}" if note else ""))
-        if field.description:
-            self.say(f"    {field.description}")
-        if isinstance(field, ChoiceField | MultiChoiceField):
-            for number, option in enumerate(field.options, 1):
-                self.say(f"    {number}) {option.title}")
-            if isinstance(field, MultiChoiceField):
-                self.say("    (numbers separated by commas)")
-        elif isinstance(field, BoolField):
-            self.say("    y / n")
-        else:
-            self.say(f"    {describe(field)}")
-        if step.current is not None:
-            self.say(f"    Enter keeps: {display_value(field, step.current)}")
 
     async def _await_completion(self, prompt: Prompt) -> None:
         try:
@@ -472,45 +356,14 @@ class Console:
                     self._scopes[prompt.token] = scope
                     self.say("  Press Enter when you have finished there (or /cancel).")
                     line = await self._next_line("done? > ")
-                    assert self.prompts is not None
-                    if line is None or _is_cancel(line):
+                    if line is None or is_cancel(line):
                         assert self.hub is not None
                         self.hub.cancel(CONSOLE_USER)
                     else:
-                        self.prompts.complete_by_hand(prompt)
+                        prompt.complete_by_hand()
                 self._scopes.pop(prompt.token, None)
         finally:
             self._question_closed()
-
-
-def _is_cancel(line: str) -> bool:
-    return line == INTERRUPT or line.strip() == "/cancel"
-
-
-def _why_not_a_link_answer(raw: str, consentable: bool, host: str | None) -> str:
-    if raw == "/skip":
-        why = "/skip does not apply to a link: it can only be opened, declined or cancelled"
-    elif not consentable:
-        return "this link cannot be opened from here; type /decline or /cancel"
-    else:
-        why = f"{echo(raw)} is not an answer here" if raw else "an empty line is not an answer here"
-    return f"{why}; type y to open {host}, /decline or /cancel" if consentable else why
-
-
-def _why_not_a_review_answer(raw: str, rows: int) -> str:
-    if raw == "/skip":
-        why = "/skip does not apply to the review: nothing is left to skip"
-    elif raw.isdigit():
-        why = f"there is no field {raw if len(raw) <= ECHO_LIMIT else echo(raw)}" + (
-            f" (1 to {rows})" if rows else ""
-        )
-    else:
-        why = f"{echo(raw)} is not an answer here" if raw else "an empty line is not an answer here"
-    return (
-        f"{why}; type s to submit"
-        + (", a field number to change it" if rows else "")
-        + ", /decline or /cancel"
-    )
 
 
 def _first_line(text: str) -> str:

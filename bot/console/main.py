@@ -73,7 +73,7 @@ async def run_console(config: Config, callback_server: CallbackServer) -> int:
                     return
 
         tg.start_soon(on_signal)
-        await console.run(hub, prompts)
+        await console.run(hub)
         tg.cancel_scope.cancel()
     return INTERRUPTED if interrupted else 0
 

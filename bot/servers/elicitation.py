@@ -109,6 +109,7 @@ class Elicitations:
         clock: Callable[[], float] | None = None,
         limits: Limits | None = None,
         book: RoundBook | None = None,
+        vet: Vet | None = None,
     ) -> None:
         self.prompts = prompts
         self.limits = limits
@@ -124,9 +125,9 @@ class Elicitations:
         self._refusal_told: dict[Hashable, float] = {}
         self.stopping = False
         """Set at shutdown: questions still arriving are refused without a card."""
-        self.vet: Vet | None = None
+        self.vet = vet
         """Sees each accepted form answer before the server does: the content to send, or None to send
-        `decline` instead (approvals of gate "answers"; set by the hub)."""
+        `decline` instead (approvals of gate "answers"; the hub's)."""
 
     @asynccontextmanager
     async def on_session(self, conn: Connection, caller: Caller) -> AsyncIterator[None]:

@@ -13,6 +13,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import replace
 from typing import Any
 
@@ -76,7 +77,7 @@ class Hub:
         self.prompts = prompts
         self.limits = Limits(config.limits, clock or time.monotonic)
         """Per-person limits; `limits.refused` counts refusals (read by /metrics)."""
-        self.elicitations = Elicitations(prompts, limits=self.limits, book=book)
+        self.elicitations = Elicitations(prompts, limits=self.limits, book=book, vet=self._vet_answer)
         self.pool = Pool(
             config,
             prompts,
@@ -95,15 +96,15 @@ class Hub:
         """Gets gated calls approved (`[[approvals]]`); None (the console, no database): they are refused."""
         self.no_approver_reason = no_approver_reason
         """Why a gated call is refused when there is no `approver`."""
-        self.elicitations.vet = self._vet_answer
         self.names: Callable[[int], str] = names or (lambda user_id: f"user {user_id}")
         """A person's display name, for approval cards (the host knows names; the hub knows ids)."""
         self._tg: TaskGroup | None = None
+        self._stack = AsyncExitStack()
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Hub:
-        self._tg = await anyio.create_task_group().__aenter__()
+        self._tg = await self._stack.enter_async_context(anyio.create_task_group())
         self.pool.start(self._tg)
         return self
 
@@ -112,7 +113,7 @@ class Hub:
             await self.aclose()
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(None, None, None)
+        await self._stack.aclose()
         self._tg = None
 
     async def aclose(self, grace_s: float = 2.0) -> None:

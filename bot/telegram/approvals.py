@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from anyio.abc import TaskGroup
 from telegram import User
@@ -24,19 +23,12 @@ from bot.telegram.approval_cards import approval_screen, change_screen, request_
 from bot.telegram.callback_data import Action, Button
 from bot.telegram.render import NAME_CLIP, TITLE_CLIP, Screen, esc
 from bot.telegram.surface import TelegramSurface
+from bot.telegram.taps import TapAnswer
 from bot.telegram.tool_runs import result_messages
 
-__all__ = ["GONE", "STOPPING", "Tap", "TelegramApprovals"]
+__all__ = ["GONE", "STOPPING", "TelegramApprovals"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Tap:
-    """What a tap gets back: a toast, or an alert for a refusal."""
-
-    text: str
-    alert: bool = False
 
 
 class TelegramApprovals:
@@ -62,7 +54,7 @@ class TelegramApprovals:
 
     # -- taps ------------------------------------------------------------------------------------------
 
-    async def on_tap(self, user: User, button: Button) -> Tap:
+    async def on_tap(self, user: User, button: Button) -> TapAnswer:
         """Approve, Reject or Change answer, forwarded to the service; its line as a toast, a refusal as an
         alert (the cards are redrawn by the service through `redraw`)."""
         self.seen(user)
@@ -71,7 +63,7 @@ class TelegramApprovals:
         else:
             vote = Vote.APPROVE if button.action is Action.YES else Vote.REJECT
             cast = await self.service.vote(button.token, user.id, user.first_name, vote, button.version)
-        return Tap(cast.text, alert=cast.refused)
+        return TapAnswer(cast.text, alert=cast.refused)
 
     # -- ApprovalShow ----------------------------------------------------------------------------------
 

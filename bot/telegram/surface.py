@@ -2,21 +2,14 @@
 
 Implements `bot.core.values.Surface`. Handlers decode an update and call `on_button` / `on_text`; the
 decision is made by `mapping.form` (pure), then the card is re-rendered by `bot.telegram.render` and edited.
-
-An answered card is settled a moment later (`FOLD_GRACE_S`), not at once: when its call ends meanwhile, the
-tool runner folds the result into that one edit (`fold_result`), one message instead of two. After the grace,
-the settling edit still gives way to the result until its turn comes under the flood limiter (`unless`): on a
-quiet bot that is at once, under a flood it is when the edit would have gone anyway, so a flood costs no
-message more.
+An answered card waits a moment for its call's result before it is settled (`bot.telegram.fold`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 import anyio
 from telegram import Update, User
@@ -26,7 +19,8 @@ from bot.core import Origin, Outcome, Prompt
 from bot.telegram.access import Access
 from bot.telegram.bot import CardBot
 from bot.telegram.callback_data import Action, Button, unpack
-from bot.telegram.flood import Withdrawn, card_first, unless
+from bot.telegram.flood import card_first
+from bot.telegram.fold import FOLD_GRACE_S, Folds
 from bot.telegram.render import (
     LONG_TEXT_CLIP,
     NAME_CLIP,
@@ -34,28 +28,20 @@ from bot.telegram.render import (
     Screen,
     consented_screen,
     esc,
-    folded_screen,
     prompt_screen,
     settled_screen,
 )
+from bot.telegram.taps import TapAnswer, decode_tap
 from mapping import (
     DECLINED,
     Answer,
     Ask,
-    Choose,
-    Done,
-    Edit,
     Finished,
     FormInput,
-    Keep,
     NumberField,
     Review,
-    SetBool,
-    Skip,
-    Submit,
     TextField,
     TextInput,
-    Toggle,
     apply,
     check_url,
     display_value,
@@ -69,35 +55,6 @@ logger = logging.getLogger(__name__)
 EXPIRED = "This prompt has expired."
 NOT_ALLOWED = "You may not use this bot."
 ANSWER_SENT = "✅ Answer sent."
-FOLD_GRACE_S: Final = 1.0
-"""How long an answered card waits for its call's result before it is settled on its own. A call that answers
-at once lands well within it (bench b, d), so the answer and the result take one edit; a slower call's card
-says "Answer sent" once that edit's turn comes under the flood limiter (at once on a quiet bot; a result that
-comes first takes its place), and its person was told so on the tap itself, so nobody waits without a sign."""
-
-
-@dataclass(slots=True)
-class _Parked:
-    """An answered card whose settling waits for its call's result (`FOLD_GRACE_S`)."""
-
-    card: Card
-    timer: asyncio.TimerHandle | None = None
-    taken: bool = False
-    """Its edit is decided (settled alone, or with the result folded in)."""
-    queued: bool = False
-    """The grace is over and its settling edit waits for its turn under the flood limiter: the result may
-    still take its place (`folded`)."""
-    folded: bool = False
-    """The result came while the settling edit waited: that edit gives way (is withdrawn) when its turn comes."""
-    done: anyio.Event = field(default_factory=anyio.Event)
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """What a tap gets back: a toast, or an alert the person must dismiss."""
-
-    text: str | None = None
-    alert: bool = False
 
 
 class TelegramSurface:
@@ -111,9 +68,8 @@ class TelegramSurface:
         self._busy: dict[str, anyio.Lock] = {}
         self.form_link: Callable[[Prompt], str | None] | None = None
         """A form's Mini App page, when it has one (set with a public URL; see `bot.web.miniapp`)."""
-        self._parked: dict[tuple[Origin, str], _Parked] = {}
-        """Answered cards waiting for their call's result, by person and server."""
-        self._settling: set[asyncio.Task[None]] = set()
+        self._folds = Folds(self._settle, self.edit)
+        """Answered cards waiting for their call's result."""
 
     # -- sending ---------------------------------------------------------------------------------------
 
@@ -198,106 +154,21 @@ class TelegramSurface:
             await self._settle(card, outcome)
 
     async def fold_result(self, origin: Origin, server: str, result: str | None) -> bool:
-        """Settle the card `origin` answered for `server` last, if it still waits (`FOLD_GRACE_S`): with
-        `result` (one result message's HTML) folded in when given and it fits, else alone. True when the result
-        was folded in (the caller shows it no more); False when there was no such card, or it is settled apart
-        (then once that edit is done, so the result comes after it)."""
-        key = (origin, server)
-        parked = self._parked.get(key)
-        if parked is None:
-            return False
-        if parked.queued and not parked.taken and result is not None:
-            return await self._fold_queued(key, parked, result)
-        if parked.taken or parked.queued:
-            await parked.done.wait()
-            return False
-        parked.taken = True
-        if parked.timer is not None:
-            parked.timer.cancel()
-        screen = folded_screen(parked.card, result) if result is not None else None
-        if screen is None:
-            await self._settle_parked(key, parked)
-            return False
-        return await self._edit_folded(key, parked, screen)
-
-    async def _fold_queued(self, key: tuple[Origin, str], parked: _Parked, result: str) -> bool:
-        """The result came after the grace, while the card's settling edit waits for its turn: send the answer
-        and the result in one edit, and let the settling edit give way to it (or, when it already went, come
-        after it). False when the result does not fit on the card (it is settled alone, then)."""
-        screen = folded_screen(parked.card, result)
-        if screen is None:
-            await parked.done.wait()
-            return False
-        parked.taken = parked.folded = True
-        return await self._edit_folded(key, parked, screen)
-
-    async def _edit_folded(self, key: tuple[Origin, str], parked: _Parked, screen: Screen) -> bool:
-        """Edit a parked card to its answer and result (shielded: it must land) and unpark it; False if the edit
-        failed."""
-        card = parked.card
-        try:
-            assert card.message_id is not None
-            with anyio.CancelScope(shield=True):
-                await self.edit(card.chat_id, card.message_id, screen)
-        except TelegramError:
-            logger.exception("could not show a result on its card %s", card.prompt.request.id)
-            return False
-        finally:
-            self._unpark(key, parked)
-        return True
+        """See `Folds.fold_result`."""
+        return await self._folds.fold_result(origin, server, result)
 
     def awaits_result(self, origin: Origin, server: str) -> bool:
-        """Whether a card `origin` answered for `server` waits for its call's result (it still stands for the
-        call: no status message is due meanwhile)."""
-        parked = self._parked.get((origin, server))
-        return parked is not None and not parked.taken
+        """See `Folds.awaits_result`."""
+        return self._folds.awaits_result(origin, server)
 
     def _park(self, card: Card) -> None:
         """Settle an answered card after `FOLD_GRACE_S`, unless its call's result comes first."""
         self._forget(card)
-        key = (card.prompt.origin, card.prompt.server)
-        earlier = self._parked.get(key)
-        if earlier is not None and not earlier.taken:  # two cards answered at once: the older one goes now
-            self._grace_over(key, earlier, queue=False)
-        self._parked[key] = parked = _Parked(card)
-        parked.timer = asyncio.get_running_loop().call_later(FOLD_GRACE_S, self._grace_over, key, parked)
-
-    def _grace_over(self, key: tuple[Origin, str], parked: _Parked, *, queue: bool = True) -> None:
-        """Settle the card alone; with `queue`, its result may still take the edit's place until its turn."""
-        if parked.taken or parked.queued:
-            return
-        parked.taken, parked.queued = not queue, queue
-        if parked.timer is not None:
-            parked.timer.cancel()
-        task = asyncio.get_running_loop().create_task(self._settle_parked(key, parked))
-        self._settling.add(task)
-        task.add_done_callback(self._settling.discard)
-
-    async def _settle_parked(self, key: tuple[Origin, str], parked: _Parked) -> None:
-        try:
-            with anyio.CancelScope(shield=True), unless(lambda: parked.folded):
-                await self._settle(parked.card, Outcome.ANSWERED)
-        except Withdrawn:
-            pass  # the result's edit took its place
-        except TelegramError:
-            logger.exception("could not settle card %s", parked.card.prompt.request.id)
-        finally:
-            parked.taken = True
-            if not parked.folded:  # else the folding edit ends it, once it is done
-                self._unpark(key, parked)
-
-    def _unpark(self, key: tuple[Origin, str], parked: _Parked) -> None:
-        if self._parked.get(key) is parked:
-            del self._parked[key]
-        parked.done.set()
+        self._folds.park(card, FOLD_GRACE_S)
 
     async def settle_parked(self) -> None:
         """Settle every answered card still waiting for a result, now (the bot is stopping)."""
-        for key, parked in list(self._parked.items()):
-            if not parked.taken:
-                self._grace_over(key, parked, queue=False)
-        for parked in list(self._parked.values()):
-            await parked.done.wait()
+        await self._folds.settle_all()
 
     async def _settle(self, card: Card, outcome: Outcome) -> None:
         prompt = card.prompt
@@ -332,50 +203,50 @@ class TelegramSurface:
 
     # -- taps and replies ------------------------------------------------------------------------------
 
-    async def on_button(self, user: User, button: Button) -> Reply:
+    async def on_button(self, user: User, button: Button) -> TapAnswer:
         """A tap on a card button: decide, re-render, and say what the person should see."""
         if not self.access.allows(user.id):
-            return Reply(NOT_ALLOWED, alert=True)
+            return TapAnswer(NOT_ALLOWED, alert=True)
         card = self.cards.get(button.token)
         if card is None:
-            return Reply(EXPIRED, alert=True)
+            return TapAnswer(EXPIRED, alert=True)
         async with self._lock(card):
             return await self._tap(card, user, button)
 
-    async def _tap(self, card: Card, user: User, button: Button) -> Reply:
+    async def _tap(self, card: Card, user: User, button: Button) -> TapAnswer:
         prompt = card.prompt
         if user.id != prompt.origin.user_id:
-            return Reply("This question is for the person who started the call.", alert=True)
+            return TapAnswer("This question is for the person who started the call.", alert=True)
         if button.version != card.version:
-            return Reply("That button is outdated; use the buttons on the card as it is now.", alert=True)
+            return TapAnswer("That button is outdated; use the buttons on the card as it is now.", alert=True)
         if button.action is Action.FINISHED:
             if prompt.complete_by_hand():
-                return Reply("Thanks, retrying the call.")
-            return Reply(EXPIRED, alert=True)
+                return TapAnswer("Thanks, retrying the call.")
+            return TapAnswer(EXPIRED, alert=True)
         if button.action is Action.CANCEL and prompt.sign_in and not prompt.pending:
             # A consented sign-in card: the person gives up waiting for the browser (`bot.servers.oauth`).
-            return Reply("Cancelled.") if prompt.complete_by_hand() else Reply(EXPIRED, alert=True)
+            return TapAnswer("Cancelled.") if prompt.complete_by_hand() else TapAnswer(EXPIRED, alert=True)
         if not prompt.pending:
-            return Reply(EXPIRED, alert=True)
+            return TapAnswer(EXPIRED, alert=True)
         if button.action is Action.DECLINE:
             self._answer(prompt, Answer(prompt.request.id, ok=False, reason=DECLINED))
-            return Reply("Declined.")
+            return TapAnswer("Declined.")
         if button.action is Action.CANCEL:
             self._answer(prompt, Answer(prompt.request.id, ok=False, reason="cancelled"))
-            return Reply("Cancelled.")
+            return TapAnswer("Cancelled.")
         if button.action is Action.CONSENT and check_url(prompt.request.url or "").consentable:
             self._answer(prompt, Answer(prompt.request.id, ok=True))
-            return Reply()
+            return TapAnswer()
         if button.action is Action.PAGE and button.arg is not None:
             card.page = button.arg
             await self._redraw(card)
-            return Reply()
-        form_input = self._form_input(card, button)
+            return TapAnswer()
+        form_input = decode_tap(card, button)
         if form_input is None:
-            return Reply("That button does not fit this question.", alert=True)
+            return TapAnswer("That button does not fit this question.", alert=True)
         card.answered_by = user.first_name
         await self._step(card, form_input)
-        return Reply(None if prompt.pending else ANSWER_SENT)
+        return TapAnswer(None if prompt.pending else ANSWER_SENT)
 
     def answer_from_page(self, prompt: Prompt, answer: Answer) -> bool:
         """An answer from the form's Mini App page (already read by `mapping`); False when the prompt had
@@ -526,32 +397,6 @@ class TelegramSurface:
             await self.send(prompt.origin.chat_id, Screen(text))
         except TelegramError:
             logger.exception("could not post the private-chat note")
-
-    def _form_input(self, card: Card, button: Button) -> FormInput | None:
-        assert card.state is not None or card.prompt.request.url is not None
-        if card.state is None:
-            return None
-        step = card.state.step
-        action, arg = button.action, button.arg
-        simple: dict[Action, FormInput] = {
-            Action.YES: SetBool(True),
-            Action.NO: SetBool(False),
-            Action.DONE: Done(),
-            Action.SKIP: Skip(),
-            Action.KEEP: Keep(),
-            Action.SUBMIT: Submit(),
-        }
-        if action in simple:
-            return simple[action]
-        if arg is None:
-            return None
-        if action is Action.CHOOSE:
-            return Choose(arg)
-        if action is Action.TOGGLE:
-            return Toggle(arg)
-        if action is Action.EDIT and isinstance(step, Review) and arg < len(step.rows):
-            return Edit(step.rows[arg][0].name)
-        return None
 
     async def _step(self, card: Card, form_input: FormInput, *, moved: bool = False) -> None:
         assert card.state is not None
