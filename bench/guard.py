@@ -53,6 +53,21 @@ async def _count(args: argparse.Namespace) -> list[tuple[str, int]]:
             raise SystemExit(
                 f"{protocol}: {found['answered_correctly']} of {found['elicitations']} answered right"
             )
+        # What tests/test_bench.py checked by a run of its own under callgrind: the elicitations alone are
+        # counted (a question costs more than a plain call, which costs something), each answered by two taps.
+        per_elicitation, per_call = (
+            found["bot_instructions_per_elicitation"],
+            found["bot_instructions_per_plain_call"],
+        )
+        if not per_elicitation > per_call > 0:
+            raise SystemExit(
+                f"{protocol}: {per_elicitation} instructions per elicitation, {per_call} per plain call"
+            )
+        taps = found["bot_api_calls_per_elicitation"]["answerCallbackQuery"]
+        if taps != 2:
+            raise SystemExit(
+                f"{protocol}: {taps} answerCallbackQuery per elicitation, not 2 (choose, then Submit)"
+            )
         counted.append((protocol, found["bot_instructions_per_elicitation"]))
     return counted
 

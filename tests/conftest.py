@@ -28,6 +28,32 @@ settings.register_profile("toolnexus", deadline=None)
 settings.load_profile("toolnexus")
 
 
+# The longest end-to-end files (killed and restarted bots, audit chains on both databases, real commands) run
+# first: pytest-xdist hands tests to its workers in collection order, and one of them collected last would
+# leave a single worker running alone while the others idle. Measured with `--durations`; the order only moves
+# tests, every test still runs.
+SLOWEST_FIRST = (
+    "tests/telegram/test_restart.py",
+    "tests/telegram/test_drain.py",
+    "tests/store/test_audit_tamper.py",
+    "tests/store/test_audit_flows.py",
+    "tests/telegram/test_approvals_restart.py",
+    "tests/test_bench.py",
+    "tests/cli/test_cli.py",
+    "tests/cli/test_operator.py",
+    "tests/store/test_audit.py",
+    "tests/store/test_engine.py",
+    "tests/servers/test_check.py",
+    "tests/console/test_console_approvals.py",
+    "tests/test_operations.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: n for n, path in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

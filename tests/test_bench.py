@@ -5,8 +5,6 @@ Only correctness is asserted (counts, everyone answered); the timings the bench 
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from bench import demo, report, scenarios
@@ -25,15 +23,9 @@ async def test_the_bridge_scenario_answers_every_single_choice_elicitation_throu
     assert result["bot_api_calls_per_elicitation"]["answerCallbackQuery"] == 2  # choose, then Submit
 
 
-async def test_the_instruction_count_scenario_counts_only_answered_elicitations_of_the_bot() -> None:
-    """a (callgrind): the bot under valgrind answers its elicitations, and a positive count comes back."""
-    if shutil.which("valgrind") is None:
-        pytest.skip("valgrind is not installed")
-    result = await scenarios.bridge_instructions(per_user=1, users=1, protocol="legacy")
-    assert result is not None
-    assert result["answered_correctly"] == 1
-    assert result["bot_instructions_per_elicitation"] > result["bot_instructions_per_plain_call"] > 0
-    assert result["bot_api_calls_per_elicitation"]["answerCallbackQuery"] == 2
+# a (callgrind) has no test of its own: `python -m bench.guard`, which `.ci/run` runs after the tests, counts the
+# same scenario and exits 1 unless every elicitation is answered right, a question counts more instructions than
+# a plain call (more than none) and each takes two taps (a separate run under callgrind here took over a minute).
 
 
 async def test_the_calls_per_kind_scenario_completes_every_form_kind() -> None:
