@@ -2,8 +2,9 @@
 the point (`audit`, `db upgrade`): the same arguments, environment, exit status, stdout and stderr as the
 installed command, without the second or so of CPU a new process spends importing the bot.
 
-`main` runs on a thread of its own (it calls `anyio.run`, which an async test's running loop would refuse), with
-`sys.stdout`/`sys.stderr` redirected to buffers and the environment the command would get; the logging set-up
+`main` runs on the test's thread when that is the main thread with no event loop running (a plain test: `check`
+installs its SIGTERM handler, which only the main thread may), else on a thread of its own (it calls
+`anyio.run`, which an async test's running loop would refuse), with `sys.stdout`/`sys.stderr` redirected to buffers and the environment the command would get; the logging set-up
 `main` installs (handlers, levels, the redacting record factory) is undone afterwards, so later tests in the
 same worker see the logging they started with. Where the process is the point (signals, SIGKILL, a terminal,
 the bot running beside the test) the tests keep starting the installed command.
@@ -11,6 +12,7 @@ the bot running beside the test) the tests keep starting the installed command.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import logging
@@ -77,15 +79,23 @@ def toolnexus(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
         except BaseException as exc:  # re-raised on the caller's thread
             failure.append(exc)
 
+    try:
+        asyncio.get_running_loop()
+        plain = False
+    except RuntimeError:
+        plain = threading.current_thread() is threading.main_thread()
     with (
         _environment(env),
         _logging_restored(),
         contextlib.redirect_stdout(out),
         contextlib.redirect_stderr(err),
     ):
-        thread = threading.Thread(target=command, name="toolnexus-bot in process")
-        thread.start()
-        thread.join()
+        if plain:
+            command()
+        else:
+            thread = threading.Thread(target=command, name="toolnexus-bot in process")
+            thread.start()
+            thread.join()
     if failure:
         raise failure[0]
     return subprocess.CompletedProcess(["toolnexus-bot", *args], status[0], out.getvalue(), err.getvalue())
