@@ -43,7 +43,10 @@ def main_in_process(
     for name in os.environ:
         if name.startswith(("TELEGRAM_", "TOOLNEXUS_")):
             monkeypatch.delenv(name)
-    code = main(list(args))
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse refuses an option's value (exit status 2) before anything starts
+        code = exc.code if isinstance(exc.code, int) else 1
     out, err = capsys.readouterr()
     return code, out, err
 

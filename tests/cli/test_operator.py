@@ -173,12 +173,17 @@ def test_toolnexus_config_stands_in_for_the_option_in_every_subcommand(tmp_path:
     assert started.returncode == 1 and "127.0.0.1 refused the connection" in started.stderr
 
 
-def test_a_date_audit_cannot_read_says_which_forms_work(tmp_path: Path) -> None:
-    """`--since yesterday` names the value and the forms that work (not "invalid parse_since value")."""
-    done = run("audit", "--config", str(tmp_path / "c.toml"), "--since", "yesterday")
-    assert done.returncode == 2
-    assert "parse_since" not in done.stderr
-    assert "'yesterday' is not a date" in done.stderr and "2026-12-01T08:30" in done.stderr
+def test_a_date_audit_cannot_read_says_which_forms_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--since yesterday` names the value and the forms that work (not "invalid parse_since value").
+    In process: the option is refused before anything starts."""
+    code, _, stderr = main_in_process(
+        monkeypatch, capsys, "audit", "--config", str(tmp_path / "c.toml"), "--since", "yesterday"
+    )
+    assert code == 2
+    assert "parse_since" not in stderr
+    assert "'yesterday' is not a date" in stderr and "2026-12-01T08:30" in stderr
 
 
 def test_the_healthcheck_names_where_the_image_puts_it() -> None:
