@@ -46,7 +46,10 @@ def _logging_restored() -> Iterator[None]:
         for name, logger in list(logging.root.manager.loggerDict.items()):
             if not isinstance(logger, logging.Logger):
                 continue
-            old_level, old_filters = loggers.get(name, (logging.NOTSET, []))
+            if name not in loggers:  # made during the command: the level getLogger would have given it
+                logger.setLevel(logging.NOTSET)
+                continue
+            old_level, old_filters = loggers[name]
             logger.setLevel(old_level)
             logger.filters[:] = old_filters
 
