@@ -30,8 +30,9 @@ settings.load_profile("toolnexus")
 
 # The longest end-to-end files (killed and restarted bots, audit chains on both databases, real commands) run
 # first: pytest-xdist hands tests to its workers in collection order, and one of them collected last would
-# leave a single worker running alone while the others idle. Measured with `--durations`; the order only moves
-# tests, every test still runs.
+# leave a single worker running alone while the others idle (`.ci/run` passes `--maxschedchunk 1`, so each worker
+# takes a test or two at a time and these spread over all of them). Measured with `--durations`; the order only
+# moves tests, every test still runs.
 SLOWEST_FIRST = (
     "tests/telegram/test_restart.py",
     "tests/telegram/test_drain.py",
