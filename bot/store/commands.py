@@ -48,8 +48,10 @@ def parse_since(text: str) -> dt.datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
-async def db_upgrade(config: Config, out: TextIO = sys.stdout) -> int:
-    """Migrate the configured database to the newest revision and say which it is."""
+async def db_upgrade(config: Config, out: TextIO | None = None) -> int:
+    """Migrate the configured database to the newest revision and say which it is (on `out`, by default the
+    `sys.stdout` of the moment)."""
+    out = sys.stdout if out is None else out
     assert config.storage is not None  # load_config always sets one
     url = config.storage.url.get()
     try:
@@ -76,12 +78,13 @@ async def audit_command(
     checkpoint: str | None = None,
     public_key: str | None = None,
     action: str | None = None,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     """Print the audit log (filtered), or with `verify` check its whole chain (against the `checkpoint`
     line too, signed with `public_key` when given); `action` "checkpoint" or "public-key" (see above).
     Read-only: a database that does not exist is an error (exit 1), never created; a reader that stops
-    reading (`| head`) ends it quietly."""
+    reading (`| head`) ends it quietly. `out`: by default the `sys.stdout` of the moment (not of the import)."""
+    out = sys.stdout if out is None else out
     assert config.storage is not None  # load_config always sets one
     url = config.storage.url.get()
     secret = config.storage.secret_key

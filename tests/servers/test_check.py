@@ -9,7 +9,6 @@ import os
 import signal
 import socket
 import ssl
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from tests.cli.test_cli import EXE, REPO, TOKEN_LINE
 from tests.fakes.servers.elicit import build_server
 from tests.fakes.servers.http import serve_http
 from tests.fakes.servers.hung import hung_http
+from tests.inprocess import toolnexus
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -150,14 +150,12 @@ def test_a_certificate_failure_gives_the_verification_reason() -> None:
 
 
 def test_each_failure_is_printed_once_without_log_lines(tmp_path: Path) -> None:
-    """The CLI prints the FAILED line and the summary; no WARNING line repeats it."""
+    """The CLI prints the FAILED line and the summary; no WARNING line repeats it (its main in process)."""
     config = tmp_path / "c.toml"
     config.write_text(
         TOKEN_LINE + '[servers.gone]\ncommand = "python"\nargs = ["-c", "import sys; sys.exit(4)"]\n'
     )
-    done = subprocess.run(
-        [str(EXE), "check", "--config", str(config)], capture_output=True, text=True, cwd=REPO, timeout=60
-    )
+    done = toolnexus("check", "--config", str(config))
     assert done.returncode == 1
     lines = done.stdout.splitlines()
     assert lines.count("gone: FAILED: the server process exited with status 4") == 1

@@ -9,8 +9,6 @@ import io
 import itertools
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from bot.config import Secret, StorageConfig
 from bot.store import AuditEvent, AuditLog, Store, canonical_form, open_store
 from bot.store.audit import GENESIS
 from bot.store.tables import audit
+from tests.inprocess import toolnexus
 
 pytestmark = pytest.mark.anyio
 
@@ -147,12 +146,9 @@ async def test_the_audit_command_prints_csv_and_filters_by_date(
     await fill(store.audit, 2)
     config = tmp_path / "bot.toml"
     config.write_text(f'[storage]\nurl = "{store_url}"\n[servers.demo]\ncommand = "python"\n')
-    exe = Path(sys.executable).with_name("toolnexus-bot")
 
     def audit(*args: str) -> str:
-        done = subprocess.run(
-            [str(exe), "audit", "--config", str(config), *args], capture_output=True, text=True
-        )
+        done = toolnexus("audit", "--config", str(config), *args)  # the command's main, in process
         assert done.returncode == 0, done.stderr
         return done.stdout
 

@@ -1,11 +1,11 @@
 """The audit log written by the real bot (PTB against the fake Bot API, the demo server), read back by the
-installed `toolnexus-bot audit` command and by /audit in chat; on SQLite and PostgreSQL alike."""
+`toolnexus-bot audit` command (`bot.cli.main` in process: the process is not the point) and by /audit in chat;
+on SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,11 +18,10 @@ from bot.store.tables import audit
 from bot.telegram.handlers.audit import NOT_ADMIN
 from mapping import Answer, Request, RequestKind
 from tests.fakes.telegram import Msg
+from tests.inprocess import toolnexus
 from tests.telegram.harness import ALICE_ID, BOB_ID, bot_scene
 
 pytestmark = pytest.mark.anyio
-
-EXE = Path(sys.executable).with_name("toolnexus-bot")
 
 
 def has_buttons(msg: Msg) -> bool:
@@ -30,9 +29,7 @@ def has_buttons(msg: Msg) -> bool:
 
 
 def audit_cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(EXE), "audit", "--config", str(config), *args], capture_output=True, text=True, timeout=60
-    )
+    return toolnexus("audit", "--config", str(config), *args)
 
 
 async def test_a_deploy_is_audited_in_order_and_the_chain_verifies_until_a_row_is_edited(

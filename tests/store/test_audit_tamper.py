@@ -1,15 +1,14 @@
 """The audit chain against someone who can write the database but holds no key: they edit a row and re-chain,
 delete a row and renumber, append a forged row, or cut the newest rows. With `[storage] secret_key` the
 chain is HMAC-SHA-256, so `audit --verify` names each; a checkpoint line shipped elsewhere catches a cut
-tail or a rewritten history with the public key alone. Through the installed command, on SQLite and
-PostgreSQL."""
+tail or a rewritten history with the public key alone. Through the command's arguments, exit status and
+output (`bot.cli.main` in process: the process is not the point), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,11 +21,11 @@ from bot.config import Secret, StorageConfig
 from bot.store import AuditEvent, canonical_form, open_engine, open_store
 from bot.store.audit import GENESIS
 from bot.store.tables import audit, audit_checkpoints
+from tests.inprocess import toolnexus
 
 pytestmark = pytest.mark.anyio
 
 KEY = "ZE684GUyyWUEIP44cl3mB7pQEbd5iodm_LILuxrMOH4="
-EXE = Path(sys.executable).with_name("toolnexus-bot")
 
 
 def config_file(tmp_path: Path, store_url: str, *, key: bool) -> Path:
@@ -37,9 +36,7 @@ def config_file(tmp_path: Path, store_url: str, *, key: bool) -> Path:
 
 
 def audit_cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(EXE), "audit", "--config", str(config), *args], capture_output=True, text=True, timeout=60
-    )
+    return toolnexus("audit", "--config", str(config), *args)
 
 
 async def written(store_url: str, count: int = 6) -> None:

@@ -12,6 +12,7 @@ from sqlalchemy import inspect
 
 from bot.config import Secret, StorageConfig, load_config
 from bot.store import AuditEvent, AuditLog, current_revision, database_url, open_engine, open_store, upgrade
+from tests.inprocess import toolnexus
 
 pytestmark = pytest.mark.anyio
 
@@ -82,13 +83,10 @@ def test_storage_urls_get_the_async_driver(url: str, driver: str) -> None:
 
 
 def test_db_upgrade_creates_the_database_beside_the_config_and_names_its_revision(tmp_path: Path) -> None:
-    """`toolnexus-bot db upgrade --config PATH` as an operator runs it by hand."""
+    """`toolnexus-bot db upgrade --config PATH` as an operator runs it by hand (its main in process)."""
     config = tmp_path / "bot.toml"
     config.write_text('[servers.demo]\ncommand = "python"\n')
-    exe = Path(sys.executable).with_name("toolnexus-bot")
-    done = subprocess.run(
-        [str(exe), "db", "upgrade", "--config", str(config)], capture_output=True, text=True, timeout=60
-    )
+    done = toolnexus("db", "upgrade", "--config", str(config))
     assert done.returncode == 0, done.stderr
     assert f"at revision {NEWEST}" in done.stdout
     assert (tmp_path / "toolnexus.db").is_file()

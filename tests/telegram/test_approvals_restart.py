@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from tests.fakes.telegram import FakeTelegram
+from tests.inprocess import toolnexus
 
 pytestmark = pytest.mark.anyio
 
@@ -85,10 +86,12 @@ async def test_a_sigkill_between_two_approvals_loses_nothing_and_the_call_runs_o
     assert "✅" in result.text
     assert ledger_lines(ledger) == [{"tool": "deploy", "arguments": {"service": "web", "version": "1.2.3"}}]
 
-    verified = await anyio.run_process([str(EXE), "audit", "--config", str(config), "--verify"], check=False)
+    # The audit command's main in process: the bot's processes are the point, not this one.
+    verified = toolnexus("audit", "--config", str(config), "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    listed = await anyio.run_process([str(EXE), "audit", "--config", str(config), "--format", "jsonl"])
-    rows = [json.loads(line) for line in listed.stdout.decode().splitlines() if line.strip()]
+    listed = toolnexus("audit", "--config", str(config), "--format", "jsonl")
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines() if line.strip()]
     decisions = [(r["event"], r["user_id"]) for r in rows if r["event"].startswith("approv")]
     assert decisions == [("approval_requested", ALICE_ID), ("approved", BOB_ID), ("approved", CAROL_ID)]
     hashes = {r["detail"]["content_sha256"] for r in rows if r["event"].startswith("approv")}

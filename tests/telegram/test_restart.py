@@ -26,6 +26,7 @@ from sqlalchemy import select, update
 from bot.store import open_engine
 from bot.store.tables import rounds
 from tests.fakes.telegram import FakeTelegram, FakeUser, Msg
+from tests.inprocess import toolnexus
 from tests.telegram.harness import is_result, result_body
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,13 +105,8 @@ async def kill(process: Process) -> None:
 
 
 def verify_audit(config: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(EXE), "audit", "--config", str(config), "--verify"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
+    """`toolnexus-bot audit --verify` (its main in process: the bot's processes are the point, not this one)."""
+    return toolnexus("audit", "--config", str(config), "--verify")
 
 
 async def current_card(fake: FakeTelegram, text: str) -> Msg:
@@ -226,9 +222,7 @@ async def test_a_question_whose_deadline_passed_while_the_bot_was_down_is_settle
         assert server.received() == []
         audit = verify_audit(config)
         assert audit.returncode == 0, audit.stdout + audit.stderr
-        events = (
-            await anyio.run_process([str(EXE), "audit", "--config", str(config)], cwd=REPO)
-        ).stdout.decode()
+        events = toolnexus("audit", "--config", str(config)).stdout
         expired = [row for row in map(json.loads, events.splitlines()) if row["event"] == "expired"]
         assert [row["detail"]["outcome"] for row in expired] == ["expired_while_down"]
 
