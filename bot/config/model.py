@@ -174,6 +174,13 @@ class ApprovalGate(enum.StrEnum):
     """Each `accept` answer to one of the call's questions: it is not sent until approved."""
 
 
+class Caller(enum.StrEnum):
+    """Who starts a tool call: a person in the chat, or an agent through the gateway with that person's token."""
+
+    CHAT = "chat"
+    AGENT = "agent"
+
+
 # -- field types: a converter from `read`, after `${VAR}` expansion --------------------------------
 
 
@@ -497,12 +504,18 @@ class ApprovalRule(Table):
     timeout_s: Positive = 1800.0
     """A request not decided by then expires (and nothing is sent)."""
     gate: Annotated[ApprovalGate, _checked(read.one_of(ApprovalGate)), _EXPAND] = ApprovalGate.CALL
+    callers: Annotated[frozenset[Caller], _checked(_callers), _EXPAND] = frozenset(Caller)
+    """Whose calls the rule holds back: `chat` (a person's `/call`), `agent` (the gateway), or both."""
     index: int = 0
     """The rule's place among `[[approvals]]` (named in problems and on cards)."""
 
-    def matches(self, server: str, tool: str) -> bool:
-        """Whether a call of `tool` on `server` falls under this rule."""
-        return server in self.servers and any(fnmatch.fnmatchcase(tool, p) for p in self.tools)
+    def matches(self, server: str, tool: str, caller: Caller = Caller.CHAT) -> bool:
+        """Whether a call of `tool` on `server` by `caller` falls under this rule."""
+        return (
+            caller in self.callers
+            and server in self.servers
+            and any(fnmatch.fnmatchcase(tool, p) for p in self.tools)
+        )
 
     @classmethod
     def _relations(cls, v: Any, data: Mapping[str, Any], context: Context | None) -> Found:
@@ -605,6 +618,17 @@ class TelegramConfig(Table):
         return []
 
 
+class GatewayConfig(Table):
+    """`[gateway]`: agents call tools as a person through `<public_url>/mcp` (needs `[web] public_url`)."""
+
+    enabled: Boolean = False
+    """Serve MCP to agents at `<public_url>/mcp`; people make agent tokens with `/agents new <name>`."""
+    token_days: Annotated[int, _checked(_limit), _EXPAND] = 0
+    """An agent token stops working this many days after it was made; 0 means it lasts until revoked."""
+    keepalive_s: Positive = 15.0
+    """While an agent's call waits for the person, a progress notification goes to the agent this often."""
+
+
 class ElicitationConfig(Table):
     """`[elicitation]`."""
 
@@ -648,6 +672,13 @@ class SessionsConfig(Table):
 
 
 Limit = Annotated[int, _checked(_limit), _EXPAND]
+
+
+def _callers(value: object) -> frozenset[Caller]:
+    callers = frozenset(read.one_of(Caller)(item) for item in read.str_list(value))
+    if not callers:
+        raise read.Invalid("must list at least one of 'chat', 'agent'")
+    return callers
 
 
 class LimitsConfig(Table):
@@ -817,10 +848,12 @@ class Config(Table):
     """`[limits]`; absent keys are off, or `LimitsConfig.public()`'s under `allow_everyone`."""
     approvals: tuple[ApprovalRule, ...] = ()
     """`[[approvals]]`, in file order; the first that matches a call applies (see `approval_rule`)."""
+    gateway: GatewayConfig = GatewayConfig()
+    """`[gateway]`: the MCP endpoint for agents (off unless enabled)."""
 
-    def approval_rule(self, server: str, tool: str) -> ApprovalRule | None:
-        """The first `[[approvals]]` rule covering this call, if any."""
-        return next((rule for rule in self.approvals if rule.matches(server, tool)), None)
+    def approval_rule(self, server: str, tool: str, caller: Caller = Caller.CHAT) -> ApprovalRule | None:
+        """The first `[[approvals]]` rule covering this call by `caller`, if any."""
+        return next((rule for rule in self.approvals if rule.matches(server, tool, caller)), None)
 
     @property
     def approvers(self) -> frozenset[int]:
@@ -925,6 +958,16 @@ class Config(Table):
                     "make one with toolnexus-bot keygen)",
                 )
             )
+        gateway = v.gateway
+        if gateway is not None and gateway.enabled:
+            if v.web is None or v.web.public_url is None:
+                found.append(
+                    (("gateway", "enabled"), "needs [web] public_url (agents reach <public_url>/mcp)")
+                )
+            if storage is None:
+                found.append(
+                    (("gateway", "enabled"), "needs [storage] (agent tokens are kept there, hashed)")
+                )
         for i, table in enumerate(data.get("approvals", ())):
             if isinstance(table, ApprovalRule):
                 found += _approval_relations(i, table, sorted(table.servers), set(names), telegram)

@@ -4,6 +4,7 @@ Prompts, the registry that owns their lifecycle, the `Surface` protocol a host i
 that cross (`Origin`, `Outcome`, `ToolOutcome`, ...). Imports nothing else of `bot`; no I/O.
 """
 
+from bot.core.agents import AgentBook, AgentToken
 from bot.core.events import Observer
 from bot.core.prompt import Keeper, Prompt
 from bot.core.registry import PromptRegistry
@@ -24,6 +25,8 @@ from bot.core.values import (
 __all__ = [
     "OUTCOME_TEXT",
     "Account",
+    "AgentBook",
+    "AgentToken",
     "CallStatus",
     "Era",
     "Keeper",

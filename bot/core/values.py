@@ -17,6 +17,9 @@ class Origin:
 
     chat_id: int
     user_id: int
+    agent: str | None = None
+    """The agent that called on this person's behalf through the gateway (its token's name); None: the
+    person in the chat. An agent's questions still go to the person (`chat_id` is their private chat)."""
 
     @property
     def is_private(self) -> bool:

@@ -18,6 +18,7 @@ from bot.config import (
     Config,
     ConfigError,
     ElicitationConfig,
+    GatewayConfig,
     LimitsConfig,
     MiniAppConfig,
     OAuthClient,
@@ -541,8 +542,10 @@ def test_the_example_config_shows_every_option_and_its_commented_ones_are_valid(
         "limits",
         "approvals",
         "run",
+        "gateway",
     }
     assert set(data["run"]) == keys(RunConfig)
+    assert set(data["gateway"]) == keys(GatewayConfig)
     assert set(data["approvals"][0]) == keys(ApprovalRule) - {"index"}
     assert set(data["limits"]) == keys(LimitsConfig)
     assert set(data["telegram"]) == keys(TelegramConfig) - {"token_problem"}
@@ -571,6 +574,7 @@ _TABLES: dict[str, type[pydantic.BaseModel]] = {
     "limits": LimitsConfig,
     "servers": ServerConfig,
     "approvals": ApprovalRule,
+    "gateway": GatewayConfig,
 }
 # What the example sets to show a value rather than to state the default (each is documented as an example).
 _EXAMPLES = {
