@@ -12,6 +12,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.config import AuditContent, Config, StorageConfig
+from bot.store.agents import AgentStore
 from bot.store.approvals import ApprovalStore
 from bot.store.audit import AuditEvent, AuditLog
 from bot.store.audit_keys import AuditKeys
@@ -39,6 +40,8 @@ class Store:
     """Approval requests and votes (`[[approvals]]`)."""
     rounds: RoundStore
     """Open questions that outlive the process."""
+    agents: AgentStore
+    """Agent tokens (`/agents`, the gateway), kept as hashes."""
     signins: SignInStore | None = None
     """Per-person OAuth tokens, when `[storage] secret_key` is set."""
     audit_note: str | None = None
@@ -86,6 +89,7 @@ async def open_store(
             AuditObserver(log, content),
             ApprovalStore(engine, log, content),
             RoundStore(engine, writer),
+            AgentStore(engine),
             signins,
             note,
         )

@@ -22,6 +22,7 @@ from sqlalchemy import (
 )
 
 __all__ = [
+    "agent_tokens",
     "approval_votes",
     "approvals",
     "audit",
@@ -163,3 +164,30 @@ oauth_accounts = Table(
     Column("updated_at", String(32), nullable=False, comment="UTC, ISO 8601"),
     UniqueConstraint("user_id", "server", name="uq_oauth_accounts_user_id_server"),
 )
+
+agent_tokens = Table(
+    "agent_tokens",
+    metadata,
+    Column(
+        "id",
+        Integer,
+        primary_key=True,
+        autoincrement=True,
+        comment="given by the database (so several processes may share it); in the /agents buttons",
+    ),
+    Column("user_id", BigInteger, nullable=False, comment="the Telegram user the agent acts as"),
+    Column("name", String(32), nullable=False, comment="unique among the person's live tokens"),
+    Column(
+        "token_hash",
+        String(64),
+        nullable=False,
+        unique=True,
+        comment="SHA-256 of the token's text (the text itself is never stored)",
+    ),
+    Column("created", String(32), nullable=False, comment="UTC, ISO 8601 with microseconds"),
+    Column("expires", String(32), comment="null: until revoked"),
+    Column("last_used", String(32)),
+    Column("calls", Integer, nullable=False, comment="tool calls made with it"),
+    Column("revoked", String(32), comment="when it was revoked; null: not revoked"),
+)
+Index("ix_agent_tokens_user_id", agent_tokens.c.user_id)
