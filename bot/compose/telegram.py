@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import anyio
@@ -17,6 +18,7 @@ from bot.telegram import app as telegram_app
 from bot.telegram.app import EndpointParts
 from bot.telegram.surface import TelegramSurface
 from bot.web import Webhook, WebServer, build_app, metrics_registry
+from bot.web.gateway import Gateway
 from bot.web.miniapp import MiniApp
 from bot.web.oauth import callback_routes
 
@@ -63,6 +65,7 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
     async def reachable() -> bool:
         return await parts.watch.reachable(app.bot)
 
+    gateway = _gateway(parts)
     web_app = build_app(
         running=lambda: app.running and not parts.stop.is_set(),
         draining=leaving.is_set,
@@ -70,9 +73,26 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
         metrics=metrics_registry(parts.prompts, parts.hub, parts.watch),
         webhook=webhook,
         routes=_mini_app(config, parts.prompts, surface)
-        + ([] if parts.signins is None else callback_routes(parts.signins, lambda: app.bot.username)),
+        + ([] if parts.signins is None else callback_routes(parts.signins, lambda: app.bot.username))
+        + ([] if gateway is None else gateway.routes()),
     )
-    return WebServer(web_app, config.web.listen, config.web.port)
+    services = [] if gateway is None else [gateway.run]
+    return WebServer(web_app, config.web.listen, config.web.port, services)
+
+
+def _gateway(parts: EndpointParts) -> Gateway | None:
+    """The MCP endpoint for agents (`[gateway] enabled`; the config requires a public URL and a database)."""
+    if not parts.config.gateway.enabled:
+        return None
+    assert parts.agents is not None  # the config requires [storage]
+    return Gateway(parts.config, parts.hub, parts.prompts, parts.agents, version=_version())
+
+
+def _version() -> str:
+    try:
+        return version("toolnexus-bot")
+    except PackageNotFoundError:
+        return "0"
 
 
 def _mini_app(config: Config, prompts: PromptRegistry, surface: TelegramSurface) -> list[BaseRoute]:

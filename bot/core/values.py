@@ -73,6 +73,9 @@ class ToolInfo:
     title: str | None
     description: str | None
     input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+    """The server's hints (`readOnlyHint`, `destructiveHint`, ...), wire-shaped; the gateway passes them on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +101,9 @@ class ToolOutcome:
     blocks: tuple[str, ...] = field(default=())
     omitted: int | None = 0
     """Characters of a long result the MCP edge did not read into `text` (None: some, not counted)."""
+    source: object = None
+    """The server's own result (an SDK `CallToolResult`), for the gateway to hand an agent unchanged; surfaces
+    read `text`, never this. None when the call did not return one (refused, failed, cancelled)."""
 
 
 @dataclass(frozen=True, slots=True)

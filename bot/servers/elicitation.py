@@ -31,8 +31,10 @@ from bot.servers.connections import Connection
 from bot.servers.keeper import RoundKeeper
 from bot.servers.limits import Limits
 from mapping import (
+    Answer,
     FormSpec,
     MappingError,
+    Request,
     RequestKind,
     answer_to_elicit_result,
     elicitation_to_request,
@@ -277,7 +279,7 @@ class Elicitations:
         try:
             request = elicitation_to_request(wire)
             form = (
-                _form_of(request.data["schema"] if request.data else None)
+                form_of(request.data["schema"] if request.data else None)
                 if request.kind is RequestKind.INPUT
                 else None
             )
@@ -320,6 +322,20 @@ class Elicitations:
         return ElicitResult.model_validate(
             await self.vetted(prompt, askers[0].tool if askers else None, result)
         )
+
+    async def ask_for_agent(self, request: Request, form: FormSpec | None, origin: Origin) -> Answer | str:
+        """An agent's own question to its person (the gateway's `ask_person`): a card like a server's, under the
+        person's `open_questions` limit (past it: the refusal's line instead of an answer). It is not kept across
+        a restart: the agent's call ends with the process."""
+        if self.limits is not None:
+            open_now = sum(1 for p in self.prompts.pending() if p.origin.user_id == origin.user_id)
+            refusal = self.limits.question(origin.user_id, open_now)
+            if refusal is not None:
+                return refusal.reason
+        prompt = Prompt(
+            request=request, origin=origin, server=origin.agent or "agent", form=form, scope=("agent", origin)
+        )
+        return await self.prompts.ask(prompt)
 
     def deferring(self, keeper: Keeper | None) -> Keeper | None:
         """With a `vet`, a question's keeper writes an accepted answer only once `vetted` let it through: a
@@ -405,7 +421,7 @@ _FORM_KEY_MAX: Final = 16_384
 """Schemas whose JSON is longer are parsed every time (a hostile server must not fill the cache)."""
 
 
-def _form_of(schema: Any) -> FormSpec:
+def form_of(schema: Any) -> FormSpec:
     """`parse_schema`, remembered per distinct schema (a `FormSpec` is immutable).
 
     Servers ask the same forms again and again, and parsing checks each against the JSON Schema meta-schema.

@@ -192,6 +192,10 @@ class Hub:
                     title=t.title,
                     description=t.description,
                     input_schema=dict(t.input_schema),
+                    output_schema=None if t.output_schema is None else dict(t.output_schema),
+                    annotations=None
+                    if t.annotations is None
+                    else t.annotations.model_dump(by_alias=True, mode="json", exclude_none=True),
                 )
                 for t in tools
             ]

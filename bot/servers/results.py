@@ -60,6 +60,7 @@ def outcome_of_result(result: types.CallToolResult, limit: int = READ_LIMIT) -> 
         structured=structured,
         blocks=tuple(blocks),
         omitted=left_out,
+        source=result,
     )
 
 

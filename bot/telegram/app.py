@@ -24,7 +24,7 @@ from anyio.abc import TaskStatus
 from telegram.ext import Application, ApplicationBuilder
 
 from bot.config import Config, ServerConfig, TelegramMode
-from bot.core import PromptRegistry
+from bot.core import AgentBook, PromptRegistry
 from bot.core.approval_service import ApprovalService
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, sign_ins
@@ -66,6 +66,8 @@ class EndpointParts:
     signins: SignIns | None
     draining: anyio.Event
     """Set from the first moment of a drain (SIGTERM)."""
+    agents: AgentBook | None = None
+    """The agent tokens (with a database): the gateway of `[gateway]` checks them."""
 
 
 class Endpoint(Protocol):
@@ -194,7 +196,20 @@ async def _serve(
         signing = [] if signins is None else signin.handlers(allowed, signins, hub, surface)
         app.add_handlers(gated + signing + forms.handlers(deps) + admin + commands.handlers(deps))
         app.add_error_handler(on_error)
-        web = endpoint(EndpointParts(config, app, watch, prompts, hub, stop, surface, signins, draining))
+        web = endpoint(
+            EndpointParts(
+                config,
+                app,
+                watch,
+                prompts,
+                hub,
+                stop,
+                surface,
+                signins,
+                draining,
+                agents=None if store is None else store.agents,
+            )
+        )
         async with app:
             await app.bot.set_my_commands(commands.COMMANDS)
             await app.start()

@@ -112,7 +112,18 @@ def _btn(card: Card, label: str, action: Action, arg: int | None = None) -> Inli
 
 
 def _header(prompt: Prompt) -> str:
-    return f"❓ <b>{esc(prompt.server, NAME_CLIP)}</b> asks:\n{esc(prompt.request.prompt, MESSAGE_CLIP)}"
+    agent = prompt.origin.agent
+    if agent is not None and prompt.server == agent:  # the agent's own question (`ask_person`)
+        head = f"🤖 Your agent <b>{esc(agent, NAME_CLIP)}</b> asks:"
+    else:
+        head = f"❓ <b>{esc(prompt.server, NAME_CLIP)}</b> asks{_for_agent(prompt)}:"
+    return f"{head}\n{esc(prompt.request.prompt, MESSAGE_CLIP)}"
+
+
+def _for_agent(prompt: Prompt) -> str:
+    """On a server's question during an agent's call: whose call it is (the person did not start it)."""
+    agent = prompt.origin.agent
+    return "" if agent is None else f" (for your agent <b>{esc(agent, NAME_CLIP)}</b>)"
 
 
 def _exit_row(card: Card) -> list[InlineButton]:
@@ -215,7 +226,7 @@ def _url_lines(card: Card, check: UrlCheck) -> list[str]:
         head = f"🔑 <b>{esc(card.prompt.server, NAME_CLIP)}</b> needs you to sign in:"
         host = f"Authorization server: <b>{esc(check.host, MAX_HOST + 1)}</b>"
     else:
-        head = f"🔐 <b>{esc(card.prompt.server, NAME_CLIP)}</b> asks you to open a link:"
+        head = f"🔐 <b>{esc(card.prompt.server, NAME_CLIP)}</b> asks you to open a link{_for_agent(card.prompt)}:"
         host = f"Host: <b>{esc(check.host, MAX_HOST + 1)}</b>"
     lines = [
         head,

@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import h11
@@ -80,12 +80,20 @@ class _Server(uvicorn.Server):
         self.listening.set()
 
 
-class WebServer:
-    """One uvicorn server for `app` on `listen:port`; `run` in a task group, `stop` to end it."""
+Service = Callable[..., Coroutine[Any, Any, None]]
+"""Something the app needs running while it serves (`async def run(*, task_status)`), e.g. the gateway's sessions."""
 
-    def __init__(self, app: ASGIApp, listen: str, port: int) -> None:
+
+class WebServer:
+    """One uvicorn server for `app` on `listen:port`; `run` in a task group, `stop` to end it.
+
+    `services` start (each `tg.start`ed) before the first request is taken and are cancelled once the server has
+    stopped, so requests being answered at `stop` still find them."""
+
+    def __init__(self, app: ASGIApp, listen: str, port: int, services: Sequence[Service] = ()) -> None:
         self.listen = listen
         self.port = port
+        self.services = tuple(services)
         config = uvicorn.Config(
             app,
             http=_DeadlineH11,
@@ -114,7 +122,14 @@ class WebServer:
         self.port = listener.getsockname()[1]
         with listener:  # uvicorn closes it when it shuts down, but not when it is cancelled
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._server.serve, [listener])
+                for service in self.services:
+                    await tg.start(service)
+
+                async def serve() -> None:
+                    await self._server.serve([listener])
+                    tg.cancel_scope.cancel()  # the services end with the server
+
+                tg.start_soon(serve)
                 await self._server.listening.wait()
                 logger.info("web endpoint listening on %s:%s", self.listen, self.port)
                 task_status.started()

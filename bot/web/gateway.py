@@ -1,0 +1,377 @@
+"""The MCP gateway: agents call a person's tools through `<public_url>/mcp`, and the person answers on the phone.
+
+I/O: an MCP server (the SDK's low-level `Server` over its streamable HTTP transport, both protocol eras) mounted
+on the web endpoint. An agent presents an agent token (`Authorization: Bearer tnx_...`, made with `/agents new`);
+the SDK's bearer middleware asks `AgentVerifier`, which reads the token from the store on every request, so a
+revoked token is refused at once. The agent then acts as the token's person:
+
+* `tools/list`: the tools of every configured server, named `<server>__<tool>`, with their schemas and hints, and
+  two of the bot's own: `ask_person` (a question to the person: a flat form, a choice, or yes/no) and
+  `notify_person` (one line to the person's chat);
+* `tools/call`: runs on the person's own sessions and sign-ins through the hub, like a `/call` in the chat: the
+  `[[approvals]]` rules, `[limits]` and the audit apply; every question the server asks becomes a card in the
+  person's private chat, and only the final result goes back to the agent (never a server's question).
+
+While a call waits (for the person, approvers or the server), the agent gets a progress notification every
+`[gateway] keepalive_s` when it asked for progress, so clients that reset their timeout on progress keep waiting.
+
+Why not `MCPServer`: its tools are fixed at decoration time; here every person sees a different list, built
+per request from the hub. Why not the SDK's `streamable_http_app(auth=...)`: it needs an OAuth issuer to name in
+its metadata, and the bot issues no OAuth tokens; the same public middleware is composed around the transport.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import anyio
+import mcp_types as types
+from anyio.abc import TaskStatus
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.provider import AccessToken
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.routing import BaseRoute, Route
+
+from bot.config import Config
+from bot.core import AgentBook, CallStatus, Origin, Progress, PromptRegistry, ToolOutcome
+from bot.core.approvals import BookUnavailable
+from bot.servers.elicitation import form_of
+from bot.servers.hub import Hub, ProgressSink, Unavailable
+from mapping import MappingError, answer_to_elicit_result, elicitation_to_request
+
+__all__ = ["ASK_PERSON", "GATEWAY_PATH", "NOTIFY_PERSON", "SEPARATOR", "AgentVerifier", "Gateway"]
+
+logger = logging.getLogger(__name__)
+
+GATEWAY_PATH: Final = "/mcp"
+SEPARATOR: Final = "__"
+"""Between a server's name and its tool's: `demo__deploy`."""
+ASK_PERSON: Final = "ask_person"
+NOTIFY_PERSON: Final = "notify_person"
+NOTIFY_CLIP: Final = 1000
+"""Characters of an agent's `notify_person` line shown in the chat."""
+
+_ASK_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "message": {"type": "string", "description": "The question, as the person will read it."},
+        "schema": {
+            "type": "object",
+            "description": "A flat JSON Schema form (an object of string, number, integer, boolean and enum "
+            "properties), as MCP elicitation takes. Omit it (and choices) for a yes/no question.",
+        },
+        "choices": {
+            "type": "array",
+            "items": {"type": "string"},
+            "minItems": 1,
+            "description": "Ask the person to pick one of these instead of filling a form.",
+        },
+    },
+    "required": ["message"],
+    "additionalProperties": False,
+}
+_ASK_OUTPUT: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "enum": ["accept", "decline", "cancel"]},
+        "content": {"type": "object"},
+    },
+    "required": ["action"],
+}
+_NOTIFY_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {"message": {"type": "string", "description": "One line for the person's chat."}},
+    "required": ["message"],
+    "additionalProperties": False,
+}
+_BUILT_IN: Final = (
+    types.Tool(
+        name=ASK_PERSON,
+        title="Ask the person",
+        description="Ask the person you act for a question on their phone and wait for the answer: a form "
+        "(`schema`), a choice (`choices`), or yes/no (neither). Returns `action` (accept, decline or cancel) "
+        "and, when accepted, `content` typed as the schema says.",
+        input_schema=_ASK_SCHEMA,
+        output_schema=_ASK_OUTPUT,
+        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    ),
+    types.Tool(
+        name=NOTIFY_PERSON,
+        title="Tell the person",
+        description="Send the person you act for one line in their chat (no answer is awaited).",
+        input_schema=_NOTIFY_SCHEMA,
+        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    ),
+)
+_YES_NO: Final[dict[str, Any]] = {"type": "object", "properties": {}}
+
+
+class AgentVerifier:
+    """The SDK's `TokenVerifier` over the store's agent tokens: who an `Authorization: Bearer` token acts as."""
+
+    def __init__(self, book: AgentBook) -> None:
+        self.book = book
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            agent = await self.book.verify(token)
+        except BookUnavailable:
+            logger.warning("agent token not checked: the database is unavailable")
+            return None
+        if agent is None:
+            return None
+        return AccessToken(
+            token=token,
+            client_id=f"agent-{agent.id}",
+            scopes=[],
+            subject=str(agent.user_id),
+            claims={"agent_id": agent.id, "agent": agent.name},
+        )
+
+
+def _caller() -> tuple[int, int, str]:
+    """(token id, person, agent name) of the request being handled (the bearer middleware let it in)."""
+    access = get_access_token()
+    assert access is not None and access.subject is not None and access.claims is not None
+    return int(access.claims["agent_id"]), int(access.subject), str(access.claims["agent"])
+
+
+def _text(
+    text: str, *, error: bool = False, structured: dict[str, Any] | None = None
+) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)], is_error=error, structured_content=structured
+    )
+
+
+def _result(outcome: ToolOutcome) -> types.CallToolResult:
+    """What the agent gets: the server's own result when there is one, else the bot's line as an error."""
+    if isinstance(outcome.source, types.CallToolResult):
+        return outcome.source
+    text = outcome.text or f"the call ended: {outcome.status.value}"
+    return _text(text, error=outcome.status is not CallStatus.OK)
+
+
+class Gateway:
+    """`/mcp` for agents. Serve `routes()` on the web endpoint and run `run` in the bot's task group."""
+
+    def __init__(
+        self,
+        config: Config,
+        hub: Hub,
+        prompts: PromptRegistry,
+        agents: AgentBook,
+        *,
+        version: str = "",
+        clock: Callable[[], float] = anyio.current_time,
+    ) -> None:
+        assert config.web is not None and config.web.public_url is not None  # the config requires it
+        self.config = config
+        self.hub = hub
+        self.prompts = prompts
+        self.agents = agents
+        self._clock = clock
+        self.server: Server[Any] = Server(
+            "toolnexus-bot",
+            version=version,
+            title="toolnexus-bot gateway",
+            instructions="Tools of the MCP servers this person uses, named <server>__<tool>. Questions the "
+            "servers ask during a call go to the person's phone; the call returns once they answer. "
+            "ask_person asks the person something yourself; notify_person tells them a line.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        self.manager = StreamableHTTPSessionManager(app=self.server, security_settings=self._security())
+        self.verifier = AgentVerifier(agents)
+
+    def _security(self) -> TransportSecuritySettings:
+        """DNS-rebinding protection: only the public host (as the proxy forwards it) and the bound address."""
+        assert self.config.web is not None and self.config.web.public_url is not None
+        public = urlsplit(self.config.web.public_url)
+        port = self.config.web.port
+        hosts = [public.netloc, f"{self.config.web.listen}:{port}", f"127.0.0.1:{port}", f"localhost:{port}"]
+        origins = [
+            f"{public.scheme}://{public.netloc}",
+            f"http://127.0.0.1:{port}",
+            f"http://localhost:{port}",
+        ]
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+        )
+
+    def routes(self) -> list[BaseRoute]:
+        """`POST/GET/DELETE /mcp`, behind the SDK's bearer middleware (401 without a live agent token)."""
+        transport = StreamableHTTPASGIApp(self.manager)
+        guarded = RequireAuthMiddleware(transport, required_scopes=[], resource_metadata_url=None)
+        app = AuthenticationMiddleware(
+            AuthContextMiddleware(guarded), backend=BearerAuthBackend(self.verifier)
+        )
+        return [Route(GATEWAY_PATH, endpoint=app)]
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The transport's sessions live while this runs (cancel it to stop; open calls end with it)."""
+        async with self.manager.run():
+            task_status.started()
+            await anyio.sleep_forever()
+
+    # -- tools/list ------------------------------------------------------------------------------------
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        _, user_id, agent = _caller()
+        origin = Origin(user_id, user_id, agent=agent)
+        found: dict[str, list[types.Tool]] = {}
+
+        async def tools_of(server: str) -> None:
+            try:
+                infos = await self.hub.list_tools(server, origin)
+            except Unavailable as exc:
+                logger.info("gateway: %s left out of an agent's tool list: %s", server, exc)
+                return
+            found[server] = [
+                types.Tool(
+                    name=f"{server}{SEPARATOR}{info.name}",
+                    title=info.title,
+                    description=info.description,
+                    input_schema=info.input_schema,
+                    output_schema=info.output_schema,
+                    annotations=None
+                    if info.annotations is None
+                    else types.ToolAnnotations.model_validate(info.annotations),
+                )
+                for info in infos
+            ]
+
+        names = self.hub.server_names()
+        async with anyio.create_task_group() as tg:
+            for server in names:
+                tg.start_soon(tools_of, server)
+        tools = [tool for server in names for tool in found.get(server, [])]
+        return types.ListToolsResult(tools=[*_BUILT_IN, *tools])
+
+    # -- tools/call ------------------------------------------------------------------------------------
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        token_id, user_id, agent = _caller()
+        origin = Origin(user_id, user_id, agent=agent)
+        arguments = dict(params.arguments or {})
+        try:
+            await self.agents.used(token_id)
+        except BookUnavailable:
+            logger.warning("gateway: a call by an agent was not counted: the database is unavailable")
+        if params.name == NOTIFY_PERSON:
+            return await self._notify_person(origin, arguments)
+        if params.name == ASK_PERSON:
+            return await self._kept_alive(ctx, origin, lambda _: self._ask_person(origin, arguments))
+        target = self._split(params.name)
+        if target is None:
+            return _text(f"unknown tool: {params.name}", error=True)
+        server, tool = target
+
+        async def call(progress: ProgressSink) -> types.CallToolResult:
+            return _result(await self.hub.call_tool(server, tool, arguments, origin, progress))
+
+        return await self._kept_alive(ctx, origin, call)
+
+    def _split(self, name: str) -> tuple[str, str] | None:
+        """(server, tool) of `<server>__<tool>`; a server name may hold `__` itself, so the longest match wins."""
+        servers = sorted(self.hub.server_names(), key=len, reverse=True)
+        for server in servers:
+            prefix = server + SEPARATOR
+            if name.startswith(prefix) and len(name) > len(prefix):
+                return server, name[len(prefix) :]
+        return None
+
+    async def _kept_alive(
+        self,
+        ctx: ServerRequestContext[Any],
+        origin: Origin,
+        work: Callable[[ProgressSink], Awaitable[types.CallToolResult]],
+    ) -> types.CallToolResult:
+        """`work` given a sink for the server's progress, with a beat every `keepalive_s` meanwhile: both reach the
+        agent as one rising count (the spec wants each notification's `progress` above the last). The SDK sends
+        them only when the agent asked for progress (a `progressToken`); otherwise it drops them."""
+        count = 0
+        lock = anyio.Lock()
+
+        async def send(message: str) -> None:
+            nonlocal count
+            async with lock:
+                count += 1
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    await ctx.session.report_progress(count, None, message)  # the agent may have gone
+
+        async def forward(progress: Progress) -> None:
+            fraction = progress.fraction
+            said = progress.message or "working"
+            await send(said if fraction is None else f"{said} ({fraction:.0%})")
+
+        async def beat() -> None:
+            while True:
+                await anyio.sleep(self.config.gateway.keepalive_s)
+                waiting = bool(self.prompts.pending(origin=origin))
+                await send("waiting for the person to answer on their phone" if waiting else "still running")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(beat)
+            result = await work(forward)
+            tg.cancel_scope.cancel()
+        return result
+
+    # -- the bot's own tools ---------------------------------------------------------------------------
+
+    async def _ask_person(self, origin: Origin, arguments: dict[str, Any]) -> types.CallToolResult:
+        """A question of the agent's own, asked like a server's: validated by `mapping`, shown as a card."""
+        message = arguments.get("message")
+        schema = arguments.get("schema")
+        choices = arguments.get("choices")
+        if not isinstance(message, str) or not message.strip():
+            return _text("ask_person needs `message`: the question, as text", error=True)
+        if schema is not None and choices is not None:
+            return _text("ask_person takes `schema` or `choices`, not both", error=True)
+        if choices is not None:
+            if not isinstance(choices, list) or not choices or not all(isinstance(c, str) for c in choices):
+                return _text("`choices` must be a non-empty list of strings", error=True)
+            schema = {
+                "type": "object",
+                "properties": {"choice": {"type": "string", "title": "Choice", "enum": choices}},
+                "required": ["choice"],
+            }
+        wire = {"mode": "form", "message": message, "requestedSchema": schema or _YES_NO}
+        try:
+            request = elicitation_to_request(wire)
+            form = form_of(wire["requestedSchema"])
+        except MappingError as exc:
+            return _text(f"ask_person cannot ask this: {exc}", error=True)
+        refusal = self.hub.limits.start_call(origin.user_id)
+        if refusal is not None:
+            return _text(refusal.reason or "past this person's call limit", error=True)
+        try:
+            answer = await self.hub.elicitations.ask_for_agent(request, form, origin)
+        finally:
+            self.hub.limits.end_call(origin.user_id)
+        if isinstance(answer, str):
+            return _text(answer, error=True)
+        result = answer_to_elicit_result(answer)
+        return _text(json.dumps(result, ensure_ascii=False), structured=result)
+
+    async def _notify_person(self, origin: Origin, arguments: dict[str, Any]) -> types.CallToolResult:
+        message = arguments.get("message")
+        if not isinstance(message, str) or not message.strip():
+            return _text("notify_person needs `message`: one line of text", error=True)
+        line = message.strip()[:NOTIFY_CLIP]
+        await self.prompts.surface.notify(origin, f"🤖 {origin.agent}: {line}")
+        return _text("sent")
