@@ -29,8 +29,14 @@ _PNG: Final = base64.b64encode(
 ).decode()
 """A 1x1 red pixel."""
 _WAV: Final = base64.b64encode(
-    b"RIFF" + (36 + 2).to_bytes(4, "little") + b"WAVEfmt " + (16).to_bytes(4, "little")
-    + bytes.fromhex("01000100401f0000803e000002001000") + b"data" + (2).to_bytes(4, "little") + b"\0\0"
+    b"RIFF"
+    + (36 + 2).to_bytes(4, "little")
+    + b"WAVEfmt "
+    + (16).to_bytes(4, "little")
+    + bytes.fromhex("01000100401f0000803e000002001000")
+    + b"data"
+    + (2).to_bytes(4, "little")
+    + b"\0\0"
 ).decode()
 """One silent 16-bit sample at 8 kHz."""
 _NO_ARGS: Final[dict[str, Any]] = {"type": "object", "properties": {}}
@@ -109,7 +115,9 @@ TOOLS: Final = (
 
 
 def _tool(name: str) -> types.Tool:
-    schema = {"json_schema_2020_12_tool": _SCHEMA_2020_12, "test_custom_headers": _HEADERS}.get(name, _NO_ARGS)
+    schema = {"json_schema_2020_12_tool": _SCHEMA_2020_12, "test_custom_headers": _HEADERS}.get(
+        name, _NO_ARGS
+    )
     if name in ("test_sampling", "test_elicitation"):
         key = "prompt" if name == "test_sampling" else "message"
         schema = {"type": "object", "properties": {key: {"type": "string"}}, "required": [key]}
