@@ -135,7 +135,7 @@ async def server_scenario(
     with anyio.fail_after(90):
         done = await anyio.run_process(command, env=env, check=False, stderr=-2)  # stderr into stdout
     output = done.stdout.decode(errors="replace")
-    found = sorted(out.rglob("checks.json"))
+    found = sorted([path async for path in anyio.Path(out).rglob("checks.json")])
     assert found, f"{name}: no checks.json\n{output}"
-    checks: list[dict[str, Any]] = json.loads(found[-1].read_text())
+    checks: list[dict[str, Any]] = json.loads(await found[-1].read_text())
     return ServerRun([c for c in checks if c.get("status") != "INFO"], output)

@@ -144,9 +144,7 @@ async def gateway(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gat
 
     The bot speaks 2025-11-25 to the reference server (whose questions are plain `elicitation/create`); the
     agent's era is each scenario's own."""
-    if suite.missing() is not None:
-        yield Gateway(None, "", "")  # type: ignore[arg-type]  # each test skips (or fails in CI) first
-        return
+    _absent()
     tmp = tmp_path_factory.mktemp("gateway")
     async with gateway_scene(tmp, in_process={SERVER: build_server}, protocol="legacy") as (s, port, url):
         token = await make_token(url, ALICE_ID, "conformance")
@@ -176,7 +174,6 @@ def _params() -> list[object]:
 @pytest.mark.parametrize("case", _params())
 async def test_server_scenario(case: Case, gateway: Gateway, tmp_path: Path) -> None:
     """One scenario against the gateway as Alice's agent: every check SUCCESS."""
-    _absent()
     asked = ELICITING.get(case.name)
     cards: list[Msg] = []
     before = max((m.message_id for m in gateway.scene.fake.messages(ALICE_ID)), default=0)

@@ -135,6 +135,57 @@ def _resource() -> types.EmbeddedResource:
     return types.EmbeddedResource(resource=contents)
 
 
+def _fixed(name: str) -> types.CallToolResult | None:
+    """The result of a tool that needs no session, or None."""
+    image = types.ImageContent(data=_PNG, mime_type="image/png")
+    content: dict[str, list[types.ContentBlock]] = {
+        "test_simple_text": [_text("This is a simple text response for testing.")],
+        "test_image_content": [image],
+        "test_audio_content": [types.AudioContent(data=_WAV, mime_type="audio/wav")],
+        "test_embedded_resource": [_resource()],
+        "test_multiple_content_types": [_text("Multiple content types test:"), image, _resource()],
+    }
+    if name in content:
+        return types.CallToolResult(content=content[name])
+    if name == "test_error_handling":
+        text = "This tool intentionally returns an error for testing"
+        return types.CallToolResult(content=[_text(text)], is_error=True)
+    if name == "with_meta":
+        meta = {**OWN_META, "io.modelcontextprotocol/serverInfo": {"name": SERVER_NAME, "version": "1"}}
+        return types.CallToolResult.model_validate(
+            {"content": [{"type": "text", "text": "with meta"}], "_meta": meta}
+        )
+    return None
+
+
+async def _with_session(
+    ctx: ServerRequestContext[Any], name: str, arguments: dict[str, Any]
+) -> types.CallToolResult:
+    """The tools that talk back to the client (the bot) during the call."""
+    if name == "test_tool_with_logging":
+        for line in ("Tool execution started", "Tool processing data", "Tool execution completed"):
+            await ctx.session.send_log_message("info", line, related_request_id=ctx.request_id)
+        return types.CallToolResult(content=[_text("Tool with logging executed successfully")])
+    if name == "test_tool_with_progress":
+        for done in (0, 50, 100):
+            await ctx.session.report_progress(done, 100)
+            await anyio.lowlevel.checkpoint()
+        return types.CallToolResult(content=[_text("Progress tool completed")])
+    if name == "test_sampling":
+        prompt = types.SamplingMessage(role="user", content=_text(str(arguments.get("prompt", ""))))
+        sampled = await ctx.session.create_message(messages=[prompt], max_tokens=100)
+        return types.CallToolResult(content=[_text(f"LLM response: {sampled.content}")])
+    if name in _ELICIT_SCHEMAS:
+        message = str(arguments.get("message", f"{name}: please answer"))
+        answer = await ctx.session.elicit_form(message, _ELICIT_SCHEMAS[name], ctx.request_id)
+        return types.CallToolResult(content=[_text(f"User response: {answer.action} {answer.content}")])
+    if name == "test_custom_headers":
+        return types.CallToolResult(content=[_text(f"region: {arguments.get('region')}")])
+    if name == "json_schema_2020_12_tool":
+        return types.CallToolResult(content=[_text(f"received {sorted(arguments)}")])
+    return types.CallToolResult(content=[_text(f"unknown tool: {name}")], is_error=True)
+
+
 def build_server() -> Server[Any]:
     """A fresh server."""
 
@@ -143,49 +194,10 @@ def build_server() -> Server[Any]:
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[_tool(name) for name in TOOLS])
 
-    async def call_tool(  # noqa: C901, PLR0911 - one branch per reference tool
+    async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        arguments = params.arguments or {}
-        name = params.name
-        if name == "test_simple_text":
-            return types.CallToolResult(content=[_text("This is a simple text response for testing.")])
-        if name == "test_image_content":
-            return types.CallToolResult(content=[types.ImageContent(data=_PNG, mime_type="image/png")])
-        if name == "test_audio_content":
-            return types.CallToolResult(content=[types.AudioContent(data=_WAV, mime_type="audio/wav")])
-        if name == "test_embedded_resource":
-            return types.CallToolResult(content=[_resource()])
-        if name == "test_multiple_content_types":
-            image = types.ImageContent(data=_PNG, mime_type="image/png")
-            return types.CallToolResult(content=[_text("Multiple content types test:"), image, _resource()])
-        if name == "test_tool_with_logging":
-            for line in ("Tool execution started", "Tool processing data", "Tool execution completed"):
-                await ctx.session.send_log_message("info", line, related_request_id=ctx.request_id)
-            return types.CallToolResult(content=[_text("Tool with logging executed successfully")])
-        if name == "test_error_handling":
-            text = "This tool intentionally returns an error for testing"
-            return types.CallToolResult(content=[_text(text)], is_error=True)
-        if name == "test_tool_with_progress":
-            for done in (0, 50, 100):
-                await ctx.session.report_progress(done, 100)
-                await anyio.lowlevel.checkpoint()
-            return types.CallToolResult(content=[_text("Progress tool completed")])
-        if name == "test_sampling":
-            message = types.SamplingMessage(role="user", content=_text(str(arguments.get("prompt", ""))))
-            sampled = await ctx.session.create_message(messages=[message], max_tokens=100)
-            return types.CallToolResult(content=[_text(f"LLM response: {sampled.content}")])
-        if name in _ELICIT_SCHEMAS:
-            message = str(arguments.get("message", f"{name}: please answer"))
-            answer = await ctx.session.elicit_form(message, _ELICIT_SCHEMAS[name], ctx.request_id)
-            return types.CallToolResult(content=[_text(f"User response: {answer.action} {answer.content}")])
-        if name == "test_custom_headers":
-            return types.CallToolResult(content=[_text(f"region: {arguments.get('region')}")])
-        if name == "json_schema_2020_12_tool":
-            return types.CallToolResult(content=[_text(f"received {sorted(arguments)}")])
-        if name == "with_meta":
-            meta = {**OWN_META, "io.modelcontextprotocol/serverInfo": {"name": SERVER_NAME, "version": "1"}}
-            return types.CallToolResult(content=[_text("with meta")], meta=meta)
-        return types.CallToolResult(content=[_text(f"unknown tool: {name}")], is_error=True)
+        fixed = _fixed(params.name)
+        return fixed if fixed is not None else await _with_session(ctx, params.name, params.arguments or {})
 
     return Server(SERVER_NAME, version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
