@@ -189,8 +189,8 @@ async def test_server_scenario(case: Case, gateway: Gateway, tmp_path: Path) -> 
             token=gateway.token,
             prefix=SERVER + "__",
         )
-    if asked is not None:
-        assert cards, "the server's question never reached the person"
+    if asked is not None and not cards:  # not an AssertionError: an xfail must not absorb it
+        pytest.fail("the server's question never reached the person")
     bad = [c for c in run.checks if c["status"] != "SUCCESS"]
     assert run.checks and not bad, f"{bad}\n--- the suite said:\n{run.output[-6000:]}"
 
