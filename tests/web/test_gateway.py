@@ -86,7 +86,10 @@ async def card_for(s: Chat, user_id: int, words: str) -> Msg:
 
 
 async def submit(s: Chat, card: Msg) -> None:
-    """Press Submit once the card shows its review screen."""
+    """Press Submit once the card shows its review screen.
+
+    `card` must be the card's message as it is now: taps edit it in place (the fake keeps the one `Msg`), but
+    after a typed answer the card moves below the reply, a new message (the old one is deleted)."""
     person = s.alice if card.chat_id == ALICE_ID else s.bob
     await s.fake.wait_for(lambda m: m is card and SUBMIT in m.buttons)
     await person.press(card, SUBMIT)
