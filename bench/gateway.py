@@ -25,6 +25,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from bench import flows
+from bench.scenarios import FIRST_USER_ID, percentile, progress
 from bench.scene import (
     SERVER,
     BenchFake,
@@ -35,7 +36,6 @@ from bench.scene import (
     http_server,
     http_server_entry,
 )
-from bench.scenarios import FIRST_USER_ID, percentile, progress
 
 TOOL: Final = "hello"
 """The bench server's tool without a question: the call is all there is."""
@@ -85,6 +85,13 @@ async def _hello(client: Client, name: str, tag: str) -> float:
     return took
 
 
+def _reason(exc: BaseException) -> str:
+    """The first innermost exception of `exc` (the SDK's task groups wrap what went wrong), named."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _ms(seconds: Sequence[float], q: float) -> float:
     return round(percentile(seconds, q) * 1000, 2)
 
@@ -118,7 +125,9 @@ async def gateway_overhead(calls: int, protocol: str, *, warm: int = 5) -> dict[
         ):
             assert bot.database is not None
             (token,) = await _tokens(bot.database, [FIRST_USER_ID])
-            progress(f"g. gateway ({protocol}): {calls} calls through /mcp and {calls} straight to the server")
+            progress(
+                f"g. gateway ({protocol}): {calls} calls through /mcp and {calls} straight to the server"
+            )
             via: list[float] = []
             straight: list[float] = []
             spent = {"bot_via": 0.0, "server_via": 0.0, "bot_straight": 0.0, "server_straight": 0.0}
@@ -176,7 +185,9 @@ async def gateway_instructions(calls: int, protocol: str) -> dict[str, Any] | No
             assert bot.database is not None
             (token,) = await _tokens(bot.database, [FIRST_USER_ID])
             person = fake.user(id=FIRST_USER_ID, first_name="Agent's person")
-            progress(f"g. instructions ({protocol}): the bot under callgrind, {calls} agent calls, {calls} /calls")
+            progress(
+                f"g. instructions ({protocol}): the bot under callgrind, {calls} agent calls, {calls} /calls"
+            )
             with anyio.fail_after(TIMEOUT_S * 2):
                 async with _client(gateway_url, protocol, token) as agent:
                     await _hello(agent, through_name, "gi-warm")
@@ -232,14 +243,16 @@ async def agents_at_once(agents: int, protocol: str) -> dict[str, Any]:
                 try:
                     async with AsyncExitStack() as stack:
                         try:
-                            client = await stack.enter_async_context(_client(gateway_url, protocol, tokens[i]))
+                            client = await stack.enter_async_context(
+                                _client(gateway_url, protocol, tokens[i])
+                            )
                         finally:
                             arrive()
                         await go.wait()
                         latencies.append(await _hello(client, through_name, f"many{i}"))
                         finished.append(time.perf_counter())
-                except Exception as exc:  # noqa: BLE001 - every failure is a figure of this bench, counted
-                    errors.append(f"agent {i}: {type(exc).__name__}: {exc}"[:300])
+                except Exception as exc:  # every failure is a figure of this bench: counted, with its reason
+                    errors.append(f"agent {i}: {_reason(exc)}"[:300])
 
             with anyio.fail_after(TIMEOUT_S):
                 started = time.perf_counter()
