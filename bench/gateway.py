@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -211,16 +211,34 @@ async def gateway_instructions(calls: int, protocol: str) -> dict[str, Any] | No
 # --- many agents at once ---------------------------------------------------------------------------------------
 
 
+class _Barrier:
+    """`parties` arrivals set `all`: every agent arrives once, whether it got there or failed on the way."""
+
+    def __init__(self, parties: int) -> None:
+        self.left = parties
+        self.all = anyio.Event()
+
+    def arrive(self) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self.all.set()
+
+
 async def agents_at_once(agents: int, protocol: str) -> dict[str, Any]:
     """`agents` agents, each with its own person's token and its own session to `/mcp`, all connected first, then
-    one call each at the same moment: the wall time until the last result, each call's latency, the errors."""
+    one call each at the same moment (which opens each person's session to the server), then a second round at
+    once on the open sessions: per round the wall time until the last result, each call's latency, the bot's and
+    the server's CPU; the errors (connecting, calling or closing), with the first reasons."""
     from bot.web.gateway import SEPARATOR
 
     through_name = f"{SERVER}{SEPARATOR}{TOOL}"
     people = [FIRST_USER_ID + i for i in range(agents)]
-    latencies: list[float] = []
-    finished: list[float] = []
+    rounds = ("first", "warm")
+    latencies: dict[str, list[float]] = {r: [] for r in rounds}
+    finished: dict[str, list[float]] = {r: [] for r in rounds}
     errors: list[str] = []
+    connected, *done = [_Barrier(agents) for _ in range(1 + len(rounds))]
+    go = {r: anyio.Event() for r in rounds}
     with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
         async with (
             http_server(Path(tmp)) as server,
@@ -229,51 +247,52 @@ async def agents_at_once(agents: int, protocol: str) -> dict[str, Any]:
         ):
             assert bot.database is not None
             tokens = await _tokens(bot.database, people)
-            progress(f"g. agents ({protocol}): {agents} agents connect, then call at once")
-            arrived, all_in, go = 0, anyio.Event(), anyio.Event()
-            go_at = 0.0
-
-            def arrive() -> None:
-                nonlocal arrived
-                arrived += 1
-                if arrived == agents:
-                    all_in.set()
+            progress(f"g. agents ({protocol}): {agents} agents connect, then call at once, twice")
 
             async def one(i: int) -> None:
+                ahead = [connected, *done]
                 try:
-                    async with AsyncExitStack() as stack:
-                        try:
-                            client = await stack.enter_async_context(
-                                _client(gateway_url, protocol, tokens[i])
-                            )
-                        finally:
-                            arrive()
-                        await go.wait()
-                        latencies.append(await _hello(client, through_name, f"many{i}"))
-                        finished.append(time.perf_counter())
+                    async with _client(gateway_url, protocol, tokens[i]) as client:
+                        ahead.pop(0).arrive()
+                        for name in rounds:
+                            await go[name].wait()
+                            latencies[name].append(await _hello(client, through_name, f"{name}{i}"))
+                            finished[name].append(time.perf_counter())
+                            ahead.pop(0).arrive()
                 except Exception as exc:  # every failure is a figure of this bench: counted, with its reason
                     errors.append(f"agent {i}: {_reason(exc)}"[:300])
+                    for barrier in ahead:
+                        barrier.arrive()
 
+            figures: dict[str, dict[str, Any]] = {}
             with anyio.fail_after(TIMEOUT_S):
                 started = time.perf_counter()
                 async with anyio.create_task_group() as tg:
                     for i in range(agents):
                         tg.start_soon(one, i)
-                    await all_in.wait()
+                    await connected.all.wait()
                     connected_s = time.perf_counter() - started
-                    bot_cpu, server_cpu = bot.cpu(), cpu_seconds(server.process.pid)
-                    go_at = time.perf_counter()
-                    go.set()
-                bot_cpu = bot.cpu() - bot_cpu
-                server_cpu = cpu_seconds(server.process.pid) - server_cpu
+                    for name, barrier in zip(rounds, done, strict=True):
+                        bot_cpu, server_cpu = bot.cpu(), cpu_seconds(server.process.pid)
+                        go_at = time.perf_counter()
+                        go[name].set()
+                        await barrier.all.wait()
+                        figures[name] = {
+                            "completed": len(latencies[name]),
+                            "all_calls_s": round(max(finished[name], default=go_at) - go_at, 3),
+                            "call_ms": {"p50": _ms(latencies[name], 50), "p99": _ms(latencies[name], 99)},
+                            "cpu_s": {
+                                "bot": round(bot.cpu() - bot_cpu, 2),
+                                "mcp_server": round(cpu_seconds(server.process.pid) - server_cpu, 2),
+                            },
+                        }
     return {
         "protocol": protocol,
         "agents": agents,
-        "completed": len(latencies),
+        "completed": figures["first"]["completed"],
         "errors": len(errors),
         "first_errors": errors[:3],
         "connect_all_s": round(connected_s, 2),
-        "all_calls_s": round(max(finished, default=go_at) - go_at, 3),
-        "call_ms": {"p50": _ms(latencies, 50), "p99": _ms(latencies, 99)},
-        "cpu_s_from_go_until_all_closed": {"bot": round(bot_cpu, 2), "mcp_server": round(server_cpu, 2)},
+        **figures["first"],
+        "warm": figures["warm"],
     }

@@ -175,10 +175,11 @@ async def test_the_gateway_scenario_has_an_agent_call_through_the_bot_and_straig
 
 
 async def test_the_gateway_scenario_has_every_agent_calling_at_once_get_its_own_result() -> None:
-    """g: three agents, each with its own person's token, connect and call at once (2026-07-28): three results,
-    each with its own tag, and no error; the report has its table."""
+    """g: three agents, each with its own person's token, connect and call at once, twice (2026-07-28): three
+    results each round, each with its own tag, and no error; the report has its table."""
     result = await gateway.agents_at_once(3, "2026-07-28")
-    assert (result["completed"], result["errors"]) == (3, 0), result["first_errors"]
+    calls = (result["completed"], result["warm"]["completed"], result["errors"])
+    assert calls == (3, 3, 0), result["first_errors"]
     assert "g. The MCP gateway" in report.table({"gateway_agents": [result]})
 
 
@@ -221,7 +222,13 @@ def test_the_gateway_table_sets_the_gateway_beside_the_straight_call_and_says_er
                 "connect_all_s": 0.2,
                 "all_calls_s": 0.3,
                 "call_ms": {"p50": 250.0, "p99": 260.0},
-                "cpu_s_from_go_until_all_closed": {"bot": 0.2, "mcp_server": 0.05},
+                "cpu_s": {"bot": 0.2, "mcp_server": 0.05},
+                "warm": {
+                    "completed": 3,
+                    "all_calls_s": 0.1,
+                    "call_ms": {"p50": 50.0, "p99": 60.0},
+                    "cpu_s": {"bot": 0.1, "mcp_server": 0.02},
+                },
             }
         ],
     }
@@ -232,3 +239,5 @@ def test_the_gateway_table_sets_the_gateway_beside_the_straight_call_and_says_er
     assert value == "15.50 M | 11.00 M"
     value, note = rows["g. agents legacy", "results | errors"]
     assert value == "3 | 1" and "1 ERRORS" in note and "many2" in note
+    assert rows["g. agents legacy", "call ms p50 | p99"][0] == "250.0 | 260.0"
+    assert rows["g. agents legacy", "again, call ms p50 | p99"][0] == "50.0 | 60.0"
