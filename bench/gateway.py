@@ -10,6 +10,7 @@ caller's own tag (nothing lost or crossed); the timings are measured, never asse
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -131,6 +132,7 @@ async def gateway_overhead(calls: int, protocol: str, *, warm: int = 5) -> dict[
             via: list[float] = []
             straight: list[float] = []
             spent = {"bot_via": 0.0, "server_via": 0.0, "bot_straight": 0.0, "server_straight": 0.0}
+            load_before = os.getloadavg()[0]
             with anyio.fail_after(TIMEOUT_S):
                 async with (
                     _client(gateway_url, protocol, token) as agent,
@@ -150,6 +152,7 @@ async def gateway_overhead(calls: int, protocol: str, *, warm: int = 5) -> dict[
                             spent[f"bot_{path}"] += bot.cpu() - bot_cpu
                             spent[f"server_{path}"] += cpu_seconds(server.process.pid) - server_cpu
     p50_via, p50_straight = _ms(via, 50), _ms(straight, 50)
+    load = {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)}
     return {
         "protocol": protocol,
         "calls": calls,
@@ -163,6 +166,7 @@ async def gateway_overhead(calls: int, protocol: str, *, warm: int = 5) -> dict[
             "through_gateway": round(spent["server_via"] * 1000 / max(1, calls), 3),
             "straight": round(spent["server_straight"] * 1000 / max(1, calls), 3),
         },
+        "load_average_1min": load,
     }
 
 
@@ -265,6 +269,7 @@ async def agents_at_once(agents: int, protocol: str) -> dict[str, Any]:
                         barrier.arrive()
 
             figures: dict[str, dict[str, Any]] = {}
+            load_before = os.getloadavg()[0]
             with anyio.fail_after(TIMEOUT_S):
                 started = time.perf_counter()
                 async with anyio.create_task_group() as tg:
@@ -295,4 +300,5 @@ async def agents_at_once(agents: int, protocol: str) -> dict[str, Any]:
         "connect_all_s": round(connected_s, 2),
         **figures["first"],
         "warm": figures["warm"],
+        "load_average_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
     }

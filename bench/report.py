@@ -303,6 +303,12 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:  # noqa: C
     return out
 
 
+def _load(figures: dict[str, Any]) -> str:
+    """ "; load average a -> b" when measured: these timings move with the machine's other jobs."""
+    load = figures.get("load_average_1min")
+    return "" if load is None else f"; machine load average {load['before']} -> {load['after']}"
+
+
 def _gateway_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """g: one agent's calls through `/mcp` against the same calls straight to the server, then many agents."""
     out: list[tuple[str, str, str, str]] = []
@@ -335,7 +341,7 @@ def _gateway_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             "bot CPU ms / agent call",
             g["bot_cpu_ms_per_call"],
             f"MCP server CPU ms per call {_fmt(server['through_gateway'])} from the bot, "
-            f"{_fmt(server['straight'])} straight",
+            f"{_fmt(server['straight'])} straight{_load(g)}",
         )
         i = counted.get(g["protocol"])
         if i is not None:
@@ -376,7 +382,8 @@ def _gateway_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 s,
                 f"{name}call ms p50 | p99",
                 f"{_fmt(r['call_ms']['p50'])} | {_fmt(r['call_ms']['p99'])}",
-                f"CPU s from the go: bot {_fmt(r['cpu_s']['bot'])}, MCP server {_fmt(r['cpu_s']['mcp_server'])}",
+                f"CPU s from the go: bot {_fmt(r['cpu_s']['bot'])}, MCP server {_fmt(r['cpu_s']['mcp_server'])}"
+                + ("" if name else _load(a)),
             )
     return out
 
