@@ -86,7 +86,8 @@ def _parser() -> argparse.ArgumentParser:
         "--profile-bot",
         metavar="PATH",
         type=Path,
-        help="cProfile the bot's measured phases (a: PATH, c: PATH.c); its figures are then inflated",
+        help="cProfile the bot's measured phases (a: PATH, c: PATH.c, g: PATH.g, the agent's calls in the "
+        "first revision); its figures are then inflated",
     )
     p.add_argument(
         "--out",
@@ -152,8 +153,17 @@ async def _gateway(args: argparse.Namespace) -> dict[str, Any]:
     """g: one agent's calls through the gateway and straight to the server, agents at once, instructions."""
     protocols = args.protocols.split(",")
     results: dict[str, Any] = {
-        "gateway": [await gateway.gateway_overhead(args.agent_calls, p) for p in protocols],
-        "gateway_agents": [await gateway.agents_at_once(args.agents, p) for p in protocols],
+        "gateway": [
+            await gateway.gateway_overhead(
+                args.agent_calls,
+                p,
+                profile=args.profile_bot.with_suffix(".g") if args.profile_bot and i == 0 else None,
+            )
+            for i, p in enumerate(protocols)
+        ],
+        "gateway_agents": [
+            await gateway.agents_at_once(args.agents, p) for p in protocols if args.agents > 0
+        ],
         "gateway_instructions": [],
     }
     for protocol in protocols if args.gateway_instructions > 0 else []:

@@ -112,9 +112,13 @@ async def _gateway_bot(
 # --- the cost of one call ------------------------------------------------------------------------------------
 
 
-async def gateway_overhead(calls: int, protocol: str, *, warm: int = 5) -> dict[str, Any]:
+async def gateway_overhead(
+    calls: int, protocol: str, *, warm: int = 5, profile: Path | None = None
+) -> dict[str, Any]:
     """`calls` sequential `hello`s by one agent through the gateway and as many by a `Client` straight to the
-    server, in alternating chunks: latency p50/p99 each way, and the CPU of the bot and the server per call."""
+    server, in alternating chunks: latency p50/p99 each way, and the CPU of the bot and the server per call.
+    `profile`: cProfile the bot during the agent's chunks into this file (`python -m bench.shares` reads it);
+    its figures are then inflated."""
     from bot.web.gateway import SEPARATOR
 
     through_name = f"{SERVER}{SEPARATOR}{TOOL}"
@@ -122,7 +126,7 @@ async def gateway_overhead(calls: int, protocol: str, *, warm: int = 5) -> dict[
         async with (
             http_server(Path(tmp)) as server,
             BenchFake() as fake,
-            _gateway_bot(fake, server.url, protocol) as (bot, gateway_url),
+            _gateway_bot(fake, server.url, protocol, profile=profile) as (bot, gateway_url),
         ):
             assert bot.database is not None
             (token,) = await _tokens(bot.database, [FIRST_USER_ID])
@@ -146,9 +150,14 @@ async def gateway_overhead(calls: int, protocol: str, *, warm: int = 5) -> dict[
                             ("via", agent, through_name, via),
                             ("straight", direct, TOOL, straight),
                         ):
+                            profiled = profile is not None and path == "via"
+                            if profiled:
+                                bot.profile(True)
                             bot_cpu, server_cpu = bot.cpu(), cpu_seconds(server.process.pid)
                             for n in range(first, min(first + CHUNK, calls)):
                                 into.append(await _hello(client, name, f"{path}{n}"))
+                            if profiled:
+                                bot.profile(False)
                             spent[f"bot_{path}"] += bot.cpu() - bot_cpu
                             spent[f"server_{path}"] += cpu_seconds(server.process.pid) - server_cpu
     p50_via, p50_straight = _ms(via, 50), _ms(straight, 50)
