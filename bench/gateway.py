@@ -93,6 +93,13 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _through_gateway() -> str:
+    """The tool's name as the gateway lists it to agents: `<server>__<tool>`."""
+    from bot.web.gateway import SEPARATOR
+
+    return f"{SERVER}{SEPARATOR}{TOOL}"
+
+
 def _ms(seconds: Sequence[float], q: float) -> float:
     return round(percentile(seconds, q) * 1000, 2)
 
@@ -119,9 +126,7 @@ async def gateway_overhead(
     server, in alternating chunks: latency p50/p99 each way, and the CPU of the bot and the server per call.
     `profile`: cProfile the bot during the agent's chunks into this file (`python -m bench.shares` reads it);
     its figures are then inflated."""
-    from bot.web.gateway import SEPARATOR
-
-    through_name = f"{SERVER}{SEPARATOR}{TOOL}"
+    through_name = _through_gateway()
     with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
         async with (
             http_server(Path(tmp)) as server,
@@ -186,9 +191,7 @@ async def gateway_instructions(calls: int, protocol: str) -> dict[str, Any] | No
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         progress("g. instructions: valgrind not installed, skipped")
         return None
-    from bot.web.gateway import SEPARATOR
-
-    through_name = f"{SERVER}{SEPARATOR}{TOOL}"
+    through_name = _through_gateway()
     with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
         async with (
             http_server(Path(tmp)) as server,
@@ -242,9 +245,7 @@ async def agents_at_once(agents: int, protocol: str) -> dict[str, Any]:
     one call each at the same moment (which opens each person's session to the server), then a second round at
     once on the open sessions: per round the wall time until the last result, each call's latency, the bot's and
     the server's CPU; the errors (connecting, calling or closing), with the first reasons."""
-    from bot.web.gateway import SEPARATOR
-
-    through_name = f"{SERVER}{SEPARATOR}{TOOL}"
+    through_name = _through_gateway()
     people = [FIRST_USER_ID + i for i in range(agents)]
     rounds = ("first", "warm")
     latencies: dict[str, list[float]] = {r: [] for r in rounds}
