@@ -14,7 +14,8 @@ display names it has seen, and the deadline timers of requests a previous proces
 `start`). Each change is committed before the host is told.
 
 A request decided in the process that asked for it wakes the waiting call; one decided after a restart (its
-call's task is gone) is handed to the host's `run_approved`, once, with the approved content.
+call's task is gone) is handed to the host's `run_approved`, once, with the approved content; unless an agent
+asked (`orphaned`): its call went with the process, and the host only says so (`AGENT_GONE`).
 """
 
 from __future__ import annotations
@@ -43,12 +44,14 @@ from bot.core.approvals import (
 )
 
 __all__ = [
+    "AGENT_GONE",
     "GONE",
     "STOPPING",
     "ApprovalBook",
     "ApprovalService",
     "ApprovalShow",
     "Cast",
+    "orphaned",
     "verdict_of",
 ]
 
@@ -56,6 +59,8 @@ logger = logging.getLogger(__name__)
 
 STOPPING: Final = "the bot is stopping; the approval request stays open and the call runs once it is approved"
 GONE: Final = "This approval request no longer exists."
+AGENT_GONE: Final = "the agent that asked is gone; not run"
+"""An agent's gated call approved after the process that took it ended (`orphaned`)."""
 CAS_ATTEMPTS: Final = 5
 """Fresh reads a vote gets when other votes keep committing first."""
 
@@ -135,6 +140,14 @@ class Cast:
 class _Waiter:
     done: anyio.Event = field(default_factory=anyio.Event)
     verdict: Verdict | None = None
+
+
+def orphaned(record: ApprovalRecord, waiting: bool) -> bool:
+    """An agent's request decided where no call waits for it (after a restart): not run. The agent's HTTP call
+    ended with the process that took it, so nobody would get the result, and the agent may well have tried
+    again meanwhile: running it now could run it twice. A person's call is run instead (`run_approved`): its
+    result goes to the chat it was asked in."""
+    return record.ask.origin.agent is not None and not waiting
 
 
 def verdict_of(record: ApprovalRecord) -> Verdict:
@@ -365,6 +378,7 @@ class ApprovalService:
         elif (
             verdict.approved
             and record.ask.question is None
+            and not orphaned(record, waiting=False)
             and self._show is not None
             and self._tg is not None
         ):

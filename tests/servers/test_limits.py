@@ -91,7 +91,7 @@ def test_people_whose_last_call_is_a_minute_old_are_forgotten() -> None:
         assert lim.start_call(user) is not None
     clock.now += WINDOW_S + TELL_EVERY_S
     assert lim.start_call(5000) is None
-    assert list(lim._started) == [5000] and not lim._told
+    assert list(lim._started) == [(5000, None)] and not lim._told
 
 
 def test_open_questions_and_processes_are_refused_at_their_limits() -> None:
