@@ -47,6 +47,7 @@ __all__ = [
     "AGENT_GONE",
     "GONE",
     "STOPPING",
+    "STOPPING_AGENT",
     "ApprovalBook",
     "ApprovalService",
     "ApprovalShow",
@@ -59,6 +60,10 @@ logger = logging.getLogger(__name__)
 
 STOPPING: Final = "the bot is stopping; the approval request stays open and the call runs once it is approved"
 GONE: Final = "This approval request no longer exists."
+STOPPING_AGENT: Final = (
+    "the bot is stopping; the call was not made, and it will not be made after the restart either: call again"
+)
+"""What an agent's call waiting for approval gets when the bot stops (its request is left pending, `orphaned`)."""
 AGENT_GONE: Final = "the agent that asked is gone; not run"
 """An agent's gated call approved after the process that took it ended (`orphaned`)."""
 CAS_ATTEMPTS: Final = 5
@@ -138,6 +143,8 @@ class Cast:
 
 @dataclass(slots=True)
 class _Waiter:
+    agent: bool = False
+    """An agent's call waits (through the gateway): it does not outlive this process."""
     done: anyio.Event = field(default_factory=anyio.Event)
     verdict: Verdict | None = None
 
@@ -216,7 +223,7 @@ class ApprovalService:
         for scope in self._timers:
             scope.cancel()
         for waiter in self._waiters.values():
-            waiter.verdict = Verdict(ApprovalStatus.PENDING, STOPPING)
+            waiter.verdict = Verdict(ApprovalStatus.PENDING, STOPPING_AGENT if waiter.agent else STOPPING)
             waiter.done.set()
 
     def unavailable(self) -> str | None:
@@ -249,7 +256,7 @@ class ApprovalService:
         except BookUnavailable:
             logger.exception("could not store an approval request")
             return Verdict(ApprovalStatus.CANCELLED, f"the approval request could not be recorded; {nothing}")
-        waiter = self._waiters[record.id] = _Waiter()
+        waiter = self._waiters[record.id] = _Waiter(agent=ask.origin.agent is not None)
         notice: int | None = None
         try:
             if fresh:

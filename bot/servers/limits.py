@@ -107,7 +107,11 @@ class Limits:
         agent = key[1]
         per_minute = self._per_minute(key)
         at_once = self.config.concurrent_calls if agent is None else agent_share(self.config.concurrent_calls)
-        whose = "each" if agent is None else f"for agent {agent} (half of yours)"
+
+        def whose(limit: Limit) -> str:
+            """An agent reads its refusal in a result: it names the `[limits]` key its limit is half of."""
+            return "each" if agent is None else f"for agent {agent} (half of [limits] {limit})"
+
         started = self._started.get(key)
         if started is not None:
             while started and started[0] <= now - WINDOW_S:
@@ -117,13 +121,14 @@ class Limits:
             return self._refuse(
                 key,
                 Limit.CALLS_PER_MINUTE,
-                f"at most {per_minute} calls a minute {whose}; try again in {wait} s",
+                f"at most {per_minute} calls a minute {whose(Limit.CALLS_PER_MINUTE)}; try again in {wait} s",
             )
         if at_once and self._running[key] >= at_once:
             return self._refuse(
                 key,
                 Limit.CONCURRENT_CALLS,
-                f"at most {at_once} calls at once {whose}; wait for one to end (or /cancel it)",
+                f"at most {at_once} calls at once {whose(Limit.CONCURRENT_CALLS)}; wait for one to end (or "
+                "/cancel it)",
             )
         return None
 
