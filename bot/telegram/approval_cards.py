@@ -62,13 +62,17 @@ def agent_note(ask: ApprovalAsk) -> str:
 
 def request_line(ask: ApprovalAsk) -> str:
     """Who asks for what, on which server, and through which agent (HTML)."""
-    who = f"<b>{esc(ask.requester, NAME_CLIP)}</b>{agent_note(ask)}"
-    if ask.question is not None:
+    who = f"<b>{esc(ask.requester, NAME_CLIP)}</b>"
+    if ask.question is not None:  # the person answered; the agent made the call that asked
+        agent = "" if ask.origin.agent is None else f", agent <code>{esc(ask.origin.agent, NAME_CLIP)}</code>"
         return (
             f"{who}'s answer to <b>{esc(ask.server, NAME_CLIP)}</b>'s question "
-            f"(tool <b>{esc(ask.tool, NAME_CLIP)}</b>):\n<i>{esc(ask.question, LONG_TEXT_CLIP)}</i>"
+            f"(tool <b>{esc(ask.tool, NAME_CLIP)}</b>{agent}):\n<i>{esc(ask.question, LONG_TEXT_CLIP)}</i>"
         )
-    return f"{who} asks to call <b>{esc(ask.tool, NAME_CLIP)}</b> on <b>{esc(ask.server, NAME_CLIP)}</b>"
+    return (
+        f"{who}{agent_note(ask)} asks to call <b>{esc(ask.tool, NAME_CLIP)}</b> on "
+        f"<b>{esc(ask.server, NAME_CLIP)}</b>"
+    )
 
 
 def decided_line(state: ApprovalState) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bot.core import Origin
 from bot.core.approvals import ApprovalAsk, ApprovalState, ApprovalStatus
 from bot.telegram.approval_cards import approval_screen, request_line
@@ -28,6 +30,15 @@ def test_an_agents_request_names_the_agent_escaped_and_a_chat_request_names_none
         "<b>Alice &lt;3</b> (agent <code>&lt;i&gt;ci&lt;/i&gt;</code>) asks to call <b>deploy</b> on <b>prod</b>"
     )
     assert request_line(ask(None)) == "<b>Alice &lt;3</b> asks to call <b>deploy</b> on <b>prod</b>"
+
+
+def test_an_answer_given_during_an_agents_call_is_the_persons_and_names_the_agent_by_the_tool() -> None:
+    """Gate "answers": Alice answered on her phone; the agent made the call that asked."""
+    line = request_line(replace(ask("ci"), question="Which region?"))
+    assert line == (
+        "<b>Alice &lt;3</b>'s answer to <b>prod</b>'s question (tool <b>deploy</b>, agent <code>ci</code>):\n"
+        "<i>Which region?</i>"
+    )
 
 
 def test_an_agents_request_decided_where_its_call_is_gone_says_it_was_not_run() -> None:

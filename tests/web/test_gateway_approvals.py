@@ -270,3 +270,21 @@ async def test_cancel_in_the_chat_ends_an_agents_question_and_the_agent_gets_can
         assert got[0].structured_content == {"action": "cancel"}
         counts = await gateway_counts(o.port)
     assert counts["cancelled"] == 1 and counts["ok"] == 0
+
+
+async def test_a_rule_for_chat_calls_only_lets_an_agents_call_run_at_once(tmp_path: Path) -> None:
+    """`callers = ["chat"]`: the agent's deploy runs without a card; Alice's own /call of it waits for
+    approvers, and its card does not mention an agent."""
+    chat_only = {**AGENTS_ONLY, "callers": ["chat"]}
+    async with ops_scene(tmp_path, approvals=[chat_only]) as o:
+        s = o.s
+        token = await make_token(o.url, ALICE_ID, "ci-bot")
+        async with agent(o.port, token) as client:
+            result = await client.call_tool("prod__deploy", DEPLOY)
+        assert text_of(result) == "deployed web 1.2.3" and o.ledger.calls == [("deploy", DEPLOY)]
+        assert not [m for m in s.fake.messages(OPS, from_bot=True) if "Approval" in m.text]
+
+        await s.alice.send("/call prod deploy service=web version=2.0")
+        card = await s.fake.wait_for(lambda m: o.card(m) and bool(m.reply_markup))
+    assert "Alice asks to call deploy on prod" in card.text and "agent" not in card.text
+    assert o.ledger.calls == [("deploy", DEPLOY)]
