@@ -7,7 +7,8 @@ redacted, so no handler renders the original exception (or its frames) again.
 
 At DEBUG, PTB logs every Bot API call's parameters and answer: message texts (people's typed answers among
 them) and the webhook's `secret_token`, and every update it processes (what people typed). Those loggers stay
-at INFO whatever `--log-level` says (`QUIET_AT_DEBUG`); secrets known to the config are redacted besides.
+at INFO whatever `--log-level` says (`QUIET_AT_DEBUG`); secrets known to the config are redacted besides, and
+agent tokens (`tnx_...`, made at run time) by their form.
 
 Other libraries do the same at DEBUG: aiosqlite logs every SQL statement with its values (typed answers, call
 arguments), asyncpg and SQLAlchemy can, the MCP SDK logs whole messages, httpcore request details. So the cap
@@ -20,6 +21,7 @@ INFO, and the bot's handler drops any DEBUG record from outside the allow-list t
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 import traceback
@@ -47,6 +49,9 @@ QUIET_AT_DEBUG: Final = ("telegram.Bot", "telegram.ext.ExtBot", "telegram.ext.Ap
 """Loggers that write Bot API parameters and answers, and whole updates (texts people typed, the webhook
 secret), at DEBUG."""
 REDACTED: Final = "<redacted>"
+AGENT_TOKEN: Final = re.compile(r"tnx_[A-Za-z0-9_-]+")
+"""An agent token (`bot.core.agents.TOKEN_PREFIX` and URL-safe base64), wherever it stands in a record: people
+make them at run time, so they cannot be listed among the config's secrets, and they are redacted by their form."""
 OURS: Final = ("bot", "mapping")
 """The bot's own loggers: they log ids, names and counts, never values people typed."""
 CONTENT_FREE: Final = ("asyncio", "uvicorn.error")
@@ -58,19 +63,20 @@ _base_factory: Callable[..., logging.LogRecord] = logging.getLogRecordFactory()
 
 
 def redact(text: str, secrets: tuple[str, ...]) -> str:
+    """`text` without `secrets` and without agent tokens."""
     for secret in secrets:
         text = text.replace(secret, REDACTED)
-    return text
+    return AGENT_TOKEN.sub(REDACTED, text)
 
 
 def redacting_factory(secrets: tuple[str, ...]) -> Callable[..., logging.LogRecord]:
-    """A `LogRecord` factory whose records carry no secret: in the message, the traceback or the stack."""
+    """A `LogRecord` factory whose records carry no secret (nor any agent token): in the message, the traceback
+    or the stack."""
     secrets = tuple(s for s in secrets if s)
 
     def make(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = _base_factory(*args, **kwargs)
-        if secrets:
-            _scrub(record, secrets)
+        _scrub(record, secrets)  # always: an agent token may appear whatever the config's secrets are
         return record
 
     return make

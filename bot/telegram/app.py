@@ -35,7 +35,7 @@ from bot.telegram.approvals import TelegramApprovals
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.drain import drain, take_answers
 from bot.telegram.flood import FloodLimiter
-from bot.telegram.handlers import access, audit, commands, forms, signin
+from bot.telegram.handlers import access, agents, audit, commands, forms, signin
 from bot.telegram.handlers import approvals as approval_taps
 from bot.telegram.handlers.deps import Deps
 from bot.telegram.handlers.errors import on_error
@@ -194,7 +194,15 @@ async def _serve(
         admin = [] if store is None else audit.handlers(config.telegram.admins, store.audit, surface)
         gated = [] if approvals is None else approval_taps.handlers(approvals)
         signing = [] if signins is None else signin.handlers(allowed, signins, hub, surface)
-        app.add_handlers(gated + signing + forms.handlers(deps) + admin + commands.handlers(deps))
+        tokens = agents.handlers(config, None if store is None else store.agents, surface)
+        app.add_handlers(
+            gated
+            + signing
+            + tokens
+            + forms.handlers(deps)
+            + admin
+            + commands.handlers(deps, agents.help_lines(config))
+        )
         app.add_error_handler(on_error)
         web = endpoint(
             EndpointParts(
@@ -211,7 +219,7 @@ async def _serve(
             )
         )
         async with app:
-            await app.bot.set_my_commands(commands.COMMANDS)
+            await app.bot.set_my_commands(commands.menu(agents.menu(config)))
             await app.start()
             try:
                 if store is not None:  # before updates (polled or delivered): a tap on a kept card finds it

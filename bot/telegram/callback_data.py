@@ -27,6 +27,9 @@ class Kind(enum.StrEnum):
     """Approve (`YES`) or Reject (`NO`) on an approval card; the token is the request's durable id."""
     RERUN = "r"
     """**Run again** on a legacy card whose question was lost in a restart."""
+    AGENT = "g"
+    """**Revoke** on the `/agents` list (`REVOKE`): the token is the agent token's id in the store, the arg the
+    user id of the person whose list it is. Neither is trusted: a tap revokes only a token of the tapper's own."""
 
 
 class Action(enum.StrEnum):
@@ -45,6 +48,7 @@ class Action(enum.StrEnum):
     CONSENT = "o"
     FINISHED = "f"
     CALL = "r"
+    REVOKE = "v"
 
 
 @dataclass(frozen=True, slots=True)

@@ -365,13 +365,7 @@ class Gateway:
             form = form_of(wire["requestedSchema"])
         except MappingError as exc:
             return _text(f"ask_person cannot ask this: {exc}", error=True)
-        refusal = self.hub.limits.start_call(origin.user_id)
-        if refusal is not None:
-            return _text(refusal.reason or "past this person's call limit", error=True)
-        try:
-            answer = await self.hub.elicitations.ask_for_agent(request, form, origin)
-        finally:
-            self.hub.limits.end_call(origin.user_id)
+        answer = await self.hub.ask_for_agent(request, form, origin)  # [limits] and /metrics as a tool call
         if isinstance(answer, str):
             return _text(answer, error=True)
         result = answer_to_elicit_result(answer)

@@ -43,6 +43,11 @@ HELP = (
 )
 
 
+def menu(more: list[BotCommand]) -> list[BotCommand]:
+    """The command menu: `COMMANDS` with a feature's own commands (`more`) before /help."""
+    return [*COMMANDS[:-1], *more, COMMANDS[-1]]
+
+
 def origin_of(update: Update) -> Origin:
     assert update.effective_chat is not None and update.effective_user is not None
     return Origin(chat_id=update.effective_chat.id, user_id=update.effective_user.id)
@@ -76,14 +81,17 @@ async def start_tool(
     context.application.create_task(deps.runner.run(info, args, origin), update=update)
 
 
-def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]  # noqa: C901 - the nested handlers' branches count toward it
+def handlers(deps: Deps, more_help: list[str] | None = None) -> list[BaseHandler]:  # type: ignore[type-arg]  # noqa: C901 - the nested handlers' branches count toward it
+    """The commands; `more_help` adds a feature's lines (HTML) to /help (/agents with the gateway on)."""
+    help_text = "\n".join([HELP, *(more_help or [])])
+
     async def reply(update: Update, text: str, keyboard: Keyboard | None = None) -> None:
         assert update.effective_chat is not None
         await deps.surface.send(update.effective_chat.id, Screen(text, keyboard))
 
     async def help_(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """/start and /help."""
-        await reply(update, HELP)
+        await reply(update, help_text)
 
     async def servers(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """/servers: each server, connected or not, with its tool count."""

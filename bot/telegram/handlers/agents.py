@@ -1,0 +1,254 @@
+"""/agents: a person's agent tokens for the MCP gateway (`[gateway]`): make one, list them, revoke one. Does I/O
+(database, Telegram).
+
+A token's text exists once, in the message `/agents new` sends (the store keeps its hash): the bot cannot show
+it again, and never logs it (`bot.logs` removes any `tnx_...` from every record). Tokens are for the people the
+config names: under `allow_everyone` a stranger may use the bot, but may not take an API key for it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Final
+
+from telegram import BotCommand, Update
+from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, ContextTypes
+
+from bot.config import Config
+from bot.core import AgentBook
+from bot.core.agents import AGENT_NAME, AgentToken
+from bot.core.approvals import BookUnavailable
+from bot.telegram import callback_data
+from bot.telegram.access import Access
+from bot.telegram.callback_data import Action, Button, Kind
+from bot.telegram.handlers.access import allowed_only
+from bot.telegram.render import Keyboard, Screen, button_label, callback_button, esc, fit
+from bot.telegram.surface import TelegramSurface
+
+__all__ = [
+    "GATEWAY_OFF",
+    "NOT_YOURS",
+    "ONLY_CONFIGURED",
+    "PRIVATE_ONLY",
+    "handlers",
+    "help_lines",
+    "is_revoke",
+    "menu",
+    "render_list",
+    "render_new",
+]
+
+GATEWAY_PATH: Final = "/mcp"
+"""Where the gateway serves under the public URL (`bot.web.gateway.GATEWAY_PATH`, a layer beside this one; a test
+pins the two equal)."""
+MAX_LISTED: Final = 50
+"""Tokens the list shows with a button (a keyboard holds 100 buttons)."""
+COMMAND: Final = BotCommand("agents", "Tokens for your agents: /agents new <name>, /agents revoke <name>")
+HELP_LINE: Final = (
+    "/agents — tokens for your agents (Claude Code, an IDE, a CI job) to call these tools as you: "
+    "<code>/agents new &lt;name&gt;</code> makes one, <code>/agents revoke &lt;name&gt;</code> ends one"
+)
+GATEWAY_OFF: Final = "Agent tokens are off: this bot's MCP gateway for agents is not enabled."
+PRIVATE_ONLY: Final = "Agent tokens are made and listed in a private chat: message me /agents there."
+ONLY_CONFIGURED: Final = "Agent tokens are only for the people this bot is configured for."
+NOT_YOURS: Final = "This button belongs to the person whose tokens these are."
+UNAVAILABLE: Final = "The database is unavailable just now; try again in a moment."
+USAGE: Final = (
+    "<code>/agents</code> lists your agent tokens; <code>/agents new &lt;name&gt;</code> makes one; "
+    "<code>/agents revoke &lt;name&gt;</code> ends one."
+)
+BAD_NAME: Final = (
+    "An agent's name is 1-32 of A-Z a-z 0-9 _ . - and starts with a letter or digit "
+    "(it goes into shell commands): <code>{name}</code> is not one. Try <code>/agents new ci-bot</code>."
+)
+_TIME: Final = "%Y-%m-%d %H:%M UTC"
+
+
+def menu(config: Config) -> list[BotCommand]:
+    """The command menu's entry for /agents: only with the gateway on."""
+    return [COMMAND] if config.gateway.enabled else []
+
+
+def help_lines(config: Config) -> list[str]:
+    """/help's line for /agents: only with the gateway on."""
+    return [HELP_LINE] if config.gateway.enabled else []
+
+
+def gateway_url(config: Config) -> str:
+    """`<public_url>/mcp`, what agents connect to."""
+    assert (
+        config.web is not None and config.web.public_url is not None
+    )  # the config requires it with [gateway]
+    return config.web.public_url.rstrip("/") + GATEWAY_PATH
+
+
+def _when(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime(_TIME)
+
+
+def _lifetime(token: AgentToken) -> str:
+    return "until revoked" if token.expires is None else f"until {_when(token.expires)}"
+
+
+def render_new(token: AgentToken, text: str, url: str) -> Screen:
+    """The one message that shows a new token: the token, and the lines that register it, each one tap to copy."""
+    name = token.name
+    claude = f'claude mcp add --transport http {name} {url} --header "Authorization: Bearer {text}"'
+    block = {
+        "mcpServers": {name: {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {text}"}}}
+    }
+    lines = [
+        f"🔑 <b>Agent token for {esc(name)}</b>, valid {_lifetime(token)}:",
+        f"<code>{esc(text)}</code>",
+        "",
+        "Claude Code:",
+        f"<pre>{esc(claude)}</pre>",
+        "Other clients (their <code>mcpServers</code> JSON):",
+        f'<pre><code class="language-json">{esc(json.dumps(block))}</code></pre>',
+        "",
+        "The agent acts as you: it calls these tools, and every question they ask comes here.",
+        "⚠️ This is the only time the token is shown: I keep only its hash. Keep it secret; "
+        f"delete this message once it is copied if you like. <code>/agents revoke {esc(name)}</code> "
+        "(or <b>Revoke</b> under /agents) stops it at once.",
+    ]
+    return Screen("\n".join(lines))
+
+
+def render_list(tokens: list[AgentToken], user_id: int, note: str = "") -> Screen:
+    """The person's live tokens, each with a **Revoke** button bound to them; `note` (HTML) heads it."""
+    head = [note, ""] if note else []
+    if not tokens:
+        return Screen(
+            "\n".join([*head, "You have no agent tokens. <code>/agents new &lt;name&gt;</code> makes one."])
+        )
+    lines = [*head, "🔑 <b>Your agent tokens</b>"]
+    rows: Keyboard = []
+    for token in tokens[:MAX_LISTED]:
+        used = "never used" if token.last_used is None else f"last used {_when(token.last_used)}"
+        calls = "1 call" if token.calls == 1 else f"{token.calls} calls"
+        expiry = "" if token.expires is None else f" · expires {_when(token.expires)}"
+        lines.append(f"• <b>{esc(token.name)}</b> — made {_when(token.created)} · {used} · {calls}{expiry}")
+        data = Button(Kind.AGENT, str(token.id), 0, Action.REVOKE, user_id).pack()
+        rows.append([callback_button(button_label(f"Revoke {token.name}"), data)])
+    if len(tokens) > MAX_LISTED:
+        lines.append(
+            f"… and {len(tokens) - MAX_LISTED} more: <code>/agents revoke &lt;name&gt;</code> ends one."
+        )
+    return Screen(fit(lines), rows)
+
+
+def is_revoke(data: object) -> bool:
+    """For `CallbackQueryHandler(pattern=...)`: a **Revoke** tap of the /agents list."""
+    button = callback_data.unpack(data) if isinstance(data, str) else None
+    return button is not None and button.kind is Kind.AGENT
+
+
+def _revoked(name: str) -> str:
+    return f"Revoked <b>{esc(name)}</b>: the gateway refuses it from now on."
+
+
+def handlers(config: Config, book: AgentBook | None, surface: TelegramSurface) -> list[BaseHandler]:  # type: ignore[type-arg]  # noqa: C901 - the nested handlers' branches count toward it
+    """/agents, and its **Revoke** taps (these must come before the catch-all tap handler of their group).
+
+    `book` is the store's (None without a database: then the gateway is off too, as the config requires it)."""
+    access = Access.of(config.telegram)
+    configured = config.telegram.allowed_users
+    on = config.gateway.enabled and book is not None
+
+    async def reply(update: Update, text: str) -> None:
+        assert update.effective_chat is not None
+        await surface.send(update.effective_chat.id, Screen(text))
+
+    async def agents(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """/agents [list] | new <name> | revoke <name>."""
+        chat, user = update.effective_chat, update.effective_user
+        assert chat is not None and user is not None
+        if not on or book is None:
+            await reply(update, GATEWAY_OFF)
+            return
+        if user.id not in configured:  # not `access.allows`: under allow_everyone that is anyone
+            await reply(update, ONLY_CONFIGURED)
+            return
+        if chat.type != chat.PRIVATE:
+            await reply(update, PRIVATE_ONLY)
+            return
+        args = context.args or []
+        verb, name = (args[0].lower() if args else "list"), " ".join(args[1:])
+        try:
+            if verb == "list" and not name:
+                await surface.send(chat.id, render_list(await book.of(user.id), user.id))
+            elif verb == "new":
+                await reply(update, await new(user.id, name))
+            elif verb == "revoke" and name:
+                revoked = await book.revoke(user.id, name)
+                note = (
+                    _revoked(name)
+                    if revoked
+                    else f"You have no live agent token named <b>{esc(name, 64)}</b>."
+                )
+                await surface.send(chat.id, render_list(await book.of(user.id), user.id, note))
+            else:
+                await reply(update, USAGE)
+        except BookUnavailable:
+            await reply(update, UNAVAILABLE)
+
+    async def new(user_id: int, name: str) -> str:
+        """The message `/agents new <name>` answers with: the token once, or why there is none."""
+        assert book is not None
+        if AGENT_NAME.fullmatch(name) is None:
+            return BAD_NAME.format(name=esc(name, 64)) if name else USAGE
+        if any(token.name == name for token in await book.of(user_id)):
+            return (
+                f"You already have an agent token named <b>{esc(name)}</b>: revoke it first "
+                f"(<code>/agents revoke {esc(name)}</code>), or pick another name."
+            )
+        try:
+            token, text = await book.create(user_id, name, config.gateway.token_days)
+        except ValueError as exc:  # the same name made a moment ago, in another update
+            return esc(str(exc))
+        return render_new(token, text, gateway_url(config)).text
+
+    async def on_revoke(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """**Revoke** under the list: the tapper's own token only; the list is drawn again, saying so."""
+        query = update.callback_query
+        assert query is not None
+        button = callback_data.unpack(query.data)
+        user = query.from_user
+        if button is None or button.arg != user.id:  # a forged tap, or one on someone else's list
+            await query.answer(NOT_YOURS, show_alert=True)
+            return
+        if user.id not in configured:
+            await query.answer(ONLY_CONFIGURED, show_alert=True)
+            return
+        if not on or book is None:
+            await query.answer(GATEWAY_OFF, show_alert=True)
+            return
+        try:
+            mine = await book.of(user.id)
+            token = next((t for t in mine if str(t.id) == button.token), None)
+            revoked = token is not None and await book.revoke(user.id, token.name)
+            left = await book.of(user.id)
+        except BookUnavailable:
+            await query.answer(UNAVAILABLE, show_alert=True)
+            return
+        note = (
+            _revoked(token.name)
+            if revoked and token is not None
+            else "That token was already revoked or expired."
+        )
+        screen = render_list(left, user.id, note)
+        message = query.message
+        if message is not None:
+            await surface.edit(message.chat.id, message.message_id, screen)
+        else:
+            await surface.send(user.id, screen)
+        await query.answer(
+            f"Revoked {token.name}." if revoked and token is not None else "Already revoked.",
+            show_alert=not revoked,
+        )
+
+    return [
+        CallbackQueryHandler(allowed_only(access, on_revoke), pattern=is_revoke),
+        CommandHandler("agents", allowed_only(access, agents)),
+    ]
