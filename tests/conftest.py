@@ -23,6 +23,8 @@ from port_for import select_random
 from pytest_postgresql.executors.proc import PostgreSQLExecutor
 from pytest_postgresql.janitor import DatabaseJanitor
 
+from tests.inprocess import logging_restored
+
 # Hypothesis's per-example deadline is a timing asserted in a test: on a loaded CI machine it fails correct code.
 settings.register_profile("toolnexus", deadline=None)
 settings.load_profile("toolnexus")
@@ -98,3 +100,11 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     name = "t_" + uuid.uuid4().hex[:12]
     with DatabaseJanitor(user=server.user, host=server.host, port=server.port, dbname=name):
         yield f"postgresql://{server.user}@{server.host}:{server.port}/{name}"
+
+
+@pytest.fixture
+def restored_logging() -> Iterator[None]:
+    """Logging put back as it was after the test (it runs the bot's `setup_logging`): a logger's filter left behind,
+    such as the refusal logger's once-an-hour one, would hide later tests' records in the same worker."""
+    with logging_restored():
+        yield

@@ -25,7 +25,9 @@ from bot.cli import main
 
 
 @contextlib.contextmanager
-def _logging_restored() -> Iterator[None]:
+def logging_restored() -> Iterator[None]:
+    """Logging as it was before the block: the root's handlers and level, every logger's level and filters (the
+    refusal logger's once-an-hour filter included), and the record factory. For anything that runs `setup_logging`."""
     factory = logging.getLogRecordFactory()
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
@@ -89,7 +91,7 @@ def toolnexus(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
         plain = threading.current_thread() is threading.main_thread()
     with (
         _environment(env),
-        _logging_restored(),
+        logging_restored(),
         contextlib.redirect_stdout(out),
         contextlib.redirect_stderr(err),
     ):

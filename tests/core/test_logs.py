@@ -4,30 +4,12 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Iterator
 
 import pytest
 
 from bot.logs import setup_logging
 
 TOKEN = "123456:SECRET-token-in-a-log"
-
-
-@pytest.fixture
-def restored_logging() -> Iterator[None]:
-    """Put the logging configuration back as it was: these tests set up the bot's."""
-    root = logging.getLogger()
-    handlers, level, factory = list(root.handlers), root.level, logging.getLogRecordFactory()
-    levels = {name: logging.getLogger(name).level for name in logging.root.manager.loggerDict}
-    yield
-    logging.setLogRecordFactory(factory)
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-    for name, old in levels.items():
-        logging.getLogger(name).setLevel(old)
 
 
 def another_handler(logger: str = "") -> io.StringIO:

@@ -7,7 +7,7 @@ import io
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -290,20 +290,6 @@ async def test_under_allow_everyone_a_stranger_cannot_make_tokens(tmp_path: Path
         assert await live_tokens(url, MALLORY_ID) == []
         _, token = await make(s, "ci")
         assert "notify_person" in await tool_names(port, token)
-
-
-@pytest.fixture
-def restored_logging() -> Iterator[None]:
-    """Put the logging configuration back as it was: the test sets up the bot's."""
-    root = logging.getLogger()
-    handlers, level, factory = list(root.handlers), root.level, logging.getLogRecordFactory()
-    yield
-    logging.setLogRecordFactory(factory)
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
 
 
 def fail_with(token: str) -> None:

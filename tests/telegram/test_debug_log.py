@@ -15,6 +15,7 @@ from bot.logs import setup_logging
 from tests.fakes.servers.elicit import build_server as build_elicit
 from tests.fakes.servers.ledger import Ledger
 from tests.fakes.servers.oauth import follow, serve_protected, sign_in
+from tests.inprocess import logging_restored
 from tests.store.test_signin import KEY, PUBLIC, consent
 from tests.telegram.harness import ALICE_ID, BOB_ID, bot_scene
 
@@ -29,23 +30,14 @@ SCHEMA = {"type": "object", "properties": {"motto": {"type": "string"}}, "requir
 @pytest.fixture
 def whole_log() -> Iterator[io.StringIO]:
     """The bot's logging set-up at DEBUG, and every record that reaches the root logger, as text."""
-    root = logging.getLogger()
-    handlers, level, factory = list(root.handlers), root.level, logging.getLogRecordFactory()
-    levels = {name: logging.getLogger(name).level for name in logging.root.manager.loggerDict}
-    setup_logging("DEBUG")
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    root.addHandler(handler)  # an operator's file handler: it sees what the bot's own sees, unfiltered
-    yield stream
-    logging.setLogRecordFactory(factory)
-    for added in list(root.handlers):
-        root.removeHandler(added)
-    for old in handlers:
-        root.addHandler(old)
-    root.setLevel(level)
-    for name, old_level in levels.items():
-        logging.getLogger(name).setLevel(old_level)
+    with logging_restored():
+        setup_logging("DEBUG")
+        stream = io.StringIO()
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        # an operator's file handler: it sees what the bot's own sees, unfiltered
+        logging.getLogger().addHandler(handler)
+        yield stream
 
 
 async def test_at_debug_no_typed_answer_argument_or_token_reaches_the_log(
