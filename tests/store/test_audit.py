@@ -103,7 +103,7 @@ async def test_the_first_append_after_opening_is_a_lone_insert_and_a_stale_head_
         def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
             statements.append(statement.split(None, 1)[0].upper())
 
-        writes = opened.audit.writer.sync_engine  # the store's one writer (a thread of its own on SQLite)
+        writes = opened.audit.writer.sync_engine  # the store's one writer (its engine of its own on SQLite)
         event.listen(writes, "before_cursor_execute", count)
         try:
             await fill(opened.audit, 1)
