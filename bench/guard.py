@@ -24,7 +24,7 @@ GUARDS: Final = {"legacy": 15_000_000, "2026-07-28": 16_000_000}
 
 CEILINGS: Final = {"legacy": 18_200_000, "2026-07-28": 19_600_000}
 """The ratchet CI holds today (2026-12-06, after the store's writer commits on the event loop: 17.22-17.28 M
-legacy and 18.19-18.40 M 2026-07-28 in three runs each), plus about 5.5 % / 6.5 %: how the six people's writes
+legacy and 18.19-18.42 M 2026-07-28 in four runs each), plus about 5.5 % / 6.5 %: how the six people's writes
 share transactions moves a count by a few percent, 2026-07-28's more (its progress writes); before:
 17.3-18.0 M / 19.1-19.4 M under 19 M / 21.5 M. Past it, exit status 1.
 Until the goal above is met, a count between the goal and the ceiling is printed as over the goal, not failed;
