@@ -22,11 +22,11 @@ from bench import scenarios
 GUARDS: Final = {"legacy": 15_000_000, "2026-07-28": 16_000_000}
 """Instructions per elicitation (its call included) the bot should execute, per MCP revision: issue 35's goal."""
 
-CEILINGS: Final = {"legacy": 19_000_000, "2026-07-28": 21_500_000}
-"""The ratchet CI holds today (2026-12-05, after the store's prepared statements: 17.3-18.0 M legacy in five
-runs, 19.1-19.4 M 2026-07-28 in three, plus a margin, since how the six people's writes share transactions moves
-a count by a few percent, 2026-07-28's by up to 13 % before: 18.3-18.9 M / 20.2-22.8 M under 20 M / 23.5 M):
-past it, exit status 1.
+CEILINGS: Final = {"legacy": 18_200_000, "2026-07-28": 19_600_000}
+"""The ratchet CI holds today (2026-12-06, after the store's writer commits on the event loop: 17.22-17.28 M
+legacy and 18.19-18.42 M 2026-07-28 in four runs each), plus about 5.5 % / 6.5 %: how the six people's writes
+share transactions moves a count by a few percent, 2026-07-28's more (its progress writes); before:
+17.3-18.0 M / 19.1-19.4 M under 19 M / 21.5 M. Past it, exit status 1.
 Until the goal above is met, a count between the goal and the ceiling is printed as over the goal, not failed;
 lower the ceilings with every change that lowers the counts."""
 

@@ -259,8 +259,9 @@ async def _together(writes: list[Callable[[], Awaitable[None]]]) -> None:
         return
     try:
         async with anyio.create_task_group() as tg:
-            for write in writes:
+            for write in writes[1:]:
                 tg.start_soon(_run, write)
+            await writes[0]()  # in this task: one task fewer to start (the others start as this one waits)
     except BaseExceptionGroup as group:
         raise group.exceptions[0] from None
 

@@ -11,7 +11,7 @@ write seconds later. Does no I/O itself.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import anyio
@@ -26,8 +26,11 @@ R = TypeVar("R")
 @dataclass(eq=False, slots=True)
 class _Entry(Generic[T, R]):
     item: T
-    woken: anyio.Event = field(default_factory=anyio.Event)
-    """Set when the write is done, or when this caller is to write the queue next (`done` tells which)."""
+    waiting: anyio.Event | None = None
+    """Made when its caller waits (another caller is writing): set when the write is done, or when this caller
+    is to write the queue next (`done` tells which). A caller that writes at once never needs one."""
+    woken: bool = False
+    """Whether `waiting` was set (or would have been, had the caller been waiting)."""
     done: bool = False
     result: R | None = None
     error: BaseException | None = None
@@ -59,12 +62,13 @@ class GroupCommit(Generic[T, R]):
         entry: _Entry[T, R] = _Entry(item)
         self._queue.append(entry)
         if self._writing:
+            entry.waiting = anyio.Event()
             try:
-                await entry.woken.wait()
+                await entry.waiting.wait()
             except BaseException:
                 if entry.done:
                     raise
-                if not entry.woken.is_set():
+                if not entry.woken:
                     entry.abandoned = True  # its write goes with the next batch all the same
                     raise
                 with anyio.CancelScope(shield=True):  # cancelled just as its turn to write came: write first
@@ -83,7 +87,8 @@ class GroupCommit(Generic[T, R]):
             with anyio.CancelScope(shield=True):
                 # One pass of the event loop first: the writes started at the same time as this one (a
                 # question's audit row and its kept copy) join its batch instead of waiting for the next.
-                await anyio.lowlevel.cancel_shielded_checkpoint()
+                # (A plain checkpoint: the scope around it is shielded already.)
+                await anyio.lowlevel.checkpoint()
                 while True:
                     batch, self._queue = self._queue, []
                     await self._write_batch(batch)
@@ -94,7 +99,7 @@ class GroupCommit(Generic[T, R]):
             if waiting is None:
                 self._writing = False
             else:
-                waiting.woken.set()
+                _wake(waiting)
 
     async def _write_batch(self, batch: list[_Entry[T, R]]) -> None:
         self.batches += 1
@@ -113,4 +118,10 @@ class GroupCommit(Generic[T, R]):
                     e.result = outcome
         for e in batch:
             e.done = True
-            e.woken.set()
+            _wake(e)
+
+
+def _wake(entry: _Entry[T, R]) -> None:
+    entry.woken = True
+    if entry.waiting is not None:
+        entry.waiting.set()

@@ -103,7 +103,7 @@ async def test_the_first_append_after_opening_is_a_lone_insert_and_a_stale_head_
         def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
             statements.append(statement.split(None, 1)[0].upper())
 
-        writes = opened.audit.writer.sync_engine  # the store's one writer (a thread of its own on SQLite)
+        writes = opened.audit.writer.sync_engine  # the store's one writer (its engine of its own on SQLite)
         event.listen(writes, "before_cursor_execute", count)
         try:
             await fill(opened.audit, 1)
@@ -136,6 +136,32 @@ async def test_a_reader_holding_the_sqlite_file_does_not_block_appends(tmp_path:
             assert reader.execute("select count(*) from audit").fetchone() == (1,)
             await fill(store.audit, 1)
             reader.execute("commit")
+        assert await store.audit.verify() == (2, None)
+
+
+async def test_an_append_while_another_connection_holds_the_write_lock_waits_for_it_off_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    """The writer commits on the event loop only while SQLite's write lock is free: when another connection
+    holds it, the batch waits for it in the writer's thread, the loop going on meanwhile (a wait on the loop
+    would hold up the very code that lets the lock go, here this test's), and commits once it is let go."""
+    url = f"sqlite:///{tmp_path / 'toolnexus.db'}"
+    async with open_store(StorageConfig(url=Secret(url))) as store:
+        await fill(store.audit, 1)
+        with contextlib.closing(sqlite3.connect(tmp_path / "toolnexus.db", isolation_level=None)) as other:
+            other.execute("begin immediate")  # the write lock, held
+            appended = anyio.Event()
+
+            async def append() -> None:
+                await fill(store.audit, 1)
+                appended.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(append)
+                await anyio.wait_all_tasks_blocked()
+                assert not appended.is_set()
+                other.execute("commit")
+                await appended.wait()
         assert await store.audit.verify() == (2, None)
 
 
