@@ -98,3 +98,11 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     name = "t_" + uuid.uuid4().hex[:12]
     with DatabaseJanitor(user=server.user, host=server.host, port=server.port, dbname=name):
         yield f"postgresql://{server.user}@{server.host}:{server.port}/{name}"
+
+
+@pytest.fixture
+def postgresql_url(postgresql_server: PostgreSQLExecutor) -> Iterator[str]:
+    """A fresh, empty database on the session's PostgreSQL server (for what only PostgreSQL does: a fleet)."""
+    server, name = postgresql_server, "t_" + uuid.uuid4().hex[:12]
+    with DatabaseJanitor(user=server.user, host=server.host, port=server.port, dbname=name):
+        yield f"postgresql://{server.user}@{server.host}:{server.port}/{name}"

@@ -11,14 +11,10 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
-from pytest_postgresql.executors.proc import PostgreSQLExecutor
-from pytest_postgresql.janitor import DatabaseJanitor
 
 from tests.fakes.telegram import FakeTelegram, FakeUser
 from tests.telegram.test_drain import SECRET, bot_process
@@ -93,14 +89,6 @@ async def test_a_second_polling_bot_is_refused_and_a_restart_after_a_crash_is_no
 def free_port() -> int:
     with socket.create_server(("127.0.0.1", 0)) as probe:
         return int(probe.getsockname()[1])
-
-
-@pytest.fixture
-def postgresql_url(postgresql_server: PostgreSQLExecutor) -> Iterator[str]:
-    """A fresh database on the session's PostgreSQL server (as `store_url`'s PostgreSQL case)."""
-    server, name = postgresql_server, "t_" + uuid.uuid4().hex[:12]
-    with DatabaseJanitor(user=server.user, host=server.host, port=server.port, dbname=name):
-        yield f"postgresql://{server.user}@{server.host}:{server.port}/{name}"
 
 
 async def test_two_webhook_bots_on_postgresql_both_run(tmp_path: Path, postgresql_url: str) -> None:
