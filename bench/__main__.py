@@ -1,4 +1,4 @@
-"""`python -m bench`: run every scenario once, print the four tables to stdout, write the figures as JSON.
+"""`python -m bench`: run every scenario once, print one table per scenario to stdout, write the figures as JSON.
 
 The JSON goes to bench/results/local/latest.json, which git ignores; `--out bench/results/latest.json` updates
 the published figures (a tracked file) on purpose.
@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from bench import demo, report, scenarios
+from bench import demo, gateway, report, scenarios
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -60,19 +60,34 @@ def _parser() -> argparse.ArgumentParser:
         help="e. strangers through the demo deploy with the shipped config (default 1000)",
     )
     p.add_argument(
-        "--protocols", default="legacy,2026-07-28", help="a. MCP revisions to measure (comma-separated)"
+        "--agent-calls",
+        type=int,
+        default=1000,
+        help="g. sequential calls by one agent through the gateway, and as many straight to the server "
+        "(default 1000)",
+    )
+    p.add_argument("--agents", type=int, default=100, help="g. agents calling at once (default 100)")
+    p.add_argument(
+        "--gateway-instructions",
+        type=int,
+        default=24,
+        help="g. agent calls (and chat /calls) counted under callgrind (default 24; 0 skips the count)",
+    )
+    p.add_argument(
+        "--protocols", default="legacy,2026-07-28", help="a, g. MCP revisions to measure (comma-separated)"
     )
     p.add_argument(
         "--clients",
         default="aiohttp,httpx",
         help="a. Bot API clients under the bot to compare, the shipped one first (default aiohttp,httpx)",
     )
-    p.add_argument("--only", default="abcde", help="which scenarios to run (default abcde)")
+    p.add_argument("--only", default="abcdeg", help="which scenarios to run (default abcdeg)")
     p.add_argument(
         "--profile-bot",
         metavar="PATH",
         type=Path,
-        help="cProfile the bot's measured phases (a: PATH, c: PATH.c); its figures are then inflated",
+        help="cProfile the bot's measured phases (a: PATH, c: PATH.c, g: PATH.g, the agent's calls in the "
+        "first revision); its figures are then inflated",
     )
     p.add_argument(
         "--out",
@@ -89,6 +104,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         args.elicitations, args.parallel, args.per_kind, args.users, args.flood = 20, 2, 4, 10, 10
         args.strangers = 10
         args.instructions_per_person = 1
+        args.agent_calls, args.agents, args.gateway_instructions = 20, 5, 2
     results: dict[str, Any] = {}
     if "a" in args.only:
         protocols, (shipped, *others) = args.protocols.split(","), args.clients.split(",")
@@ -128,6 +144,32 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         results["flood"] = await scenarios.flood(args.flood)
     if "e" in args.only:
         results["public_demo"] = await demo.public_demo(args.strangers)
+    if "g" in args.only:
+        results.update(await _gateway(args))
+    return results
+
+
+async def _gateway(args: argparse.Namespace) -> dict[str, Any]:
+    """g: one agent's calls through the gateway and straight to the server, agents at once, instructions."""
+    protocols = args.protocols.split(",")
+    results: dict[str, Any] = {
+        "gateway": [
+            await gateway.gateway_overhead(
+                args.agent_calls,
+                p,
+                profile=args.profile_bot.with_suffix(".g") if args.profile_bot and i == 0 else None,
+            )
+            for i, p in enumerate(protocols)
+        ],
+        "gateway_agents": [
+            await gateway.agents_at_once(args.agents, p) for p in protocols if args.agents > 0
+        ],
+        "gateway_instructions": [],
+    }
+    for protocol in protocols if args.gateway_instructions > 0 else []:
+        counted = await gateway.gateway_instructions(args.gateway_instructions, protocol)
+        if counted is not None:
+            results["gateway_instructions"].append(counted)
     return results
 
 
@@ -173,6 +215,8 @@ def main() -> int:
         "conditions": {
             "a_b_c": "bot unthrottled (no rate limits; at most 32 Bot API requests in flight), fake without limits",
             "d": "bot as shipped (its flood control), fake enforcing Telegram's limits (RateLimits)",
+            "g": "bot unthrottled with [gateway] on and its [storage] (SQLite); agents are mcp.Client over "
+            "streamable HTTP, the bench server in its own process",
             "cpu": "utime+stime of the bot process from /proc/<pid>/stat, children excluded",
         },
     }

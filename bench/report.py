@@ -1,4 +1,4 @@
-"""Figures -> four side-by-side tables, one per scenario (stdout). Pure formatting, no I/O."""
+"""Figures -> side-by-side tables, one per scenario (stdout). Pure formatting, no I/O."""
 
 from __future__ import annotations
 
@@ -299,6 +299,92 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:  # noqa: C
             f"{e['messages_accepted']} messages accepted: theory {e['theoretical_min_s']} s at 30/s",
         )
         add(s, "429s from the fake", e["fake_429s"])
+    out += _gateway_rows(results)
+    return out
+
+
+def _load(figures: dict[str, Any]) -> str:
+    """ "; load average a -> b" when measured: these timings move with the machine's other jobs."""
+    load = figures.get("load_average_1min")
+    return "" if load is None else f"; machine load average {load['before']} -> {load['after']}"
+
+
+def _gateway_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """g: one agent's calls through `/mcp` against the same calls straight to the server, then many agents."""
+    out: list[tuple[str, str, str, str]] = []
+
+    def add(scenario: str, figure: str, value: Any, note: str = "") -> None:
+        out.append((scenario, figure, _fmt(value), note))
+
+    counted = {i["protocol"]: i for i in results.get("gateway_instructions", [])}
+    for g in results.get("gateway", []):
+        s = f"g. gateway {g['protocol']}"
+        done = g["completed"]
+        add(
+            s,
+            "calls one at a time: gateway | straight",
+            f"{done['through_gateway']} | {done['straight']}",
+            f"of {g['calls']} each, results checked; an agent's b__hello through /mcp vs mcp.Client on the "
+            "server, streamable HTTP both",
+        )
+        via, straight = g["through_gateway_ms"], g["straight_ms"]
+        add(
+            s,
+            "ms p50 | p99: gateway",
+            f"{_fmt(via['p50'])} | {_fmt(via['p99'])}",
+            f"straight {_fmt(straight['p50'])} | {_fmt(straight['p99'])}; the gateway adds "
+            f"{_fmt(g['overhead_ms_p50'])} ms at p50",
+        )
+        server = g["server_cpu_ms_per_call"]
+        add(
+            s,
+            "bot CPU ms / agent call",
+            g["bot_cpu_ms_per_call"],
+            f"MCP server CPU ms per call {_fmt(server['through_gateway'])} from the bot, "
+            f"{_fmt(server['straight'])} straight{_load(g)}",
+        )
+        i = counted.get(g["protocol"])
+        if i is not None:
+            add(
+                s,
+                "bot instructions / call: agent | chat",
+                f"{_m(i['bot_instructions_per_agent_call'])} | {_m(i['bot_instructions_per_chat_call'])}",
+                f"callgrind, {i['calls']} calls each: through /mcp, and the same person's /call of the tool",
+            )
+    for a in results.get("gateway_agents", []):
+        s = f"g. agents {a['protocol']}"
+        add(
+            s,
+            "agents calling at once",
+            a["agents"],
+            "each its own person's token and /mcp session; its call opens the person's server session",
+        )
+        errors = a["errors"]
+        add(
+            s,
+            "results | errors",
+            f"{a['completed']} | {errors}",
+            "zero errors" if not errors else f"{errors} ERRORS: " + "; ".join(a["first_errors"]),
+        )
+        for name, r in (("", a), ("again, ", a["warm"])):
+            add(
+                s,
+                f"{name}all calls done after s",
+                r["all_calls_s"],
+                f"from the go; {r['completed']} results"
+                + (
+                    f"; all connected in {a['connect_all_s']} s first"
+                    if not name
+                    else "; the same agents at once on their open sessions"
+                ),
+            )
+            add(
+                s,
+                f"{name}call ms p50 | p99",
+                f"{_fmt(r['call_ms']['p50'])} | {_fmt(r['call_ms']['p99'])}",
+                f"CPU s from the go: bot {_fmt(r['cpu_s']['bot'])}, MCP server {_fmt(r['cpu_s']['mcp_server'])}"
+                + ("" if name else _load(a)),
+            )
     return out
 
 
@@ -336,11 +422,12 @@ TITLES: Final = {
     "c": "c. People with a prompt pending at the same time",
     "d": "d. Flood against a fake enforcing Telegram's rate limits",
     "e": "e. The public demo: strangers through deploy with the shipped config",
+    "g": "g. The MCP gateway: an agent's call through /mcp vs straight to the server, and agents at once",
 }
 
 
 def table(results: dict[str, Any]) -> str:
-    """The four tables of the issue, one per scenario, each with aligned columns."""
+    """One table per scenario, each with aligned columns."""
     body = rows(results)
     header = ("scenario", "figure", "value", "note")
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(3)]

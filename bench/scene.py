@@ -155,13 +155,25 @@ def write_config(
     *,
     max_open: int = 100,
     web_port: int | None = None,
+    gateway: bool = False,
 ) -> None:
-    """The bot's config; with `web_port`, a `[web]` endpoint there whose public URL is `PUBLIC_URL`."""
+    """The bot's config; with `web_port`, a `[web]` endpoint there whose public URL is `PUBLIC_URL`.
+
+    `gateway` turns `[gateway]` on (agents at `<public_url>/mcp`, so it needs `web_port`), with `[storage]` named
+    as it requires: the same SQLite file the bot uses without it (`database_of(path)`)."""
     web = (
         []
         if web_port is None
         else ["[web]", 'listen = "127.0.0.1"', f"port = {web_port}", f"public_url = {_toml(PUBLIC_URL)}"]
     )
+    if gateway:
+        assert web_port is not None, "the gateway is served on the web endpoint"
+        web += [
+            "[storage]",
+            f"url = {_toml(f'sqlite:///{database_of(path)}')}",
+            "[gateway]",
+            "enabled = true",
+        ]
     lines = [
         "[telegram]",
         f"token = {_toml(fake.token)}",
@@ -183,6 +195,11 @@ def write_config(
         *(f"{k} = {_toml(v)}" for k, v in server.items()),
     ]
     path.write_text("\n".join(lines) + "\n")
+
+
+def database_of(config: Path) -> Path:
+    """The bot's SQLite database: beside its config (the default without `[storage]`, and what `gateway` names)."""
+    return config.parent / "toolnexus.db"
 
 
 @dataclass
@@ -257,12 +274,14 @@ async def bot_process(
     config_text: str | None = None,
     env: dict[str, str] | None = None,
     store: bool = True,
+    gateway: bool = False,
 ) -> AsyncIterator[BotProcess]:
     """Start `python -m bench.botproc [--unthrottled] [--client C] --config <tmp>` and wait until it polls the
     fake. `client` is the Bot API client under the bot: "aiohttp" (shipped) or "httpx" (PTB's own).
 
     `config_text` is the whole config file instead of one written for `server`; `env` adds to the environment.
-    `store=False` runs the bot without its database (`bench.botproc --no-store`).
+    `store=False` runs the bot without its database (`bench.botproc --no-store`). `gateway` serves `[gateway]`
+    on the web endpoint at `web_port` (agent tokens are made in `BotProcess.database`).
 
     With `callgrind`, the bot runs under valgrind's callgrind with instrumentation off; `BotProcess.count`
     switches it on and off, and `instructions()` reads what was counted since the last reading.
@@ -270,7 +289,7 @@ async def bot_process(
     with tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp:
         config = Path(tmp) / "bot.toml"
         if config_text is None:
-            write_config(config, fake, server, max_open=max_open, web_port=web_port)
+            write_config(config, fake, server, max_open=max_open, web_port=web_port, gateway=gateway)
         else:
             config.write_text(config_text)
         stderr = Path(tmp) / "bot.stderr"
@@ -307,7 +326,7 @@ async def bot_process(
             fake,
             stderr,
             callgrind_out=Path(tmp) / "cg" if callgrind else None,
-            database=Path(tmp) / "toolnexus.db",
+            database=database_of(config),
         )
         try:
             with anyio.fail_after(300 if callgrind else 30):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import demo, report, scenarios
+from bench import demo, gateway, report, scenarios
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -164,3 +164,80 @@ def test_the_public_demo_table_says_who_was_refused_or_lost_and_why_and_counts_t
     assert value == "2" and "2 at first question" in note and "75.5 s in" in note
     assert demo.went_wrong(result) == 5
     assert demo.went_wrong({**result, "completed": 10, "refused": 0, "lost": 0}) == 0
+
+
+async def test_the_gateway_scenario_has_an_agent_call_through_the_bot_and_straight_to_the_server() -> None:
+    """g: one agent's calls through the bot's /mcp and a Client's straight to the server each return the server's
+    hello for their own tag, in the same number."""
+    result = await gateway.gateway_overhead(3, "legacy", warm=1)
+    assert result["completed"] == {"through_gateway": 3, "straight": 3}
+    assert result["through_gateway_ms"]["p50"] > 0 and result["straight_ms"]["p50"] > 0
+
+
+async def test_the_gateway_scenario_has_every_agent_calling_at_once_get_its_own_result() -> None:
+    """g: three agents, each with its own person's token, connect and call at once, twice (2026-07-28): three
+    results each round, each with its own tag, and no error; the report has its table."""
+    result = await gateway.agents_at_once(3, "2026-07-28")
+    calls = (result["completed"], result["warm"]["completed"], result["errors"])
+    assert calls == (3, 3, 0), result["first_errors"]
+    assert "g. The MCP gateway" in report.table({"gateway_agents": [result]})
+
+
+# g's instruction count (the bot under callgrind, about 40 s for a few calls) has no test: it is the same
+# callgrind machinery as bench a's, which `python -m bench.guard` exercises in `.ci/run`.
+
+
+def test_the_gateway_table_sets_the_gateway_beside_the_straight_call_and_says_errors() -> None:
+    """g: latency through /mcp beside the straight call with the difference, the instruction counts of an agent
+    call beside a chat /call, and errors of agents at once spelled out."""
+    results = {
+        "gateway": [
+            {
+                "protocol": "legacy",
+                "calls": 10,
+                "completed": {"through_gateway": 10, "straight": 10},
+                "through_gateway_ms": {"p50": 12.5, "p99": 20.0},
+                "straight_ms": {"p50": 4.0, "p99": 9.0},
+                "overhead_ms_p50": 8.5,
+                "bot_cpu_ms_per_call": 6.0,
+                "bot_cpu_ms_per_straight_call": 0.0,
+                "server_cpu_ms_per_call": {"through_gateway": 2.0, "straight": 1.5},
+            }
+        ],
+        "gateway_instructions": [
+            {
+                "protocol": "legacy",
+                "calls": 4,
+                "bot_instructions_per_agent_call": 15_500_000,
+                "bot_instructions_per_chat_call": 11_000_000,
+            }
+        ],
+        "gateway_agents": [
+            {
+                "protocol": "legacy",
+                "agents": 4,
+                "completed": 3,
+                "errors": 1,
+                "first_errors": ["agent 2: WrongResult: b__hello(many2): 'hello many3'"],
+                "connect_all_s": 0.2,
+                "all_calls_s": 0.3,
+                "call_ms": {"p50": 250.0, "p99": 260.0},
+                "cpu_s": {"bot": 0.2, "mcp_server": 0.05},
+                "warm": {
+                    "completed": 3,
+                    "all_calls_s": 0.1,
+                    "call_ms": {"p50": 50.0, "p99": 60.0},
+                    "cpu_s": {"bot": 0.1, "mcp_server": 0.02},
+                },
+            }
+        ],
+    }
+    rows = {(scenario, figure): (value, note) for scenario, figure, value, note in report.rows(results)}
+    value, note = rows["g. gateway legacy", "ms p50 | p99: gateway"]
+    assert value == "12.5 | 20.0" and "straight 4 | 9" in note and "adds 8.5 ms" in note
+    value, _ = rows["g. gateway legacy", "bot instructions / call: agent | chat"]
+    assert value == "15.50 M | 11.00 M"
+    value, note = rows["g. agents legacy", "results | errors"]
+    assert value == "3 | 1" and "1 ERRORS" in note and "many2" in note
+    assert rows["g. agents legacy", "call ms p50 | p99"][0] == "250.0 | 260.0"
+    assert rows["g. agents legacy", "again, call ms p50 | p99"][0] == "50.0 | 60.0"

@@ -14,7 +14,8 @@ display names it has seen, and the deadline timers of requests a previous proces
 `start`). Each change is committed before the host is told.
 
 A request decided in the process that asked for it wakes the waiting call; one decided after a restart (its
-call's task is gone) is handed to the host's `run_approved`, once, with the approved content.
+call's task is gone) is handed to the host's `run_approved`, once, with the approved content; unless an agent
+asked (`orphaned`): its call went with the process, and the host only says so (`AGENT_GONE`).
 """
 
 from __future__ import annotations
@@ -43,12 +44,15 @@ from bot.core.approvals import (
 )
 
 __all__ = [
+    "AGENT_GONE",
     "GONE",
     "STOPPING",
+    "STOPPING_AGENT",
     "ApprovalBook",
     "ApprovalService",
     "ApprovalShow",
     "Cast",
+    "orphaned",
     "verdict_of",
 ]
 
@@ -56,6 +60,12 @@ logger = logging.getLogger(__name__)
 
 STOPPING: Final = "the bot is stopping; the approval request stays open and the call runs once it is approved"
 GONE: Final = "This approval request no longer exists."
+STOPPING_AGENT: Final = (
+    "the bot is stopping; the call was not made, and it will not be made after the restart either: call again"
+)
+"""What an agent's call waiting for approval gets when the bot stops (its request is left pending, `orphaned`)."""
+AGENT_GONE: Final = "the agent that asked is gone; not run"
+"""An agent's gated call approved after the process that took it ended (`orphaned`)."""
 CAS_ATTEMPTS: Final = 5
 """Fresh reads a vote gets when other votes keep committing first."""
 
@@ -133,8 +143,18 @@ class Cast:
 
 @dataclass(slots=True)
 class _Waiter:
+    agent: bool = False
+    """An agent's call waits (through the gateway): it does not outlive this process."""
     done: anyio.Event = field(default_factory=anyio.Event)
     verdict: Verdict | None = None
+
+
+def orphaned(record: ApprovalRecord, waiting: bool) -> bool:
+    """An agent's request decided where no call waits for it (after a restart): not run. The agent's HTTP call
+    ended with the process that took it, so nobody would get the result, and the agent may well have tried
+    again meanwhile: running it now could run it twice. A person's call is run instead (`run_approved`): its
+    result goes to the chat it was asked in."""
+    return record.ask.origin.agent is not None and not waiting
 
 
 def verdict_of(record: ApprovalRecord) -> Verdict:
@@ -203,7 +223,7 @@ class ApprovalService:
         for scope in self._timers:
             scope.cancel()
         for waiter in self._waiters.values():
-            waiter.verdict = Verdict(ApprovalStatus.PENDING, STOPPING)
+            waiter.verdict = Verdict(ApprovalStatus.PENDING, STOPPING_AGENT if waiter.agent else STOPPING)
             waiter.done.set()
 
     def unavailable(self) -> str | None:
@@ -236,7 +256,7 @@ class ApprovalService:
         except BookUnavailable:
             logger.exception("could not store an approval request")
             return Verdict(ApprovalStatus.CANCELLED, f"the approval request could not be recorded; {nothing}")
-        waiter = self._waiters[record.id] = _Waiter()
+        waiter = self._waiters[record.id] = _Waiter(agent=ask.origin.agent is not None)
         notice: int | None = None
         try:
             if fresh:
@@ -365,6 +385,7 @@ class ApprovalService:
         elif (
             verdict.approved
             and record.ask.question is None
+            and not orphaned(record, waiting=False)
             and self._show is not None
             and self._tg is not None
         ):

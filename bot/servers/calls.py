@@ -71,6 +71,12 @@ class Flight:
         )
 
 
+def covers(origin: Origin, other: Origin) -> bool:
+    """Whether a /cancel by `origin` reaches what `other` started: the same person in the same chat, by their
+    own hand or through one of their agents (whose calls' chat is the person's private chat)."""
+    return other.user_id == origin.user_id and other.chat_id == origin.chat_id
+
+
 @dataclass(slots=True)
 class _Call:
     caller: Caller
@@ -184,16 +190,19 @@ class Calls:
         does, and cancel outright their calls with no question pending; returns how many of both.
 
         A call whose question was answered goes on: its server hears `cancel` (on 2026-07-28 in the call's
-        next round, which cancelling the call would never send) and ends the tool in its own way.
+        next round, which cancelling the call would never send) and ends the tool in its own way. In the
+        person's private chat this covers their agents' calls and `ask_person` questions too (`covers`): their
+        cards are there, and the agent gets the cancelled result.
         """
         answered = {
             prompt
-            for prompt in self.prompts.pending(origin=origin)
-            if self.prompts.answer(prompt, Answer(id=prompt.request.id, ok=False, reason="cancelled"))
+            for prompt in self.prompts.pending(chat_id=origin.chat_id)
+            if covers(origin, prompt.origin)
+            and self.prompts.answer(prompt, Answer(id=prompt.request.id, ok=False, reason="cancelled"))
         }
         count = len(answered)
         for call in self._calls:
-            if call.origin == origin and not call.caller.asking & answered:
+            if covers(origin, call.origin) and not call.caller.asking & answered:
                 call.cancelled_by_user = True
                 call.scope.cancel()
                 count += 1

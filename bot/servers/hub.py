@@ -15,14 +15,14 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
 from mcp import MCPError
 
-from bot.config import ApprovalGate, ApprovalRule, Config, ServerConfig
+from bot.config import ApprovalGate, ApprovalRule, Caller, Config, ServerConfig
 from bot.core import (
     CallStatus,
     KeptQuestion,
@@ -44,11 +44,16 @@ from bot.servers.limits import Limits, Refusal
 from bot.servers.pool import Pool, Unavailable
 from bot.servers.results import failure
 from bot.servers.rounds import Rounds
-from mapping import new_request_id
+from mapping import Answer, FormSpec, Request, new_request_id
 
-__all__ = ["Flight", "Hub", "ProgressSink", "Unavailable"]
+__all__ = ["AGENT_OUTCOMES", "DECLINED", "Flight", "Hub", "ProgressSink", "Unavailable", "caller_of"]
 
 logger = logging.getLogger(__name__)
+
+DECLINED: Final = "declined"
+"""An agent's call outcome beside the `CallStatus` values: the person declined its `ask_person` question."""
+AGENT_OUTCOMES: Final = (*(status.value for status in CallStatus), DECLINED)
+"""Every outcome `Hub.agent_calls` counts (/metrics shows each, 0 included)."""
 
 
 class Hub:
@@ -92,6 +97,9 @@ class Hub:
         self.servers = self.pool.servers
         self.calls_ended: Counter[CallStatus] = Counter()
         """Tool calls that returned, by how they ended (read by /metrics)."""
+        self.agent_calls: Counter[str] = Counter()
+        """Agents' calls through the gateway that ended (tool calls and `ask_person`), by outcome (read by
+        /metrics): a `CallStatus` value, or `declined` (the person declined an agent's question)."""
         self.approver = approver
         """Gets gated calls approved (`[[approvals]]`); None (the console, no database): they are refused."""
         self.no_approver_reason = no_approver_reason
@@ -229,7 +237,7 @@ class Hub:
         outcome and duration (never arguments or answers).
         """
         started = anyio.current_time()
-        rule = self.config.approval_rule(name, tool)
+        rule = self.config.approval_rule(name, tool, caller_of(origin))
         # With nobody to ask (the console), a call whose answers are gated is refused too: never half run.
         if (
             kept is None
@@ -247,13 +255,13 @@ class Hub:
                     flight.approval = False
             if not verdict.approved:
                 outcome = failure(CallStatus.REFUSED, verdict.text)
-                self.calls_ended[outcome.status] += 1
+                self._ended(origin, outcome)
                 log_call(origin, name, tool, outcome, anyio.current_time() - started)
                 return outcome
         if self.observer is not None and kept is None:
             await self.observer.call_started(origin, name, tool, arguments)
         server = self.servers.get(name)
-        refusal = self.limits.start_call(origin.user_id)
+        refusal = self.limits.start_call(origin.user_id, origin.agent)
         if refusal is None:
             try:
                 process = None if server is None else self.pool.refusal(server, origin)
@@ -271,15 +279,43 @@ class Hub:
                         flight=flight,
                     )
             finally:
-                self.limits.end_call(origin.user_id)
+                self.limits.end_call(origin.user_id, origin.agent)
         else:
-            outcome = refused(refusal)
-        self.calls_ended[outcome.status] += 1
+            # An agent is told every time (it reads results, not a chat a stranger could flood through us).
+            outcome = refused(refusal, always=origin.agent is not None)
+        self._ended(origin, outcome)
         log_call(origin, name, tool, outcome, anyio.current_time() - started)
         if self.observer is not None:
             with anyio.CancelScope(shield=True):
                 await self.observer.call_ended(origin, name, tool, outcome)
         return outcome
+
+    def _ended(self, origin: Origin, outcome: ToolOutcome) -> None:
+        self.calls_ended[outcome.status] += 1
+        if origin.agent is not None:
+            self.agent_calls[outcome.status.value] += 1
+
+    async def ask_for_agent(self, request: Request, form: FormSpec | None, origin: Origin) -> Answer | str:
+        """An agent's own question to its person (the gateway's `ask_person`), counted as one of its calls:
+        under the same `[limits]` as its tool calls (past them: the refusal's line instead of an answer)."""
+        refusal = self.limits.start_call(origin.user_id, origin.agent)
+        if refusal is not None:
+            self.agent_calls[CallStatus.REFUSED.value] += 1
+            return refusal.reason
+        outcome = CallStatus.CANCELLED.value  # unless it returns: the agent went away
+        try:
+            answer = await self.elicitations.ask_for_agent(request, form, origin)
+            if isinstance(answer, str):
+                outcome = CallStatus.REFUSED.value  # past `open_questions`
+            elif answer.ok:
+                outcome = CallStatus.OK.value
+            elif answer.reason == "declined":
+                outcome = DECLINED
+            return answer
+        finally:
+            self.limits.end_call(origin.user_id, origin.agent)
+            if origin.agent is not None:
+                self.agent_calls[outcome] += 1
 
     async def _approval(
         self, rule: ApprovalRule, server: str, tool: str, arguments: dict[str, Any] | None, origin: Origin
@@ -309,7 +345,9 @@ class Hub:
         self, prompt: Prompt, tool: str | None, content: dict[str, Any]
     ) -> dict[str, Any] | None:
         """Gate "answers": an accepted answer goes to the server only once approved; else `decline` (None)."""
-        rule = None if tool is None else self.config.approval_rule(prompt.server, tool)
+        rule = (
+            None if tool is None else self.config.approval_rule(prompt.server, tool, caller_of(prompt.origin))
+        )
         if rule is None or rule.gate is not ApprovalGate.ANSWERS:
             return content
         reason = self._no_approver()
@@ -360,9 +398,14 @@ class Hub:
         return self.calls.cancel(origin)
 
 
-def refused(refusal: Refusal) -> ToolOutcome:
-    """The outcome of a call a limit did not let start: its line, or nothing to say."""
-    return failure(CallStatus.REFUSED, refusal.reason if refusal.tell else "")
+def caller_of(origin: Origin) -> Caller:
+    """Whose call it is, as `[[approvals]] callers` names it: an agent's through the gateway, or the chat's."""
+    return Caller.CHAT if origin.agent is None else Caller.AGENT
+
+
+def refused(refusal: Refusal, *, always: bool = False) -> ToolOutcome:
+    """The outcome of a call a limit did not let start: its line, or nothing to say (unless `always`)."""
+    return failure(CallStatus.REFUSED, refusal.reason if refusal.tell or always else "")
 
 
 def log_call(origin: Origin, server: str, tool: str, outcome: ToolOutcome, seconds: float) -> None:

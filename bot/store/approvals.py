@@ -4,7 +4,8 @@ Every method raises `StoreUnavailable` (not the ORM's errors) when the database 
 
 Every change is a compare-and-set on the request's `revision`, committed before anyone is told: two taps (or
 two bot processes) racing on one request cannot both decide it, and a decision survives the process. Audit
-rows (requested, approved, rejected, expired, cancelled) carry the content's SHA-256.
+rows (requested, approved, rejected, expired, cancelled) carry the content's SHA-256, and the agent's name
+(`detail.agent`) when an agent asked through the gateway.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from bot.core import Origin
 from bot.core.approvals import ApprovalAsk, ApprovalRecord, ApprovalState, ApprovalStatus, Ballot, Vote
 from bot.store.audit import AuditEvent, AuditLog
 from bot.store.errors import unavailable_as
+from bot.store.observer import agent_of
 from bot.store.tables import approval_votes, approvals
 
 __all__ = ["ApprovalRecord", "ApprovalStore", "now_iso"]
@@ -87,6 +89,7 @@ class ApprovalStore:
                     user_id=ask.origin.user_id,
                     user_name=ask.requester,
                     chat_id=ask.origin.chat_id,
+                    agent=ask.origin.agent,
                     approvers=json.dumps(sorted(ask.approvers)),
                     quorum=ask.quorum,
                     self_approval=ask.self_approval,
@@ -250,7 +253,7 @@ class ApprovalStore:
                 server=ask.server,
                 tool=ask.tool,
                 request_id=record.id,
-                detail={"requester": ask.origin.user_id, **detail},
+                detail={"requester": ask.origin.user_id, **agent_of(ask.origin), **detail},
             )
         except SQLAlchemyError:
             # The decision itself is committed; a lost audit row must not undo it (as the AuditObserver).
@@ -272,7 +275,7 @@ def _record(row: dict[str, Any], votes: list[dict[str, Any]]) -> ApprovalRecord:
     )
     approvers = frozenset(int(u) for u in json.loads(row["approvers"]))
     ask = ApprovalAsk(
-        origin=Origin(chat_id=row["chat_id"], user_id=row["user_id"]),
+        origin=Origin(chat_id=row["chat_id"], user_id=row["user_id"], agent=row["agent"]),
         requester=row["user_name"],
         server=row["server"],
         tool=row["tool"],

@@ -2,7 +2,8 @@
 
 Each event is committed before the registry or the hub goes on (to show a card, return an answer to the
 server, or show a result). A failed write is logged and the flow goes on: a database outage must not turn
-into lost answers. Answers and arguments are kept per `[audit] content`.
+into lost answers. Answers and arguments are kept per `[audit] content`. Rows of an agent's call (through the
+gateway) name the agent in `detail.agent`; `user_id` is the person it acts as.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from bot.core import Origin, Outcome, Prompt, ToolOutcome
 from bot.store.audit import AuditEvent, AuditLog, canonical_json
 from mapping import Answer, answer_to_elicit_result
 
-__all__ = ["AuditObserver"]
+__all__ = ["AuditObserver", "agent_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,12 @@ _EVENT_OF_OUTCOME: Final = {
 }
 RESULT_CHARS: Final = 1000
 """How much of a call's result text a `full` log keeps."""
+
+
+def agent_of(origin: Origin) -> dict[str, Any]:
+    """`{"agent": name}` for a row of an agent's call through the gateway (the person is `user_id`), else
+    nothing: rows of chat calls stay as they were."""
+    return {} if origin.agent is None else {"agent": origin.agent}
 
 
 def _kept(values: dict[str, Any] | None, content: AuditContent) -> dict[str, Any]:
@@ -73,7 +80,7 @@ class AuditObserver:
             chat_id=origin.chat_id,
             server=server,
             tool=tool,
-            detail={"arguments": _kept(arguments, self.content)},
+            detail={"arguments": _kept(arguments, self.content), **agent_of(origin)},
         )
 
     async def call_ended(self, origin: Origin, server: str, tool: str, outcome: ToolOutcome) -> None:
@@ -82,7 +89,7 @@ class AuditObserver:
             running.remove(tool)
         if not running:
             del self._tools[(origin, server)]
-        detail: dict[str, Any] = {"status": outcome.status.value}
+        detail: dict[str, Any] = {"status": outcome.status.value, **agent_of(origin)}
         if self.content is AuditContent.FULL:
             detail["text"] = outcome.text[:RESULT_CHARS]
         await self._append(
@@ -105,6 +112,7 @@ class AuditObserver:
             "kind": request.kind,
             "message": request.prompt,
             "schema_sha256": None if schema is None else _schema_hash(schema),
+            **agent_of(prompt.origin),
         }
         if request.url is not None:
             detail["url"] = request.url
@@ -120,7 +128,7 @@ class AuditObserver:
 
     async def prompt_ended(self, prompt: Prompt, outcome: Outcome, answer: Answer | None) -> None:
         event = _EVENT_OF_OUTCOME.get(outcome, AuditEvent.CANCELLED)
-        detail: dict[str, Any] = {"outcome": outcome.value}
+        detail: dict[str, Any] = {"outcome": outcome.value, **agent_of(prompt.origin)}
         if answer is not None:
             result = answer_to_elicit_result(answer)
             detail["action"] = result["action"]

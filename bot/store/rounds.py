@@ -81,6 +81,7 @@ class RoundStore:
             "arguments": canonical_json(question.arguments),
             "user_id": question.origin.user_id,
             "chat_id": question.origin.chat_id,
+            "agent": question.origin.agent,
             "token": question.token,
             "deadline": question.deadline,
             "input_requests": None
@@ -164,7 +165,7 @@ def _question(row: dict[str, Any]) -> KeptQuestion:
         server=row["server"],
         tool=row["tool"],
         arguments=json.loads(row["arguments"]),
-        origin=Origin(chat_id=row["chat_id"], user_id=row["user_id"]),
+        origin=Origin(chat_id=row["chat_id"], user_id=row["user_id"], agent=row["agent"]),
         token=row["token"] or row["id"],
         deadline=row["deadline"],
         input_requests=None if row["input_requests"] is None else json.loads(row["input_requests"]),

@@ -103,6 +103,7 @@ rounds = Table(
     Column("input_key", String(256), comment="this question's key in the round's inputRequests"),
     Column("token", String(32), comment="the card's callback-data token (random; never a counter)"),
     Column("answer", Text, comment="JSON: the ElicitResult once answered, until the round is resumed"),
+    Column("agent", String(32), comment="the agent (token name) whose gateway call asked; null: the chat's"),
 )
 Index("ix_rounds_round_id", rounds.c.round_id)
 
@@ -135,6 +136,7 @@ approvals = Table(
     Column("deadline", Float, nullable=False, comment="Unix time after which the request expires"),
     Column("created_at", String(32), nullable=False),
     Column("decided_at", String(32)),
+    Column("agent", String(32), comment="the agent (token name) whose gateway call asks; null: the chat's"),
 )
 Index("ix_approvals_status", approvals.c.status)
 

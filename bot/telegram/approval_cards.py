@@ -12,11 +12,12 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from bot.core.approval_service import AGENT_GONE
 from bot.core.approvals import ApprovalAsk, ApprovalState, ApprovalStatus, Ballot, names
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.render import LONG_TEXT_CLIP, NAME_CLIP, Screen, callback_button, esc, fit
 
-__all__ = ["approval_screen", "change_screen", "decided_line", "request_line", "show_value"]
+__all__ = ["agent_note", "approval_screen", "change_screen", "decided_line", "request_line", "show_value"]
 
 CONTENT_CHARS: Final = 3000
 """Room for the content on a card (Telegram's 4096 minus the rest); more is never cut silently."""
@@ -52,14 +53,26 @@ def _with_times(ballots: tuple[Ballot, ...]) -> str:
     )
 
 
+def agent_note(ask: ApprovalAsk) -> str:
+    """`(agent <code>ci-bot</code>)` when an agent made the call through the gateway, else nothing (HTML): the
+    approvers and the person must know the person did not type it."""
+    agent = ask.origin.agent
+    return "" if agent is None else f" (agent <code>{esc(agent, NAME_CLIP)}</code>)"
+
+
 def request_line(ask: ApprovalAsk) -> str:
-    """Who asks for what, on which server (HTML)."""
-    if ask.question is not None:
+    """Who asks for what, on which server, and through which agent (HTML)."""
+    who = f"<b>{esc(ask.requester, NAME_CLIP)}</b>"
+    if ask.question is not None:  # the person answered; the agent made the call that asked
+        agent = "" if ask.origin.agent is None else f", agent <code>{esc(ask.origin.agent, NAME_CLIP)}</code>"
         return (
-            f"<b>{esc(ask.requester, NAME_CLIP)}</b>'s answer to <b>{esc(ask.server, NAME_CLIP)}</b>'s question "
-            f"(tool <b>{esc(ask.tool, NAME_CLIP)}</b>):\n<i>{esc(ask.question, LONG_TEXT_CLIP)}</i>"
+            f"{who}'s answer to <b>{esc(ask.server, NAME_CLIP)}</b>'s question "
+            f"(tool <b>{esc(ask.tool, NAME_CLIP)}</b>{agent}):\n<i>{esc(ask.question, LONG_TEXT_CLIP)}</i>"
         )
-    return f"<b>{esc(ask.requester, NAME_CLIP)}</b> asks to call <b>{esc(ask.tool, NAME_CLIP)}</b> on <b>{esc(ask.server, NAME_CLIP)}</b>"
+    return (
+        f"{who}{agent_note(ask)} asks to call <b>{esc(ask.tool, NAME_CLIP)}</b> on "
+        f"<b>{esc(ask.server, NAME_CLIP)}</b>"
+    )
 
 
 def decided_line(state: ApprovalState) -> str:
@@ -74,10 +87,15 @@ def decided_line(state: ApprovalState) -> str:
 
 
 def approval_screen(
-    ask: ApprovalAsk, state: ApprovalState, name_of: Callable[[int], str], deadline: float | None = None
+    ask: ApprovalAsk,
+    state: ApprovalState,
+    name_of: Callable[[int], str],
+    deadline: float | None = None,
+    *,
+    gone: bool = False,
 ) -> Screen:
     """The card: the request, exactly what will be sent, who must agree, the count so far, and while pending
-    the Approve and Reject buttons."""
+    the Approve and Reject buttons. `gone`: an agent's request decided after its call ended (`AGENT_GONE`)."""
     pending = state.status is ApprovalStatus.PENDING
     head = "🔐 <b>Approval needed</b>" if state.open else "🔐 Approval request"
     lines = [head, request_line(ask), "", "<b>Exactly what will be sent:</b>", *_content_lines(ask.content)]
@@ -103,6 +121,8 @@ def approval_screen(
         keyboard = [[callback_button("✅ Approve", data[0]), callback_button("❌ Reject", data[1])]]
         return Screen(fit(lines), keyboard)
     lines.append(decided_line(state))
+    if gone:
+        lines.append(f"⚠️ <b>{esc(AGENT_GONE.capitalize())}</b>.")
     return Screen(fit(lines))
 
 
@@ -110,10 +130,12 @@ def change_screen(ask: ApprovalAsk, state: ApprovalState) -> Screen:
     """The requester's notice while their answer waits (gate "answers"): a way to change it."""
     if not state.open:
         return Screen(
-            f"🔐 Your answer to <b>{esc(ask.server, NAME_CLIP)}</b>'s question: {decided_line(state)}"
+            f"🔐 Your answer to <b>{esc(ask.server, NAME_CLIP)}</b>'s question{agent_note(ask)}: "
+            + decided_line(state)
         )
     data = Button(Kind.APPROVAL, state.id, state.generation, Action.EDIT).pack()
     return Screen(
-        f"⏳ Your answer to <b>{esc(ask.server, NAME_CLIP)}</b>'s question waits for {state.quorum} approval(s).",
+        f"⏳ Your answer to <b>{esc(ask.server, NAME_CLIP)}</b>'s question{agent_note(ask)} waits for "
+        f"{state.quorum} approval(s).",
         [[callback_button("✏️ Change answer", data)]],
     )

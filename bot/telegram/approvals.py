@@ -4,7 +4,8 @@ the requester's notices, and the taps on cards forwarded to the service. Does I/
 The decision (quorum, votes, expiry, the compare-and-set, the waiting call) is the service's
 (`bot.core.approval_service`); this module only shows what the service tells it and forwards what people tap.
 A request approved after a restart (its call's task is gone) is run from here, once, with the approved
-arguments, and the result shown in the requester's chat.
+arguments, and the result shown in the requester's chat; an agent's is not run (its call went with the process
+that took it): the cards and the person are told so.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from anyio.abc import TaskGroup
 from telegram import User
 from telegram.error import TelegramError
 
-from bot.core.approval_service import GONE, STOPPING, ApprovalService
+from bot.core.approval_service import AGENT_GONE, GONE, STOPPING, ApprovalService, orphaned
 from bot.core.approvals import ApprovalRecord, ApprovalStatus, Verdict, Vote, names
 from bot.servers.hub import Hub
-from bot.telegram.approval_cards import approval_screen, change_screen, request_line
+from bot.telegram.approval_cards import agent_note, approval_screen, change_screen, request_line
 from bot.telegram.callback_data import Action, Button
 from bot.telegram.render import NAME_CLIP, TITLE_CLIP, Screen, esc
 from bot.telegram.surface import TelegramSurface
@@ -67,8 +68,8 @@ class TelegramApprovals:
 
     # -- ApprovalShow ----------------------------------------------------------------------------------
 
-    def _screen(self, record: ApprovalRecord) -> Screen:
-        return approval_screen(record.ask, record.state, self.service.name_of, record.deadline)
+    def _screen(self, record: ApprovalRecord, gone: bool = False) -> Screen:
+        return approval_screen(record.ask, record.state, self.service.name_of, record.deadline, gone=gone)
 
     async def post(self, record: ApprovalRecord) -> Sequence[tuple[int, int]]:
         chats = [record.ask.chat] if record.ask.chat is not None else sorted(record.ask.approvers)
@@ -84,8 +85,8 @@ class TelegramApprovals:
             await self._notify(record, "⚠️ No approver could be reached (have they started the bot?).")
         return cards
 
-    async def redraw(self, record: ApprovalRecord) -> None:
-        screen = self._screen(record)
+    async def redraw(self, record: ApprovalRecord, gone: bool = False) -> None:
+        screen = self._screen(record, gone)
         for chat_id, message_id in record.cards:
             try:
                 await self.surface.edit(chat_id, message_id, screen)
@@ -103,8 +104,9 @@ class TelegramApprovals:
         if verdict is not None and verdict.changing:
             text = "✏️ Changing your answer: the approvers will see the new one."
         else:
-            text = f"🔐 Your answer to <b>{esc(record.ask.server, NAME_CLIP)}</b>'s question: " + esc(
-                verdict.text if verdict is not None else "no decision"
+            text = (
+                f"🔐 Your answer to <b>{esc(record.ask.server, NAME_CLIP)}</b>'s question"
+                f"{agent_note(record.ask)}: " + esc(verdict.text if verdict is not None else "no decision")
             )
         try:
             await self.surface.edit(record.ask.origin.chat_id, notice, Screen(text))
@@ -113,22 +115,38 @@ class TelegramApprovals:
 
     async def decided(self, record: ApprovalRecord, verdict: Verdict, waiting: bool) -> None:
         title = f"{record.ask.server} · {record.ask.tool}"
+        if verdict.approved and record.ask.question is None and orphaned(record, waiting):
+            # An agent's call approved after a restart is not run (the service's rule): the cards and the
+            # person say so, instead of "approved" and a result that never comes.
+            await self.redraw(record, gone=True)
+            await self._notify(
+                record,
+                f"⚠️ <b>{esc(title, TITLE_CLIP)}</b>{agent_note(record.ask)}: approved by "
+                f"{esc(names(record.state.deciders))}, but {esc(AGENT_GONE)}",
+            )
+            return
         if verdict.status is ApprovalStatus.EXPIRED:
             if not waiting:  # a waiting call says it itself
                 await self._notify(record, f"⌛ {request_line(record.ask)}: {esc(verdict.text)}")
             return
         if verdict.approved:
             await self._notify(
-                record, f"🔓 Approved by {esc(names(record.state.deciders))}: <b>{esc(title, TITLE_CLIP)}</b>"
+                record,
+                f"🔓 Approved by {esc(names(record.state.deciders))}: <b>{esc(title, TITLE_CLIP)}</b>"
+                + agent_note(record.ask),
             )
         if waiting:
             if record.ask.question is not None and not verdict.approved:
                 await self._notify(
-                    record, f"🚫 <b>{esc(title, TITLE_CLIP)}</b>: your answer was {esc(verdict.text)}"
+                    record,
+                    f"🚫 <b>{esc(title, TITLE_CLIP)}</b>{agent_note(record.ask)}: your answer was "
+                    + esc(verdict.text),
                 )
             return
         if not verdict.approved:
-            await self._notify(record, f"🚫 <b>{esc(title, TITLE_CLIP)}</b> — {esc(verdict.text)}")
+            await self._notify(
+                record, f"🚫 <b>{esc(title, TITLE_CLIP)}</b>{agent_note(record.ask)} — {esc(verdict.text)}"
+            )
         elif record.ask.question is not None:
             # The question was asked by a process that is gone: there is no call left to answer.
             await self._notify(

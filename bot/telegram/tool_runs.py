@@ -9,7 +9,7 @@ import logging
 import re
 import secrets
 from collections import Counter, OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import anyio
@@ -253,7 +253,9 @@ class ToolRunner:
         """**Run again** for a legacy question lost in a restart: the same call, the same arguments, only for
         the same person (the button's token is looked up here; nothing in it is trusted)."""
         token = secrets.token_urlsafe(9)
-        self._reruns[token] = (question.server, question.tool, question.arguments or {}, question.origin)
+        # The person taps it: an agent's lost call runs again as the person's own (their rules and limits).
+        origin = replace(question.origin, agent=None)
+        self._reruns[token] = (question.server, question.tool, question.arguments or {}, origin)
         while len(self._reruns) > RERUNS_KEPT:
             self._reruns.popitem(last=False)
         return callback_button("🔁 Run again", Button(Kind.RERUN, token, 0, Action.CALL).pack())

@@ -58,6 +58,8 @@ SEPARATOR: Final = "__"
 """Between a server's name and its tool's: `demo__deploy`."""
 ASK_PERSON: Final = "ask_person"
 NOTIFY_PERSON: Final = "notify_person"
+PROTOCOL_META: Final = "io.modelcontextprotocol/"
+"""The prefix of `_meta` keys the protocol reserves for itself (a backend's are not the gateway's to repeat)."""
 NOTIFY_CLIP: Final = 1000
 """Characters of an agent's `notify_person` line shown in the chat."""
 
@@ -155,9 +157,16 @@ def _text(
 
 
 def _result(outcome: ToolOutcome) -> types.CallToolResult:
-    """What the agent gets: the server's own result when there is one, else the bot's line as an error."""
+    """What the agent gets: the server's own result when there is one, else the bot's line as an error.
+
+    The server's `_meta` keys under the protocol's own prefix (`io.modelcontextprotocol/serverInfo` and the
+    like) describe the backend's connection, not the gateway's: they are dropped; other keys pass through."""
     if isinstance(outcome.source, types.CallToolResult):
-        return outcome.source
+        meta = outcome.source.meta
+        if meta is None or not any(key.startswith(PROTOCOL_META) for key in meta):
+            return outcome.source
+        kept = {key: value for key, value in meta.items() if not key.startswith(PROTOCOL_META)}
+        return outcome.source.model_copy(update={"meta": kept or None})
     text = outcome.text or f"the call ended: {outcome.status.value}"
     return _text(text, error=outcome.status is not CallStatus.OK)
 
@@ -356,13 +365,7 @@ class Gateway:
             form = form_of(wire["requestedSchema"])
         except MappingError as exc:
             return _text(f"ask_person cannot ask this: {exc}", error=True)
-        refusal = self.hub.limits.start_call(origin.user_id)
-        if refusal is not None:
-            return _text(refusal.reason or "past this person's call limit", error=True)
-        try:
-            answer = await self.hub.elicitations.ask_for_agent(request, form, origin)
-        finally:
-            self.hub.limits.end_call(origin.user_id)
+        answer = await self.hub.ask_for_agent(request, form, origin)  # [limits] and /metrics as a tool call
         if isinstance(answer, str):
             return _text(answer, error=True)
         result = answer_to_elicit_result(answer)

@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from bot.core import CallStatus, PromptRegistry
-from bot.servers.hub import Hub
+from bot.servers.hub import AGENT_OUTCOMES, Hub
 from bot.servers.limits import Limit
 
 __all__ = ["ACTIONS", "ApiCounts", "metrics_registry"]
@@ -63,6 +63,14 @@ class _BotCollector(Collector):
         for status in CallStatus:
             calls.add_metric([status.value], self._hub.calls_ended[status])
         yield calls
+        gateway = CounterMetricFamily(
+            "toolnexus_gateway_calls",
+            "Agents' calls through the MCP gateway (tool calls and ask_person) ended, by outcome.",
+            labels=["outcome"],
+        )
+        for outcome in AGENT_OUTCOMES:
+            gateway.add_metric([outcome], self._hub.agent_calls[outcome])
+        yield gateway
         yield GaugeMetricFamily("toolnexus_mcp_sessions_open", "MCP sessions open.", self._hub.sessions_open)
         refusals = CounterMetricFamily(
             "toolnexus_refusals",

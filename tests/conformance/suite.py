@@ -108,3 +108,34 @@ async def _drain(stream: TextReceiveStream, lines: list[str]) -> None:
             lines.append(text)
     except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
         return
+
+
+SHIM = Path(__file__).resolve().parent / "bearer.mjs"
+"""Loaded into the suite (`node --import`) to make it an agent of the gateway: see its header."""
+
+
+@dataclass
+class ServerRun:
+    """One server scenario's outcome: its checks (INFO request logs left out) and the suite's output."""
+
+    checks: list[dict[str, Any]]
+    output: str
+
+
+async def server_scenario(
+    name: str, version: str, spec: str, url: str, out: Path, *, token: str, prefix: str
+) -> ServerRun:
+    """Run server scenario `name` of suite `version` at protocol `spec` against `url` (the gateway), as the agent
+    with `token`, the reference tools named `<prefix><tool>` there. The suite's exit status says only whether
+    every check passed: the checks are read from the checks.json it writes."""
+    await anyio.Path(out).mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0", "TNX_TOKEN": token, "TNX_PREFIX": prefix}
+    command = [str(NODE), "--import", SHIM.as_uri(), str(entry(version)), "server"]
+    command += ["--url", url, "--scenario", name, "--spec-version", spec, "-o", str(out)]
+    with anyio.fail_after(90):
+        done = await anyio.run_process(command, env=env, check=False, stderr=-2)  # stderr into stdout
+    output = done.stdout.decode(errors="replace")
+    found = sorted([path async for path in anyio.Path(out).rglob("checks.json")])
+    assert found, f"{name}: no checks.json\n{output}"
+    checks: list[dict[str, Any]] = json.loads(await found[-1].read_text())
+    return ServerRun([c for c in checks if c.get("status") != "INFO"], output)

@@ -91,7 +91,7 @@ def test_people_whose_last_call_is_a_minute_old_are_forgotten() -> None:
         assert lim.start_call(user) is not None
     clock.now += WINDOW_S + TELL_EVERY_S
     assert lim.start_call(5000) is None
-    assert list(lim._started) == [5000] and not lim._told
+    assert list(lim._started) == [(5000, None)] and not lim._told
 
 
 def test_open_questions_and_processes_are_refused_at_their_limits() -> None:
@@ -179,3 +179,47 @@ async def test_a_question_past_a_persons_open_questions_is_cancelled_and_they_ar
         bobs = await surface.next_prompt(BOB)
         for prompt in (first, bobs):
             prompts.answer(prompt, cancel(prompt))
+
+
+def test_an_agents_calls_count_against_its_person_and_against_its_own_half() -> None:
+    """Four a minute for Alice: her agent may start two (half); its third is refused naming the agent and the
+    key; Alice's own calls use the two left, and then every call of hers, by any agent too, is refused."""
+    lim, _ = limits(calls_per_minute=4)
+    assert lim.start_call(1, "ci") is None and lim.start_call(1, "ci") is None
+    refusal = lim.start_call(1, "ci")
+    assert refusal is not None and refusal.limit is Limit.CALLS_PER_MINUTE
+    assert refusal.reason.startswith(
+        "at most 2 calls a minute for agent ci (half of [limits] calls_per_minute)"
+    )
+    assert lim.start_call(1) is None and lim.start_call(1) is None
+    person = lim.start_call(1)
+    other_agent = lim.start_call(1, "ide")
+    assert person is not None and person.reason.startswith("at most 4 calls a minute each")
+    assert other_agent is not None and other_agent.reason.startswith("at most 4 calls a minute each")
+    assert lim.start_call(2, "ci") is None  # another person's agent of the same name is another agent
+
+
+def test_an_agents_concurrent_calls_are_half_its_persons_and_an_ended_call_frees_both() -> None:
+    """Three at once for Alice: her agent runs two, its third is refused while Alice still starts one; when the
+    agent's call ends, the agent and Alice each have room again, and nothing is left once all ended."""
+    lim, _ = limits(concurrent_calls=3)
+    assert lim.start_call(1, "ci") is None and lim.start_call(1, "ci") is None
+    refused = lim.start_call(1, "ci")
+    assert refused is not None and refused.limit is Limit.CONCURRENT_CALLS and "agent ci" in refused.reason
+    assert lim.start_call(1) is None
+    assert lim.start_call(1) is not None  # Alice's three are running (two by her agent)
+    lim.end_call(1, "ci")
+    assert lim.start_call(1, "ci") is None
+    for agent in ("ci", "ci", None):
+        lim.end_call(1, agent)
+    assert not lim._running
+
+
+def test_an_agents_refusals_are_told_apart_from_its_persons() -> None:
+    """The agent hearing about a limit does not silence the person's own first refusal of that limit."""
+    lim, _ = limits(calls_per_minute=2)
+    assert lim.start_call(1, "ci") is None
+    agent = lim.start_call(1, "ci")
+    assert lim.start_call(1) is None
+    person = lim.start_call(1)
+    assert agent is not None and agent.tell and person is not None and person.tell

@@ -14,6 +14,7 @@ from bot.core.agents import TOKEN_PREFIX, hash_token
 from bot.store import AuditEvent, AuditLog, Store, current_revision, open_engine, open_store, upgrade
 from bot.store.agents import AgentStore
 from bot.store.tables import agent_tokens
+from tests.store.test_engine import NEWEST
 
 pytestmark = pytest.mark.anyio
 
@@ -160,7 +161,7 @@ async def test_a_database_at_revision_0006_gets_the_table_and_keeps_its_rows(sto
     finally:
         await engine.dispose()
     async with open_store(StorageConfig(url=Secret(store_url))) as store:
-        assert await current_revision(store.engine) == "0007"
+        assert await current_revision(store.engine) == NEWEST
         assert await store.audit.rows() == [written]
         token, text = await store.agents.create(ALICE, "claude", days=0)
         assert await store.agents.verify(text) == token

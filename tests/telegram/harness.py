@@ -82,13 +82,14 @@ async def bot_scene(
     approvals: list[dict[str, Any]] | None = None,
     secret_key: str | None = None,
     gateway: dict[str, Any] | None = None,
+    limits: dict[str, Any] | None = None,
     **telegram: Any,
 ) -> AsyncIterator[Chat]:
     """Run the bot with `demo` and `t` (the elicit test server) in-process unless told otherwise.
 
     `web` is the `[web]` table (none by default: the endpoint is off); `storage` is `[storage] url` (none by
     default: no database), `secret_key` its key for OAuth tokens; `approvals` is `[[approvals]]`; `gateway` is
-    `[gateway]`; `telegram` adds to `[telegram]`.
+    `[gateway]`; `limits` is `[limits]`; `telegram` adds to `[telegram]`.
 
     With `world` (an earlier scene), a new bot process runs against that scene's fake and people: a restart.
     `clock` is the time the bot rations refusals to strangers by.
@@ -121,6 +122,7 @@ async def bot_scene(
             **({} if storage is None else {"storage": {"url": storage, **_key(secret_key)}}),
             **({} if approvals is None else {"approvals": approvals}),
             **({} if gateway is None else {"gateway": gateway}),
+            **({} if limits is None else {"limits": limits}),
         )
 
         def transport(server: ServerConfig) -> Any:

@@ -82,7 +82,8 @@ async def ask(s: Chat, text: str, *, who: str = "alice", chat: int | None = None
     """`who` sends `text` (in their private chat unless `chat`); the bot's next message there."""
     person = getattr(s, who)
     await person.send(text, chat=chat)
-    return await s.fake.next_message(chat if chat is not None else person.id)
+    # A generous bound: the first command of a scene also waits for the bot's first getUpdates on a busy machine.
+    return await s.fake.next_message(chat if chat is not None else person.id, timeout=15)
 
 
 async def make(s: Chat, name: str) -> tuple[Msg, str]:

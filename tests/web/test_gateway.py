@@ -16,13 +16,16 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import SERVER_INFO_META_KEY
 
 from bot.config import Secret, StorageConfig
 from bot.store import open_store
+from tests.fakes.servers.conformance import OWN_META
+from tests.fakes.servers.conformance import build_server as build_reference
 from tests.fakes.telegram import Msg
-from tests.telegram.harness import ALICE_ID, Chat, bot_scene
+from tests.telegram.harness import ALICE_ID, BOB_ID, GROUP_ID, Chat, bot_scene
 from tests.web.support import free_port
 
 pytestmark = pytest.mark.anyio
@@ -83,7 +86,10 @@ async def card_for(s: Chat, user_id: int, words: str) -> Msg:
 
 
 async def submit(s: Chat, card: Msg) -> None:
-    """Press Submit once the card shows its review screen."""
+    """Press Submit once the card shows its review screen.
+
+    `card` must be the card's message as it is now: taps edit it in place (the fake keeps the one `Msg`), but
+    after a typed answer the card moves below the reply, a new message (the old one is deleted)."""
     person = s.alice if card.chat_id == ALICE_ID else s.bob
     await s.fake.wait_for(lambda m: m is card and SUBMIT in m.buttons)
     await person.press(card, SUBMIT)
@@ -142,3 +148,184 @@ async def test_notify_person_sends_a_line(tmp_path: Path) -> None:
         assert not result.is_error
         line = await s.fake.wait_for(lambda m: m.chat_id == ALICE_ID and "build <b>42</b> is green" in m.text)
         assert "ci" in line.text
+
+
+async def test_two_peoples_agents_are_isolated(tmp_path: Path) -> None:
+    """Alice's agent and Bob's call a form tool at once: each card lands only in its own person's chat; a press
+    by Bob carrying Alice's card's button (a forged client: he cannot see her chat) is refused and leaves her
+    question open; each agent gets its own person's answer."""
+    async with gateway_scene(tmp_path) as (s, port, url):
+        alice_token = await make_token(url, ALICE_ID, "alice-ci")
+        bob_token = await make_token(url, BOB_ID, "bob-ci")
+        got: dict[int, types.CallToolResult] = {}
+
+        async def call(user_id: int, token: str, message: str) -> None:
+            async with agent(port, token) as client:
+                args = {"message": message, "schema_json": json.dumps(GO_ON)}
+                got[user_id] = await client.call_tool("t__ask_form", args)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, ALICE_ID, alice_token, "Alice, go on?")
+            tg.start_soon(call, BOB_ID, bob_token, "Bob, go on?")
+            alice_card = await card_for(s, ALICE_ID, "Alice, go on?")
+            bob_card = await card_for(s, BOB_ID, "Bob, go on?")
+            assert "alice-ci" in alice_card.text and "bob-ci" in bob_card.text
+            everywhere = [m for chat in (ALICE_ID, BOB_ID, GROUP_ID) for m in s.fake.messages(chat)]
+            assert not [m for m in everywhere if "Alice, go on?" in m.text and m.chat_id != ALICE_ID]
+            assert not [m for m in everywhere if "Bob, go on?" in m.text and m.chat_id != BOB_ID]
+
+            forged = await s.bob.press_data(bob_card, alice_card.button("No").callback_data)
+            assert "for the person who started the call" in forged.text
+            assert SUBMIT not in alice_card.buttons and "No" in alice_card.buttons, alice_card.text
+            assert ALICE_ID not in got
+
+            await s.bob.press(bob_card, "No")
+            await submit(s, bob_card)
+            await s.alice.press(alice_card, "Yes")
+            await submit(s, alice_card)
+        assert json.loads(text_of(got[ALICE_ID])) == {"action": "accept", "content": {"go": True}}
+        assert json.loads(text_of(got[BOB_ID])) == {"action": "accept", "content": {"go": False}}
+
+
+TYPED = {
+    "type": "object",
+    "properties": {
+        "count": {"type": "integer", "title": "Count", "minimum": 1},
+        "urgent": {"type": "boolean", "title": "Urgent"},
+        "color": {"type": "string", "title": "Color", "enum": ["red", "green"]},
+    },
+    "required": ["count", "urgent", "color"],
+}
+
+
+def agent_mode(protocol: str) -> Literal["auto", "legacy"]:
+    """The agent speaks the same era as the scene's servers: 2025-11-25 (`legacy`) or 2026-07-28 (`auto`)."""
+    return "legacy" if protocol == "legacy" else "auto"
+
+
+async def ask(client: Client, arguments: dict[str, Any], got: list[types.CallToolResult]) -> None:
+    got.append(await client.call_tool("ask_person", arguments))
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_ask_person_returns_typed_content(tmp_path: Path, protocol: str) -> None:
+    """The agent asks a form of an integer, a boolean and an enum; Alice fills it on the card; the agent gets
+    `accept` with the content typed as the schema says (3, not "3")."""
+    async with gateway_scene(tmp_path, protocol=protocol) as (s, port, url):
+        token = await make_token(url, ALICE_ID, "planner")
+        async with agent(port, token, agent_mode(protocol)) as client:
+            got: list[types.CallToolResult] = []
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask, client, {"message": "How many builds?", "schema": TYPED}, got)
+                card = await s.fake.wait_for(
+                    lambda m: m.chat_id == ALICE_ID and "How many builds?" in m.text and "Count" in m.text
+                )
+                assert "planner" in card.text
+                await s.alice.send("3", reply_to=card)
+                # After a typed answer the card moves below it: a new message (the old one is deleted).
+                card = await card_for(s, ALICE_ID, "Urgent")
+                assert "Yes" in card.buttons
+                await s.alice.press(card, "Yes")
+                card = await s.fake.wait_for(lambda m: m is card and "green" in m.buttons)
+                await s.alice.press(card, "green")
+                await submit(s, card)
+        assert not got[0].is_error, text_of(got[0])
+        expected = {"action": "accept", "content": {"count": 3, "urgent": True, "color": "green"}}
+        assert got[0].structured_content == expected
+        assert json.loads(text_of(got[0])) == expected
+        assert isinstance(got[0].structured_content["content"]["count"], int)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_ask_person_decline_choices_and_yes_no(tmp_path: Path, protocol: str) -> None:
+    """Declining a form gives `decline`; `choices` asks one pick and returns it; neither asks yes/no."""
+    async with gateway_scene(tmp_path, protocol=protocol) as (s, port, url):
+        token = await make_token(url, ALICE_ID, "planner")
+        async with agent(port, token, agent_mode(protocol)) as client:
+            got: list[types.CallToolResult] = []
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask, client, {"message": "Fill the release form", "schema": TYPED}, got)
+                card = await card_for(s, ALICE_ID, "Fill the release form")
+                await s.alice.press(card, "Decline")
+            assert got[-1].structured_content == {"action": "decline"}
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    ask, client, {"message": "Which region?", "choices": ["eu-west", "us-east"]}, got
+                )
+                card = await s.fake.wait_for(
+                    lambda m: m.chat_id == ALICE_ID and "Which region?" in m.text and "us-east" in m.buttons
+                )
+                await s.alice.press(card, "us-east")
+                await submit(s, card)
+            assert got[-1].structured_content == {"action": "accept", "content": {"choice": "us-east"}}
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask, client, {"message": "Ship it now?"}, got)
+                card = await card_for(s, ALICE_ID, "Ship it now?")
+                await s.alice.press(card, "✅ OK")
+            assert got[-1].structured_content == {"action": "accept", "content": {}}
+        assert not any(result.is_error for result in got)
+
+
+async def test_ask_person_refuses_a_bad_schema_and_says_why(tmp_path: Path) -> None:
+    """A schema MCP elicitation cannot take (a nested object) is refused at once, naming why; no card is sent."""
+    async with gateway_scene(tmp_path) as (s, port, url):
+        token = await make_token(url, ALICE_ID, "planner")
+        nested = {"type": "object", "properties": {"where": {"type": "object", "properties": {}}}}
+        async with agent(port, token) as client:
+            result = await client.call_tool("ask_person", {"message": "Where?", "schema": nested})
+            both = await client.call_tool("ask_person", {"message": "x", "schema": TYPED, "choices": ["a"]})
+        assert result.is_error and "ask_person cannot ask this" in text_of(result)
+        assert "where" in text_of(result)
+        assert both.is_error and "not both" in text_of(both)
+        assert not [m for m in s.fake.messages(ALICE_ID) if "Where?" in m.text]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_revoked_token_is_refused_at_once(tmp_path: Path, protocol: str) -> None:
+    """Revoked in the store while the agent's session is open: its next request is refused (401), and a new
+    connection with it fails; another token of the same person still works."""
+    async with gateway_scene(tmp_path) as (_, port, url):
+        token = await make_token(url, ALICE_ID, "laptop")
+        other = await make_token(url, ALICE_ID, "ci")
+        async with agent(port, token, agent_mode(protocol)) as client:
+            assert (await client.list_tools()).tools
+            await revoke(url, ALICE_ID, "laptop")
+            # The SDK reports the 401 as an error response (the raw status is checked below).
+            with pytest.raises(MCPError, match="Server returned an error response"):
+                await client.list_tools()
+        async with httpx2.AsyncClient(trust_env=False) as http:
+            probe = await http.post(
+                f"http://127.0.0.1:{port}/mcp",
+                headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"},
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+            )
+        assert probe.status_code == 401
+        connected = True
+        try:
+            async with agent(port, token, agent_mode(protocol)) as client:
+                await client.list_tools()
+        except* MCPError:
+            connected = False
+        assert not connected
+        async with agent(port, other, agent_mode(protocol)) as client:
+            assert (await client.list_tools()).tools
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_servers_protocol_meta_stays_behind(tmp_path: Path, protocol: str) -> None:
+    """A server's result passes through without its `io.modelcontextprotocol/*` `_meta` keys (its serverInfo
+    names the server, not the gateway the agent talks to); its other `_meta` keys pass. In 2026-07-28 the agent
+    sees the gateway's own serverInfo instead."""
+    servers = {"c": build_reference}
+    async with gateway_scene(tmp_path, protocol=protocol, in_process=servers) as (_, port, url):
+        token = await make_token(url, ALICE_ID, "ide")
+        async with agent(port, token, agent_mode(protocol)) as client:
+            result = await client.call_tool("c__with_meta", {})
+    assert text_of(result) == "with meta"
+    meta = dict(result.meta or {})
+    assert {key: meta.pop(key) for key in OWN_META} == OWN_META
+    info = meta.pop(SERVER_INFO_META_KEY, None)
+    assert info is None if protocol == "legacy" else info["name"] == "toolnexus-bot", info
+    assert not meta, meta
