@@ -33,6 +33,7 @@ __all__ = [
     "failure_reason",
     "is_file_database",
     "open_engine",
+    "prepare_file_database",
     "sqlite_pragmas",
     "upgrade",
 ]
@@ -105,6 +106,18 @@ def _writable_folder(path: Path) -> None:
             f"{_user()}): make it writable, or set [storage] url to a place that is (under systemd the "
             "default is the unit's StateDirectory=)"
         )
+
+
+def prepare_file_database(url: str) -> Path:
+    """The SQLite file of `url`, made as `open_engine` makes it first: its folder created (owner only) and
+    writable, the file created (mode 0600).
+
+    Raises:
+        PermissionError: the folder or the file is not writable (the message names it).
+    """
+    path = Path(str(database_url(url).database))
+    _prepare_file(path, create=True)
+    return path
 
 
 def _prepare_file(path: Path, *, create: bool) -> None:

@@ -15,7 +15,6 @@ import hashlib
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Final
 
 import anyio
@@ -23,7 +22,13 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from bot.store.engine import database_url, display_url, failure_reason, is_file_database
+from bot.store.engine import (
+    database_url,
+    display_url,
+    failure_reason,
+    is_file_database,
+    prepare_file_database,
+)
 from bot.store.errors import SecondInstance, StoreUnavailable
 from bot.store.locks import try_file_lock
 
@@ -50,8 +55,11 @@ async def claim_instance(url: str, *, polling_bot: str | None) -> AsyncIterator[
         StoreUnavailable: PostgreSQL cannot be reached.
     """
     if is_file_database(url):
-        path = Path(str(database_url(url).database))
-        fd = try_file_lock(path.with_name(f"{path.name}-instance.lock"))
+        try:
+            path = prepare_file_database(url)
+            fd = try_file_lock(path.with_name(f"{path.name}-instance.lock"))
+        except OSError as exc:  # as `open_store` says it: the folder or file that is not writable
+            raise StoreUnavailable(f"database {display_url(url)}: {failure_reason(exc)}", file=True) from exc
         if fd is None:
             raise SecondInstance(
                 f"another toolnexus-bot is running on the SQLite database {path}: stop it first, or, {SEVERAL}"
