@@ -108,3 +108,11 @@ def restored_logging() -> Iterator[None]:
     such as the refusal logger's once-an-hour one, would hide later tests' records in the same worker."""
     with logging_restored():
         yield
+
+
+@pytest.fixture
+def postgresql_url(postgresql_server: PostgreSQLExecutor) -> Iterator[str]:
+    """A fresh, empty database on the session's PostgreSQL server (for what only PostgreSQL does: a fleet)."""
+    server, name = postgresql_server, "t_" + uuid.uuid4().hex[:12]
+    with DatabaseJanitor(user=server.user, host=server.host, port=server.port, dbname=name):
+        yield f"postgresql://{server.user}@{server.host}:{server.port}/{name}"

@@ -7,6 +7,7 @@ both (`bot.telegram.app`, `bot.console.main`). Token material crosses as the SDK
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -53,4 +54,10 @@ class SignInBook(Protocol):
 
     async def accounts(self, user_id: int) -> list[Account]:
         """The person's rows, by server name."""
+        ...
+
+    def refreshing(self, user_id: int, server: str) -> AbstractAsyncContextManager[None]:
+        """Held around a refresh of the person's tokens for `server` (read, refresh, write): one at a time per
+        (user, server), in this process and in every other on the same database. A rotating refresh token
+        works once: a second refresh with it would be refused, and the person signed out."""
         ...

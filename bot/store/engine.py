@@ -2,7 +2,8 @@
 
 `sqlite:///...` runs on aiosqlite and `postgresql://...` on asyncpg; the schema is brought to the newest
 revision at start (`open_engine`) and by `toolnexus-bot db upgrade`. Migrations only ever add: an older
-database is upgraded in place, never dropped.
+database is upgraded in place, never dropped. One process migrates at a time (`upgrade`), so any number of
+bots may start at once on an empty database.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from typing import Any, Final
 from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from bot.store.locks import file_lock
 
 __all__ = [
     "HEAD",
@@ -30,6 +33,7 @@ __all__ = [
     "failure_reason",
     "is_file_database",
     "open_engine",
+    "prepare_file_database",
     "sqlite_pragmas",
     "upgrade",
 ]
@@ -41,6 +45,8 @@ _DRIVERS: Final = {
     "postgresql": "postgresql+asyncpg",
     "postgres": "postgresql+asyncpg",
 }
+MIGRATION_LOCK: Final = 0x746E_786D_6967_7261
+"""The PostgreSQL advisory lock key that migrations run under ("tnxmigra"): one fixed key, any database."""
 
 
 def database_url(url: str) -> URL:
@@ -100,6 +106,18 @@ def _writable_folder(path: Path) -> None:
             f"{_user()}): make it writable, or set [storage] url to a place that is (under systemd the "
             "default is the unit's StateDirectory=)"
         )
+
+
+def prepare_file_database(url: str) -> Path:
+    """The SQLite file of `url`, made as `open_engine` makes it first: its folder created (owner only) and
+    writable, the file created (mode 0600).
+
+    Raises:
+        PermissionError: the folder or the file is not writable (the message names it).
+    """
+    path = Path(str(database_url(url).database))
+    _prepare_file(path, create=True)
+    return path
 
 
 def _prepare_file(path: Path, *, create: bool) -> None:
@@ -186,8 +204,29 @@ def _alembic(connection: Connection) -> AlembicConfig:
 
 
 async def upgrade(engine: AsyncEngine, revision: str = HEAD) -> None:
-    """Bring the schema to `revision` (default: the newest), in one transaction where the database can."""
+    """Bring the schema to `revision` (default: the newest), in one transaction where the database can.
+
+    One process at a time: the others wait, then find the schema migrated and do nothing. On PostgreSQL the
+    transaction first takes an advisory lock (`pg_advisory_xact_lock`: released at its commit or rollback, or
+    when the connection dies). On a SQLite file, an exclusive `flock` on `<file>-migrate.lock` beside it (the
+    kernel releases it when the process dies): SQLite's own locking is no help here, as Python's sqlite3 runs
+    DDL outside any transaction (each `CREATE TABLE` commits alone, so two processes both see an empty schema
+    and one fails on "table already exists"), and a lock taken through it would end in "database is locked"
+    after the busy timeout instead of waiting for a slow migration.
+    """
+    database = engine.url.database
+    if engine.dialect.name == "sqlite" and database not in (None, "", ":memory:"):
+        async with file_lock(Path(f"{database}-migrate.lock")):
+            await _upgrade(engine, revision)
+    else:
+        await _upgrade(engine, revision)
+
+
+async def _upgrade(engine: AsyncEngine, revision: str) -> None:
     async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+        # Alembic runs inside this transaction (it joins one its connection is already in).
         await conn.run_sync(lambda sync: command.upgrade(_alembic(sync), revision))
 
 

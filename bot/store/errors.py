@@ -1,6 +1,7 @@
 """The store's own error: callers above the store catch `StoreUnavailable`, never the ORM's errors. Pure.
 
 StoreUnavailable   the database cannot be opened, migrated, read or written
+SecondInstance     another live bot holds the place this one would need on the database
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from bot.core.approvals import BookUnavailable
 from bot.store.engine import failure_reason
 
-__all__ = ["StoreUnavailable", "unavailable", "unavailable_as"]
+__all__ = ["SecondInstance", "StoreUnavailable", "unavailable", "unavailable_as"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -30,6 +31,11 @@ class StoreUnavailable(BookUnavailable):
         super().__init__(message)
         self.file = file
         """A SQLite file (nothing to be "running"), not a database server."""
+
+
+class SecondInstance(Exception):
+    """Another live bot holds the place this one needs on the database (the same SQLite file; polling for the
+    same bot); the message (one line) says what to do instead."""
 
 
 @contextmanager

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.config import AuditContent, Config, StorageConfig
+from bot.config import AuditContent, Config, StorageConfig, TelegramMode
 from bot.store.agents import AgentStore
 from bot.store.approvals import ApprovalStore
 from bot.store.audit import AuditEvent, AuditLog
@@ -19,6 +19,7 @@ from bot.store.audit_keys import AuditKeys
 from bot.store.audit_seal import reseal, sealed_with
 from bot.store.engine import display_url, failure_reason, is_file_database, open_engine
 from bot.store.errors import StoreUnavailable
+from bot.store.instances import claim_instance
 from bot.store.observer import AuditObserver
 from bot.store.rounds import RoundStore
 from bot.store.tokens import SignInStore
@@ -128,10 +129,24 @@ async def _seal(log: AuditLog, storage: StorageConfig) -> str | None:
 
 
 @asynccontextmanager
-async def open_configured_store(config: Config) -> AsyncIterator[Store | None]:
-    """The configured database (`open_store`), or None when the config has none."""
+async def open_configured_store(config: Config, *, claim: bool = False) -> AsyncIterator[Store | None]:
+    """The configured database (`open_store`), or None when the config has none.
+
+    With `claim` (the Telegram bot), this process first takes its place on the database for as long as the
+    store is open (`bot.store.instances`), before it reads or writes anything there.
+
+    Raises:
+        SecondInstance: with `claim`, another live bot holds that place.
+        StoreUnavailable: the database cannot be reached or migrated.
+    """
     if config.storage is None:
         yield None
         return
-    async with open_store(config.storage, config.audit.content) as store:
-        yield store
+    async with AsyncExitStack() as stack:
+        if claim:
+            polling = config.telegram.mode is TelegramMode.POLLING
+            bot_id = config.require_telegram().get().partition(":")[0]
+            await stack.enter_async_context(
+                claim_instance(config.storage.url.get(), polling_bot=bot_id if polling else None)
+            )
+        yield await stack.enter_async_context(open_store(config.storage, config.audit.content))

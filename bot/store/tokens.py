@@ -4,15 +4,23 @@ One row per (Telegram user, server). The token response and the client registrat
 sealed with `[storage] secret_key` (`bot.store.crypto`), each bound to its row; the issuer and the access
 token's expiry are kept in the clear (`/accounts` shows them, and a provider rebuilt after a restart needs
 the expiry to refresh instead of asking the person to sign in again). Nothing here logs a value.
+
+`refreshing` serialises refreshes per (user, server): an anyio lock in the process, and on PostgreSQL a
+transaction-level advisory lock (`pg_advisory_xact_lock`) that other processes on the database wait for too. On
+SQLite the process's lock is enough: one bot process per SQLite file (`bot.store.instances`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import Row, delete, insert, select, update
+import anyio
+from sqlalchemy import Row, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.core import Account
@@ -28,6 +36,21 @@ class SignInStore:
     def __init__(self, engine: AsyncEngine, secret_key: str) -> None:
         self.engine = engine
         self._sealer = Sealer(secret_key)
+        self._refreshes: dict[tuple[int, str], anyio.Lock] = {}
+
+    @asynccontextmanager
+    async def refreshing(self, user_id: int, server: str) -> AsyncIterator[None]:
+        """One refresh at a time for the person on `server` (see the module's docstring). On PostgreSQL a
+        transaction (and its connection) stays open while the refresh runs: its lock ends with it, or with the
+        connection if the process dies."""
+        lock = self._refreshes.setdefault((user_id, server), anyio.Lock())
+        async with lock:
+            if self.engine.dialect.name != "postgresql":
+                yield
+                return
+            async with self.engine.begin() as conn:
+                await conn.execute(select(func.pg_advisory_xact_lock(_refresh_key(user_id, server))))
+                yield
 
     async def tokens(self, user_id: int, server: str) -> tuple[str, float | None] | None:
         """The token response (JSON) and its expiry; None when there is none, or it cannot be read with
@@ -124,6 +147,12 @@ class SignInStore:
                         id=str(uuid.uuid4()), user_id=user_id, server=server, updated_at=_now(), **values
                     )
                 )
+
+
+def _refresh_key(user_id: int, server: str) -> int:
+    """The advisory lock key of refreshes for (user, server): 64 bits of a hash (PostgreSQL's `bigint`)."""
+    digest = hashlib.blake2b(f"toolnexus-bot refresh {user_id}/{server}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def _context(user_id: int, server: str, what: str) -> str:

@@ -122,7 +122,7 @@ async def serve(
     assert isinstance(app.bot, CardBot)
     allowed = Access.of(config.telegram)
     surface = TelegramSurface(app.bot, allowed)
-    async with open_configured_store(config) as store:
+    async with open_configured_store(config, claim=True) as store:  # refuses a second bot that cannot work
         observer = None if store is None else store.observer  # the audit log: told of every event first
         prompts = PromptRegistry(surface, config.elicitation.timeout_s, observer)
         book = None if store is None else store.rounds  # open questions outlive the process

@@ -4,11 +4,20 @@ The provider runs the whole OAuth flow (discovery, registration, PKCE, the code'
 module watches it from outside, through the requests and responses of its public auth flow: whose request it
 is (a group note names it), a refresh the token endpoint refused (the tokens go, the failure is audited), a
 code it refused (the browser's page says why), and when the exchange is over (the card and the page are told).
+
+A refresh runs under the book's per-(user, server) lock (`SignInBook.refreshing`), from before its request
+leaves until the provider has kept the new tokens. Under it the kept tokens are read again first: when another
+provider (another process on the database) has already spent the refresh token this one holds, the kept tokens
+are handed to the provider as the token endpoint's answer, and the spent token is never sent (a rotating
+refresh token works once: sending it again would be refused, and the person signed out). The provider keeps
+its tokens in memory and refreshes inside its own flow; its public `httpx2.Auth` flow, whose requests we send
+and whose responses we hand back, is the one place to do this without reaching into it.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 import httpx2
@@ -110,6 +119,18 @@ class Account:
             outcome = Outcome.COMPLETED if failure is None else Outcome.CANCELLED
             await self.host.prompts.settle_completed(pending.prompt, outcome)
 
+    def refreshing(self) -> AbstractAsyncContextManager[None]:
+        """The book's lock on refreshing this person's tokens for this server."""
+        return self.host.store.refreshing(self.user_id, self.server.name)
+
+    async def refreshed_elsewhere(self, request: httpx2.Request) -> httpx2.Response | None:
+        """For a refresh request whose refresh token was already spent by another refresh: the kept tokens, as
+        the token endpoint's answer to it. None: send it."""
+        token = await self.storage.rotated_since(form_of(request).get("refresh_token", ""))
+        if token is None:
+            return None
+        return httpx2.Response(200, json=token.model_dump(mode="json", exclude_none=True), request=request)
+
     def mark_due(self) -> None:
         """A held token within the refresh margin of its expiry is due: the provider refreshes it first."""
         if self.storage.due():
@@ -151,6 +172,15 @@ class BoundAuth(httpx2.Auth):
         try:
             outgoing = await flow.__anext__()
             while True:
+                if _is_refresh(outgoing):
+                    # Held until the provider has kept what the refresh brought (it then sends `request`).
+                    async with account.refreshing():
+                        response = await account.refreshed_elsewhere(outgoing)
+                        if response is None:
+                            response = yield outgoing
+                            await account.observe(outgoing, response)
+                        outgoing = await flow.asend(response)
+                    continue
                 response = yield outgoing
                 if outgoing is not request:
                     await account.observe(outgoing, response)
@@ -176,3 +206,7 @@ class BoundAuth(httpx2.Auth):
             await flow.aclose()
             if mine is not None and account.exchange is mine:  # cancelled (the bot stopping) or failed oddly
                 await account.exchange_over("was not completed")
+
+
+def _is_refresh(request: httpx2.Request) -> bool:
+    return request.method == "POST" and form_of(request).get("grant_type") == "refresh_token"

@@ -60,6 +60,23 @@ class AccountStorage:
         """Whether the token held is within `REFRESH_MARGIN_S` of its expiry."""
         return self.expires_at is not None and time.time() >= self.expires_at - REFRESH_MARGIN_S
 
+    async def rotated_since(self, refresh_token: str) -> OAuthToken | None:
+        """The tokens kept now, when another refresh has already replaced `refresh_token` (the one the provider
+        is about to spend) and their access token is still good: as a token response whose `expires_in` is
+        what is left of it. None: `refresh_token` is still the kept one (the refresh should go ahead)."""
+        found = await self.book.tokens(self.user_id, self.server.name)
+        if found is None:
+            return None
+        text, expires_at = found
+        try:
+            token = OAuthToken.model_validate_json(text)
+        except ValidationError:
+            return None
+        left = None if expires_at is None else int(expires_at - time.time())
+        if token.refresh_token == refresh_token or not token.access_token or (left is not None and left <= 0):
+            return None
+        return token.model_copy(update={"expires_in": left})
+
     async def forget_tokens(self) -> None:
         """A refresh was refused: the tokens go (the next request asks the person to sign in again)."""
         self.expires_at = None

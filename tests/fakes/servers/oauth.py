@@ -20,7 +20,7 @@ import secrets
 import socket
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -36,6 +36,7 @@ from mcp.server.auth.provider import (
     AuthorizationParams,
     OAuthAuthorizationServerProvider,
     RefreshToken,
+    TokenError,
     construct_redirect_uri,
 )
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
@@ -86,6 +87,8 @@ class AuthServer(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToke
     """The client id of every authorization request that reached consent."""
     client_auth: list[tuple[str, str]] = field(default_factory=list)
     """(path, how the client authenticated: "basic", "post" or "none") of every /token and /revoke request."""
+    on_refresh: Callable[[], Awaitable[None]] | None = None
+    """Awaited when a refresh token (found valid) is about to be exchanged: a test holds a refresh in flight."""
 
     # -- OAuthAuthorizationServerProvider ---------------------------------------------------------------
 
@@ -146,7 +149,10 @@ class AuthServer(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToke
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
     ) -> OAuthToken:
-        del self.refresh[refresh_token.token]  # rotated: a refresh token works once
+        if self.on_refresh is not None:
+            await self.on_refresh()
+        if self.refresh.pop(refresh_token.token, None) is None:  # rotated: a refresh token works once
+            raise TokenError("invalid_grant", "the refresh token was already used")
         self.grants["refresh_token"] += 1
         return self._issue(
             refresh_token.client_id,
