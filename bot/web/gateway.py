@@ -49,7 +49,7 @@ from bot.servers.elicitation import form_of
 from bot.servers.hub import Hub, ProgressSink, Unavailable
 from mapping import MappingError, answer_to_elicit_result, elicitation_to_request
 
-__all__ = ["ASK_PERSON", "GATEWAY_PATH", "NOTIFY_PERSON", "SEPARATOR", "AgentVerifier", "Gateway"]
+__all__ = ["ASK_PERSON", "GATEWAY_PATH", "MAX_BODY", "NOTIFY_PERSON", "SEPARATOR", "AgentVerifier", "Gateway"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +62,10 @@ PROTOCOL_META: Final = "io.modelcontextprotocol/"
 """The prefix of `_meta` keys the protocol reserves for itself (a backend's are not the gateway's to repeat)."""
 NOTIFY_CLIP: Final = 1000
 """Characters of an agent's `notify_person` line shown in the chat."""
+MAX_BODY: Final = 4 << 20
+"""Bytes of one request to `/mcp`; a bigger one gets 413 before the transport reads it (the SDK's own
+`RequestBodyLimitMiddleware`: by Content-Length, then counted as it arrives). Named here so the bound is the
+bot's, not whatever the SDK's default becomes; a tool call's arguments and answers are far smaller."""
 
 _ASK_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
@@ -200,7 +204,9 @@ class Gateway:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
-        self.manager = StreamableHTTPSessionManager(app=self.server, security_settings=self._security())
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server, security_settings=self._security(), max_request_body_size=MAX_BODY
+        )
         self.verifier = AgentVerifier(agents)
 
     def _security(self) -> TransportSecuritySettings:
@@ -219,7 +225,8 @@ class Gateway:
         )
 
     def routes(self) -> list[BaseRoute]:
-        """`POST/GET/DELETE /mcp`, behind the SDK's bearer middleware (401 without a live agent token)."""
+        """`POST/GET/DELETE /mcp`, behind the SDK's bearer middleware (401 without a live agent token, before a
+        byte of the body is read); the transport refuses a body over `MAX_BODY` (413) before reading it."""
         transport = StreamableHTTPASGIApp(self.manager)
         guarded = RequireAuthMiddleware(transport, required_scopes=[], resource_metadata_url=None)
         app = AuthenticationMiddleware(
