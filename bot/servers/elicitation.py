@@ -326,14 +326,20 @@ class Elicitations:
     async def ask_for_agent(self, request: Request, form: FormSpec | None, origin: Origin) -> Answer | str:
         """An agent's own question to its person (the gateway's `ask_person`): a card like a server's, under the
         person's `open_questions` limit (past it: the refusal's line instead of an answer). It is not kept across
-        a restart: the agent's call ends with the process."""
+        a restart: the agent's call ends with the process. Cancelled under it, the agent stopped waiting (the
+        bot stopping aborts it as such first)."""
         if self.limits is not None:
             open_now = sum(1 for p in self.prompts.pending() if p.origin.user_id == origin.user_id)
             refusal = self.limits.question(origin.user_id, open_now)
             if refusal is not None:
                 return refusal.reason
         prompt = Prompt(
-            request=request, origin=origin, server=origin.agent or "agent", form=form, scope=("agent", origin)
+            request=request,
+            origin=origin,
+            server=origin.agent or "agent",
+            form=form,
+            scope=("agent", origin),
+            why_withdrawn=lambda: Outcome.AGENT_CANCELLED,
         )
         return await self.prompts.ask(prompt)
 

@@ -83,7 +83,9 @@ def is_sign_in_card(m: Msg) -> bool:
     return "needs you to sign in" in m.text and CONSENT in m.buttons
 
 
-async def test_an_agents_call_waits_for_the_persons_sign_in_and_returns_the_servers_result(tmp_path: Path) -> None:
+async def test_an_agents_call_waits_for_the_persons_sign_in_and_returns_the_servers_result(
+    tmp_path: Path,
+) -> None:
     """Alice has never signed in to `gh`; her agent calls `gh__whoami`. The sign-in card goes to Alice's private
     chat only, naming the agent; she consents and signs in in the browser (the bot's callback page); the agent's
     still-open call then returns the server's result for Alice, and no result lands in the chat (the agent has
