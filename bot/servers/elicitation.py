@@ -65,6 +65,9 @@ class Caller:
     arguments: dict[str, Any] | None = None
     open: int = 0
     """Its questions open (or being checked) now: what the cap counts on a shared session."""
+    asked: int = 0
+    """Its questions shown to the person so far (the gateway tells the person when an agent leaves a call that
+    asked them something)."""
     refusal_told: float | None = None
     """When its person was last told that its questions were too many (on a shared session)."""
 
@@ -306,6 +309,7 @@ class Elicitations:
         )
         for caller in askers:
             caller.asking.add(prompt)
+            caller.asked += 1
         asked = self._asked.pop(conn.key, None)
         if asked is not None:
             asked.set()  # calls waiting for this shared legacy session learn why

@@ -340,7 +340,7 @@ class Gateway:
         async def call(progress: ProgressSink, flight: Flight) -> types.CallToolResult:
             return _result(await self.hub.call_tool(server, tool, arguments, origin, progress, flight=flight))
 
-        return await self._kept_alive(ctx, origin, call)
+        return await self._kept_alive(ctx, origin, call, f"{tool} on {server}")
 
     def _split(self, name: str) -> tuple[str, str] | None:
         """(server, tool) of `<server>__<tool>`; a server name may hold `__` itself, so the longest match wins."""
@@ -356,6 +356,7 @@ class Gateway:
         ctx: ServerRequestContext[Any],
         origin: Origin,
         work: Callable[[ProgressSink, Flight], Awaitable[types.CallToolResult]],
+        label: str = "",
     ) -> types.CallToolResult:
         """`work` given a sink for the server's progress, with a beat every `keepalive_s` meanwhile: both reach the
         agent as one rising count (the spec wants each notification's `progress` above the last). The SDK sends
@@ -364,6 +365,8 @@ class Gateway:
         `work` runs shielded from the request's cancellation, so that when the agent goes away (it cancels: the
         SDK cancels this handler; or its connection drops, which in 2025-11-25 the SDK lets the handler outlive)
         the call's open cards end first, as the agent's doing (`_agent_left`), and only then is `work` cancelled.
+        If the call had asked the person something before, they are told that its result (`label`) reaches
+        nobody: their answer is not lost without a word.
         """
         count = 0
         lock = anyio.Lock()
@@ -410,8 +413,19 @@ class Gateway:
             logger.info(
                 "gateway: a call of agent %s ends: it cancelled or went away, or the bot stops", origin.agent
             )
-            await self._agent_left(flight, ran)
-            work_scope.cancel()
+            ended = await self._agent_left(flight, ran)
+            if flight.scope is not None:
+                flight.scope.cancel()  # the hub's call ends as cancelled: logged, counted and audited
+            else:
+                work_scope.cancel()  # waiting for approvers, or an agent's own question (`ask_person`)
+            caller = flight.caller
+            if caller is not None and caller.asked > ended and not self.hub.elicitations.stopping:
+                with self.prompts.shielded_io():
+                    await self.prompts.surface.notify(
+                        origin,
+                        f"🤖 Your agent {origin.agent} stopped waiting for {label}, which had asked you "
+                        "something: the call is ended, and its result reaches nobody.",
+                    )
             leaving.set()
 
         async def departure(gone: anyio.Event) -> None:
@@ -434,11 +448,11 @@ class Gateway:
             return _text("the call was cancelled: the agent went away", error=True)
         return results[0]
 
-    async def _agent_left(self, flight: Flight, ran: anyio.Event) -> None:
+    async def _agent_left(self, flight: Flight, ran: anyio.Event) -> int:
         """The agent cancelled its call or went away: the call's open questions end as the agent's doing (their
         cards say so; the server hears `cancel` and gets `LEAVE_GRACE_S` to end its tool its own way, until `ran`);
         the caller then cancels the call. A question the bot is stopping for is already aborted as such; a kept
-        one is left for the next process."""
+        one is left for the next process. Returns how many questions it ended."""
         asking = flight.caller.asking if flight.caller is not None else set()
         ended = [
             prompt
@@ -448,6 +462,7 @@ class Gateway:
         if ended:
             with anyio.CancelScope(shield=True), anyio.move_on_after(LEAVE_GRACE_S):
                 await ran.wait()
+        return len(ended)
 
     # -- the bot's own tools ---------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ pytestmark = pytest.mark.anyio
 
 PUBLIC_URL = "https://bot.example.com"
 PROTOCOLS = ["legacy", "2026-07-28"]
+SUBMIT = "✅ Submit"
 GO_ON = {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]}
 
 
@@ -51,6 +52,7 @@ class Heard:
 
     actions: list[str] = field(default_factory=list)
     heard: anyio.Event = field(default_factory=anyio.Event)
+    stopped: anyio.Event = field(default_factory=anyio.Event)
 
     def build(self) -> MCPServer[Any]:
         server: MCPServer[Any] = MCPServer("toolnexus-test-heard", log_level="WARNING")
@@ -74,6 +76,18 @@ class Heard:
             self.actions.append(action)
             self.heard.set()
             return action
+
+        @server.tool()
+        async def ask_then_work(ctx: Context[Any]) -> str:
+            """(2025-11-25) Ask "Go on?", then work until cancelled; write down the action and the cancel."""
+            self.actions.append((await ctx.elicit("Go on?", GoOn)).action)
+            self.heard.set()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self.actions.append("cancelled")
+                self.stopped.set()
+            return "never"
 
         return server
 
@@ -113,14 +127,14 @@ async def agent(port: int, token: str, mode: Literal["auto", "legacy"] = "auto")
 
 
 @contextmanager
-def call_ended(server: str, tool: str) -> Iterator[anyio.Event]:
-    """An event set when the hub logs the end of a call of `tool` on `server` (its per-call INFO line, written
-    once the call is over and off the running list)."""
+def call_ended(server: str) -> Iterator[anyio.Event]:
+    """An event set when the hub logs the end of a call on `server` (its per-call INFO line, written once the
+    call is over and off the running list)."""
     ended = anyio.Event()
 
     class Handler(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            if record.getMessage().startswith(f"call {server}/{tool} "):
+            if record.getMessage().startswith(f"call {server}/"):
                 ended.set()
 
     handler = Handler(logging.INFO)
@@ -140,9 +154,9 @@ async def heard_scene(
     tmp_path: Path, protocol: str
 ) -> AsyncIterator[tuple[Chat, int, str, Heard, anyio.Event]]:
     """The gateway scene with the `Heard` server as `h`; (scene, port, database URL, the server, an event set
-    when a call of `h__ask` has ended in the hub)."""
+    when a call on `h` has ended in the hub)."""
     heard = Heard()
-    with call_ended("h", "ask") as ended:
+    with call_ended("h") as ended:
         async with gateway_scene(tmp_path, protocol=protocol, in_process={"h": heard.build}) as (
             s,
             port,
@@ -201,11 +215,49 @@ async def test_an_agent_that_cancels_its_call_ends_the_card_honestly(
                     await ended.wait()
                 assert heard.actions == ["cancel"]
             assert (await client.call_tool("notify_person", {"message": "still here"})).is_error is False
-        asked = await s.alice.send("/cancel")
-        said = await s.fake.wait_for(
-            lambda m: m.chat_id == ALICE_ID and m.message_id > asked.message_id and "cancel" in m.text.lower()
-        )
-        assert "Nothing to cancel here." in said.text, said.text
+        await nothing_pending(s)
+
+
+@asynccontextmanager
+async def raw_call(port: int, token: str, tool: str) -> AsyncIterator[None]:
+    """A 2025-11-25 agent by hand: a session, then `tool` called on a POST whose response stream is open while
+    this runs; on exit the response is closed before its end, so the connection drops (and no cancel is sent)."""
+    endpoint = f"http://127.0.0.1:{port}/mcp"
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    client_info = {"name": "raw", "version": "1"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client_info},
+    }
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": {}}}
+    async with httpx.AsyncClient(trust_env=False, timeout=30) as http:
+        opened = await http.post(endpoint, json=initialize, headers=headers)
+        assert opened.status_code == 200, opened.text
+        session = {
+            **headers,
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(endpoint, json=initialized, headers=session)).status_code == 202
+        async with http.stream("POST", endpoint, json=call, headers=session) as response:
+            assert response.status_code == 200
+            yield
+
+
+async def nothing_pending(s: Chat) -> None:
+    """/cancel in Alice's chat finds nothing to cancel."""
+    asked = await s.alice.send("/cancel")
+    said = await s.fake.wait_for(
+        lambda m: m.chat_id == ALICE_ID and m.message_id > asked.message_id and "cancel" in m.text.lower()
+    )
+    assert "Nothing to cancel here." in said.text, said.text
 
 
 async def test_an_agent_whose_connection_drops_is_taken_as_gone_and_the_card_says_so(tmp_path: Path) -> None:
@@ -215,50 +267,39 @@ async def test_an_agent_whose_connection_drops_is_taken_as_gone_and_the_card_say
     stopped waiting, without buttons; the server hears `cancel`; nothing is left pending."""
     async with heard_scene(tmp_path, "legacy") as (s, port, url, heard, ended):
         token = await make_token(url, ALICE_ID, "ci-bot")
-        endpoint = f"http://127.0.0.1:{port}/mcp"
-        headers = {
-            "Authorization": f"Bearer {token}",
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
-        }
-        initialize = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "1"},
-            },
-        }
-        call = {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {"name": "h__ask", "arguments": {}},
-        }
-        async with httpx.AsyncClient(trust_env=False, timeout=30) as http:
-            opened = await http.post(endpoint, json=initialize, headers=headers)
-            assert opened.status_code == 200, opened.text
-            session = {
-                **headers,
-                "Mcp-Session-Id": opened.headers["mcp-session-id"],
-                "MCP-Protocol-Version": "2025-11-25",
-            }
-            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-            assert (await http.post(endpoint, json=initialized, headers=session)).status_code == 202
-            async with http.stream("POST", endpoint, json=call, headers=session) as response:
-                assert response.status_code == 200
-                card = await card_for(s, "Go on?")
-            # Leaving the block closes the response before its end: the connection drops.
+        async with raw_call(port, token, "h__ask"):
+            card = await card_for(s, "Go on?")
         card = await s.fake.wait_for(lambda m: m is card and not m.buttons, timeout=15)
         assert "Cancelled: your agent stopped waiting" in card.text, card.text
         with anyio.fail_after(15):
             await heard.heard.wait()
             await ended.wait()
         assert heard.actions == ["cancel"]
-        asked = await s.alice.send("/cancel")
-        said = await s.fake.wait_for(
-            lambda m: m.chat_id == ALICE_ID and m.message_id > asked.message_id and "cancel" in m.text.lower()
+        await nothing_pending(s)
+
+
+async def test_an_agent_that_drops_after_the_person_answered_ends_the_call_and_the_chat_says_so(
+    tmp_path: Path,
+) -> None:
+    """2025-11-25: Alice answers the server's question, the server works on, and the agent's connection drops.
+    The call is cancelled (the server's tool sees it), and since the result of what Alice answered reaches
+    nobody, her chat says so, naming the agent and the tool."""
+    async with heard_scene(tmp_path, "legacy") as (s, port, url, heard, ended):
+        token = await make_token(url, ALICE_ID, "ci-bot")
+        async with raw_call(port, token, "h__ask_then_work"):
+            card = await card_for(s, "Go on?")
+            await s.alice.press(card, "Yes")
+            await s.fake.wait_for(lambda m: m is card and SUBMIT in m.buttons)
+            await s.alice.press(card, SUBMIT)
+            with anyio.fail_after(15):
+                await heard.heard.wait()
+        told = await s.fake.wait_for(
+            lambda m: m.chat_id == ALICE_ID and "stopped waiting" in m.text and m is not card, timeout=15
         )
-        assert "Nothing to cancel here." in said.text, said.text
+        assert "ci-bot" in told.text and "ask_then_work on h" in told.text and "reaches nobody" in told.text
+        with anyio.fail_after(15):
+            await heard.stopped.wait()
+            await ended.wait()
+        assert heard.actions == ["accept", "cancelled"]
+        await s.fake.wait_for(lambda m: m is card and "Answer sent" in m.text and not m.buttons)
+        await nothing_pending(s)
