@@ -340,7 +340,7 @@ class Gateway:
         async def call(progress: ProgressSink, flight: Flight) -> types.CallToolResult:
             return _result(await self.hub.call_tool(server, tool, arguments, origin, progress, flight=flight))
 
-        return await self._kept_alive(ctx, origin, call, f"{tool} on {server}")
+        return await self._kept_alive(ctx, origin, call, (server, tool))
 
     def _split(self, name: str) -> tuple[str, str] | None:
         """(server, tool) of `<server>__<tool>`; a server name may hold `__` itself, so the longest match wins."""
@@ -356,7 +356,7 @@ class Gateway:
         ctx: ServerRequestContext[Any],
         origin: Origin,
         work: Callable[[ProgressSink, Flight], Awaitable[types.CallToolResult]],
-        label: str = "",
+        target: tuple[str, str] | None = None,
     ) -> types.CallToolResult:
         """`work` given a sink for the server's progress, with a beat every `keepalive_s` meanwhile: both reach the
         agent as one rising count (the spec wants each notification's `progress` above the last). The SDK sends
@@ -365,8 +365,8 @@ class Gateway:
         `work` runs shielded from the request's cancellation, so that when the agent goes away (it cancels: the
         SDK cancels this handler; or its connection drops, which in 2025-11-25 the SDK lets the handler outlive)
         the call's open cards end first, as the agent's doing (`_agent_left`), and only then is `work` cancelled.
-        If the call had asked the person something before, they are told that its result (`label`) reaches
-        nobody: their answer is not lost without a word.
+        If the call (of `target`, server and tool) had asked the person something before, they are told that its
+        result reaches nobody: their answer is not lost without a word.
         """
         count = 0
         lock = anyio.Lock()
@@ -413,18 +413,23 @@ class Gateway:
             logger.info(
                 "gateway: a call of agent %s ends: it cancelled or went away, or the bot stops", origin.agent
             )
-            ended = await self._agent_left(flight, ran)
+            ended = await self._agent_left(origin, None if target is None else target[0], flight, ran)
             if flight.scope is not None:
                 flight.scope.cancel()  # the hub's call ends as cancelled: logged, counted and audited
             else:
                 work_scope.cancel()  # waiting for approvers, or an agent's own question (`ask_person`)
             caller = flight.caller
-            if caller is not None and caller.asked > ended and not self.hub.elicitations.stopping:
+            if (
+                target is not None
+                and caller is not None
+                and caller.asked > ended
+                and not self.hub.elicitations.stopping
+            ):
                 with self.prompts.shielded_io():
                     await self.prompts.surface.notify(
                         origin,
-                        f"🤖 Your agent {origin.agent} stopped waiting for {label}, which had asked you "
-                        "something: the call is ended, and its result reaches nobody.",
+                        f"🤖 Your agent {origin.agent} stopped waiting for {target[1]} on {target[0]}, which "
+                        "had asked you something: the call is ended, and its result reaches nobody.",
                     )
             leaving.set()
 
@@ -448,17 +453,23 @@ class Gateway:
             return _text("the call was cancelled: the agent went away", error=True)
         return results[0]
 
-    async def _agent_left(self, flight: Flight, ran: anyio.Event) -> int:
+    async def _agent_left(self, origin: Origin, server: str | None, flight: Flight, ran: anyio.Event) -> int:
         """The agent cancelled its call or went away: the call's open questions end as the agent's doing (their
         cards say so; the server hears `cancel` and gets `LEAVE_GRACE_S` to end its tool its own way, until `ran`);
         the caller then cancels the call. A question the bot is stopping for is already aborted as such; a kept
-        one is left for the next process. Returns how many questions it ended."""
+        one is left for the next process. Returns how many questions it ended.
+
+        A sign-in card the call is waiting on (for this agent, on `server`) ends so too: its flow runs in the
+        call, and would end with it as if the server had withdrawn it. Not counted: it is the bot's question."""
         asking = flight.caller.asking if flight.caller is not None else set()
         ended = [
             prompt
             for prompt in list(asking)
             if not self.prompts.kept(prompt) and self.prompts.abort(prompt, Outcome.AGENT_CANCELLED)
         ]
+        for prompt in self.prompts.pending(origin=origin):
+            if prompt.sign_in and prompt.server == server and not self.prompts.kept(prompt):
+                self.prompts.abort(prompt, Outcome.AGENT_CANCELLED)
         if ended:
             with anyio.CancelScope(shield=True), anyio.move_on_after(LEAVE_GRACE_S):
                 await ran.wait()

@@ -124,3 +124,39 @@ async def test_an_agents_call_waits_for_the_persons_sign_in_and_returns_the_serv
         assert cards == [card], cards  # the agent's one sign-in card, settled; none for the chat's call
     assert server.subjects_seen == ["alice", "alice"]
     assert server.grants["authorization_code"] == 1
+
+
+async def test_an_agent_that_cancels_during_the_sign_in_ends_the_card_and_the_person_can_still_sign_in(
+    tmp_path: Path,
+) -> None:
+    """The agent cancels its call while Alice's sign-in card is open: the card says the agent stopped waiting
+    (not that the server withdrew it), without buttons. Nothing is left half done: her own `/call gh whoami`
+    then shows a new sign-in card, and signing in completes it."""
+    async with serve_protected() as (server, url), signin_scene(tmp_path, url) as (s, port, store_url):
+        token = await make_token(store_url, ALICE_ID, "ci-bot")
+        async with agent(port, token) as client:
+            async with anyio.create_task_group() as tg:
+
+                async def call() -> None:
+                    await client.call_tool("gh__whoami", {})
+
+                tg.start_soon(call)
+                card = await s.fake.wait_for(is_sign_in_card, timeout=15)
+                tg.cancel_scope.cancel()
+            card = await s.fake.wait_for(lambda m: m is card and not m.buttons, timeout=15)
+            assert "Cancelled: your agent stopped waiting" in card.text, card.text
+
+        asked = await s.alice.send("/call gh whoami")
+        again = await s.fake.wait_for(
+            lambda m: is_sign_in_card(m) and m.message_id > asked.message_id, timeout=15
+        )
+        assert "agent" not in again.text
+        await s.alice.press(again, CONSENT)
+        again = await s.fake.wait_for(lambda m: m is again and "Consent given" in m.text)
+        page = await follow(
+            await sign_in(again.button(CONSENT).url or "", "alice"), f"http://127.0.0.1:{port}"
+        )
+        assert page.status_code == 200
+        result = await s.fake.wait_for(lambda m: is_result(m, asked), timeout=15)
+        assert "you are alice" in result_body(result)
+    assert server.subjects_seen == ["alice"]
