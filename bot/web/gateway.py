@@ -14,6 +14,9 @@ revoked token is refused at once. The agent then acts as the token's person:
 
 While a call waits (for the person, approvers or the server), the agent gets a progress notification every
 `[gateway] keepalive_s` when it asked for progress, so clients that reset their timeout on progress keep waiting.
+An agent that goes away mid-call (it cancels the call, or the connection carrying it drops) ends the call's open
+cards as its doing ("your agent stopped waiting"); the server hears `cancel`, then the call is cancelled. A
+request's body is bounded (`MAX_BODY`, 413 past it), after the token check.
 
 Why not `MCPServer`: its tools are fixed at decoration time; here every person sees a different list, built
 per request from the hub. Why not the SDK's `streamable_http_app(auth=...)`: it needs an OAuth issuer to name in
