@@ -46,6 +46,8 @@ class Outcome(enum.StrEnum):
     """A legacy question: it died with its connection when the bot restarted."""
     SIGN_IN_AGAIN = "sign_in_again"
     """A sign-in not finished when the bot restarted: its link no longer works; a new sign-in follows."""
+    AGENT_CANCELLED = "agent_cancelled"
+    """The agent whose call asked (through the gateway) cancelled it or went away: nobody waits for the answer."""
 
 
 class CallStatus(enum.StrEnum):
@@ -134,5 +136,6 @@ OUTCOME_TEXT: dict[Outcome, str] = {
     Outcome.EXPIRED_WHILE_DOWN: "Expired while the bot was down",
     Outcome.LOST_IN_RESTART: "The bot restarted; the server's question was lost",
     Outcome.SIGN_IN_AGAIN: "The bot restarted before you signed in: this link no longer works",
+    Outcome.AGENT_CANCELLED: "Cancelled: your agent stopped waiting",
 }
 """How each outcome reads on a settled card (both hosts use the same words)."""

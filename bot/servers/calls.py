@@ -53,6 +53,9 @@ class Flight:
     """Waiting for its approvers: the request is kept in the store and outlives the process."""
     caller: Caller | None = None
     """The call once it runs: the questions it has out (`Caller.asking`)."""
+    scope: anyio.CancelScope | None = None
+    """The call's own scope once it runs: cancelled, the call ends `CANCELLED` (logged and audited as any call)
+    rather than by a cancellation from outside (the gateway, when the agent goes away)."""
 
     @property
     def kept(self) -> bool:
@@ -129,6 +132,7 @@ class Calls:
         call = _Call(caller=Caller(origin, tool=tool, arguments=arguments), server=name, tool=tool)
         if flight is not None:
             flight.caller = call.caller
+            flight.scope = call.scope
         self._calls.append(call)
         if self._no_calls.is_set():
             self._no_calls = anyio.Event()

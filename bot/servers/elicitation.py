@@ -65,6 +65,9 @@ class Caller:
     arguments: dict[str, Any] | None = None
     open: int = 0
     """Its questions open (or being checked) now: what the cap counts on a shared session."""
+    asked: int = 0
+    """Its questions shown to the person so far (the gateway tells the person when an agent leaves a call that
+    asked them something)."""
     refusal_told: float | None = None
     """When its person was last told that its questions were too many (on a shared session)."""
 
@@ -306,6 +309,7 @@ class Elicitations:
         )
         for caller in askers:
             caller.asking.add(prompt)
+            caller.asked += 1
         asked = self._asked.pop(conn.key, None)
         if asked is not None:
             asked.set()  # calls waiting for this shared legacy session learn why
@@ -326,14 +330,20 @@ class Elicitations:
     async def ask_for_agent(self, request: Request, form: FormSpec | None, origin: Origin) -> Answer | str:
         """An agent's own question to its person (the gateway's `ask_person`): a card like a server's, under the
         person's `open_questions` limit (past it: the refusal's line instead of an answer). It is not kept across
-        a restart: the agent's call ends with the process."""
+        a restart: the agent's call ends with the process. Cancelled under it, the agent stopped waiting (the
+        bot stopping aborts it as such first)."""
         if self.limits is not None:
             open_now = sum(1 for p in self.prompts.pending() if p.origin.user_id == origin.user_id)
             refusal = self.limits.question(origin.user_id, open_now)
             if refusal is not None:
                 return refusal.reason
         prompt = Prompt(
-            request=request, origin=origin, server=origin.agent or "agent", form=form, scope=("agent", origin)
+            request=request,
+            origin=origin,
+            server=origin.agent or "agent",
+            form=form,
+            scope=("agent", origin),
+            why_withdrawn=lambda: Outcome.AGENT_CANCELLED,
         )
         return await self.prompts.ask(prompt)
 

@@ -223,7 +223,9 @@ def _review_screen(card: Card, step: Review) -> Screen:
 
 def _url_lines(card: Card, check: UrlCheck) -> list[str]:
     if card.prompt.sign_in:  # the bot's own card: the authorization server is who the person signs in with
-        head = f"🔑 <b>{esc(card.prompt.server, NAME_CLIP)}</b> needs you to sign in:"
+        head = (
+            f"🔑 <b>{esc(card.prompt.server, NAME_CLIP)}</b> needs you to sign in{_for_agent(card.prompt)}:"
+        )
         host = f"Authorization server: <b>{esc(check.host, MAX_HOST + 1)}</b>"
     else:
         head = f"🔐 <b>{esc(card.prompt.server, NAME_CLIP)}</b> asks you to open a link{_for_agent(card.prompt)}:"

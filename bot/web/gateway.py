@@ -14,6 +14,9 @@ revoked token is refused at once. The agent then acts as the token's person:
 
 While a call waits (for the person, approvers or the server), the agent gets a progress notification every
 `[gateway] keepalive_s` when it asked for progress, so clients that reset their timeout on progress keep waiting.
+An agent that goes away mid-call (it cancels the call, or the connection carrying it drops) ends the call's open
+cards as its doing ("your agent stopped waiting"); the server hears `cancel`, then the call is cancelled. A
+request's body is bounded (`MAX_BODY`, 413 past it), after the token check.
 
 Why not `MCPServer`: its tools are fixed at decoration time; here every person sees a different list, built
 per request from the hub. Why not the SDK's `streamable_http_app(auth=...)`: it needs an OAuth issuer to name in
@@ -40,16 +43,18 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bot.config import Config
-from bot.core import AgentBook, CallStatus, Origin, Progress, PromptRegistry, ToolOutcome
+from bot.core import AgentBook, CallStatus, Origin, Outcome, Progress, PromptRegistry, ToolOutcome
 from bot.core.approvals import BookUnavailable
 from bot.servers.elicitation import form_of
-from bot.servers.hub import Hub, ProgressSink, Unavailable
+from bot.servers.hub import Flight, Hub, ProgressSink, Unavailable
 from mapping import MappingError, answer_to_elicit_result, elicitation_to_request
 
-__all__ = ["ASK_PERSON", "GATEWAY_PATH", "NOTIFY_PERSON", "SEPARATOR", "AgentVerifier", "Gateway"]
+__all__ = ["ASK_PERSON", "GATEWAY_PATH", "MAX_BODY", "NOTIFY_PERSON", "SEPARATOR", "AgentVerifier", "Gateway"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +67,15 @@ PROTOCOL_META: Final = "io.modelcontextprotocol/"
 """The prefix of `_meta` keys the protocol reserves for itself (a backend's are not the gateway's to repeat)."""
 NOTIFY_CLIP: Final = 1000
 """Characters of an agent's `notify_person` line shown in the chat."""
+LEAVE_GRACE_S: Final = 2.0
+"""When an agent goes away from a call with a question open: how long its server gets to end the tool once it
+heard `cancel`, before the call is cancelled."""
+GONE_KEY: Final = "toolnexus.gone"
+"""The key, in an `/mcp` request's ASGI scope, of the event set when its client disconnects."""
+MAX_BODY: Final = 4 << 20
+"""Bytes of one request to `/mcp`; a bigger one gets 413 before the transport reads it (the SDK's own
+`RequestBodyLimitMiddleware`: by Content-Length, then counted as it arrives). Named here so the bound is the
+bot's, not whatever the SDK's default becomes; a tool call's arguments and answers are far smaller."""
 
 _ASK_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
@@ -171,6 +185,39 @@ def _result(outcome: ToolOutcome) -> types.CallToolResult:
     return _text(text, error=outcome.status is not CallStatus.OK)
 
 
+class _Watched:
+    """ASGI: an event in each HTTP request's scope (`GONE_KEY`), set when its client disconnects.
+
+    A handler finds it through the SDK's `ctx.request` (the POST that carried the call): in 2025-11-25 the SDK
+    lets a handler run on after its POST's connection dropped, and drops its result; this is how it learns."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        gone = anyio.Event()
+
+        async def watched() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                gone.set()
+            return message
+
+        await self.app({**scope, GONE_KEY: gone}, watched, send)
+
+
+def _gone_event(ctx: ServerRequestContext[Any]) -> anyio.Event | None:
+    """The event set when the HTTP request that carried this call disconnects (None off HTTP)."""
+    request = ctx.request
+    if not isinstance(request, Request):
+        return None
+    gone = request.scope.get(GONE_KEY)
+    return gone if isinstance(gone, anyio.Event) else None
+
+
 class Gateway:
     """`/mcp` for agents. Serve `routes()` on the web endpoint and run `run` in the bot's task group."""
 
@@ -200,7 +247,9 @@ class Gateway:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
-        self.manager = StreamableHTTPSessionManager(app=self.server, security_settings=self._security())
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server, security_settings=self._security(), max_request_body_size=MAX_BODY
+        )
         self.verifier = AgentVerifier(agents)
 
     def _security(self) -> TransportSecuritySettings:
@@ -219,8 +268,9 @@ class Gateway:
         )
 
     def routes(self) -> list[BaseRoute]:
-        """`POST/GET/DELETE /mcp`, behind the SDK's bearer middleware (401 without a live agent token)."""
-        transport = StreamableHTTPASGIApp(self.manager)
+        """`POST/GET/DELETE /mcp`, behind the SDK's bearer middleware (401 without a live agent token, before a
+        byte of the body is read); the transport refuses a body over `MAX_BODY` (413) before reading it."""
+        transport = _Watched(StreamableHTTPASGIApp(self.manager))
         guarded = RequireAuthMiddleware(transport, required_scopes=[], resource_metadata_url=None)
         app = AuthenticationMiddleware(
             AuthContextMiddleware(guarded), backend=BearerAuthBackend(self.verifier)
@@ -284,16 +334,16 @@ class Gateway:
         if params.name == NOTIFY_PERSON:
             return await self._notify_person(origin, arguments)
         if params.name == ASK_PERSON:
-            return await self._kept_alive(ctx, origin, lambda _: self._ask_person(origin, arguments))
+            return await self._kept_alive(ctx, origin, lambda _, __: self._ask_person(origin, arguments))
         target = self._split(params.name)
         if target is None:
             return _text(f"unknown tool: {params.name}", error=True)
         server, tool = target
 
-        async def call(progress: ProgressSink) -> types.CallToolResult:
-            return _result(await self.hub.call_tool(server, tool, arguments, origin, progress))
+        async def call(progress: ProgressSink, flight: Flight) -> types.CallToolResult:
+            return _result(await self.hub.call_tool(server, tool, arguments, origin, progress, flight=flight))
 
-        return await self._kept_alive(ctx, origin, call)
+        return await self._kept_alive(ctx, origin, call, (server, tool))
 
     def _split(self, name: str) -> tuple[str, str] | None:
         """(server, tool) of `<server>__<tool>`; a server name may hold `__` itself, so the longest match wins."""
@@ -308,13 +358,25 @@ class Gateway:
         self,
         ctx: ServerRequestContext[Any],
         origin: Origin,
-        work: Callable[[ProgressSink], Awaitable[types.CallToolResult]],
+        work: Callable[[ProgressSink, Flight], Awaitable[types.CallToolResult]],
+        target: tuple[str, str] | None = None,
     ) -> types.CallToolResult:
         """`work` given a sink for the server's progress, with a beat every `keepalive_s` meanwhile: both reach the
         agent as one rising count (the spec wants each notification's `progress` above the last). The SDK sends
-        them only when the agent asked for progress (a `progressToken`); otherwise it drops them."""
+        them only when the agent asked for progress (a `progressToken`); otherwise it drops them.
+
+        `work` runs shielded from the request's cancellation, so that when the agent goes away (it cancels: the
+        SDK cancels this handler; or its connection drops, which in 2025-11-25 the SDK lets the handler outlive)
+        the call's open cards end first, as the agent's doing (`_agent_left`), and only then is `work` cancelled.
+        If the call (of `target`, server and tool) had asked the person something before, they are told that its
+        result reaches nobody: their answer is not lost without a word.
+        """
         count = 0
         lock = anyio.Lock()
+        flight = Flight()
+        results: list[types.CallToolResult] = []
+        ran = anyio.Event()
+        work_scope = anyio.CancelScope()
 
         async def send(message: str) -> None:
             nonlocal count
@@ -334,11 +396,87 @@ class Gateway:
                 waiting = bool(self.prompts.pending(origin=origin))
                 await send("waiting for the person to answer on their phone" if waiting else "still running")
 
+        async def run() -> None:
+            try:
+                with anyio.CancelScope(shield=True), work_scope:
+                    results.append(await work(forward, flight))
+            finally:
+                ran.set()
+
+        leaving: anyio.Event | None = None
+
+        async def leave() -> None:
+            """Once, however the agent's going is noticed (2026-07-28: both ways at once)."""
+            nonlocal leaving
+            if leaving is not None:
+                with anyio.CancelScope(shield=True):
+                    await leaving.wait()
+                return
+            leaving = anyio.Event()
+            logger.info(
+                "gateway: a call of agent %s ends: it cancelled or went away, or the bot stops", origin.agent
+            )
+            ended = await self._agent_left(origin, None if target is None else target[0], flight, ran)
+            if flight.scope is not None:
+                flight.scope.cancel()  # the hub's call ends as cancelled: logged, counted and audited
+            else:
+                work_scope.cancel()  # waiting for approvers, or an agent's own question (`ask_person`)
+            caller = flight.caller
+            if (
+                target is not None
+                and caller is not None
+                and caller.asked > ended
+                and not self.hub.elicitations.stopping
+            ):
+                with self.prompts.shielded_io():
+                    await self.prompts.surface.notify(
+                        origin,
+                        f"🤖 Your agent {origin.agent} stopped waiting for {target[1]} on {target[0]}, which "
+                        "had asked you something: the call is ended, and its result reaches nobody.",
+                    )
+            leaving.set()
+
+        async def departure(gone: anyio.Event) -> None:
+            await gone.wait()
+            await leave()
+
         async with anyio.create_task_group() as tg:
             tg.start_soon(beat)
-            result = await work(forward)
+            tg.start_soon(run)
+            gone = _gone_event(ctx)
+            if gone is not None:
+                tg.start_soon(departure, gone)
+            try:
+                await ran.wait()
+            except anyio.get_cancelled_exc_class():
+                await leave()
+                raise
             tg.cancel_scope.cancel()
-        return result
+        if not results:  # nobody reads it: the agent is gone
+            return _text("the call was cancelled: the agent went away", error=True)
+        return results[0]
+
+    async def _agent_left(self, origin: Origin, server: str | None, flight: Flight, ran: anyio.Event) -> int:
+        """The agent cancelled its call or went away: the call's open questions end as the agent's doing (their
+        cards say so; the server hears `cancel` and gets `LEAVE_GRACE_S` to end its tool its own way, until `ran`);
+        the caller then cancels the call. A question the bot is stopping for is already aborted as such; a kept
+        one is left for the next process. Returns how many questions it ended.
+
+        A sign-in card the call is waiting on (for this agent, on `server`) ends so too: its flow runs in the
+        call, and would end with it as if the server had withdrawn it. Not counted: it is the bot's question."""
+        asking = flight.caller.asking if flight.caller is not None else set()
+        ended = [
+            prompt
+            for prompt in list(asking)
+            if not self.prompts.kept(prompt) and self.prompts.abort(prompt, Outcome.AGENT_CANCELLED)
+        ]
+        for prompt in self.prompts.pending(origin=origin):
+            if prompt.sign_in and prompt.server == server and not self.prompts.kept(prompt):
+                self.prompts.abort(prompt, Outcome.AGENT_CANCELLED)
+        if ended:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(LEAVE_GRACE_S):
+                await ran.wait()
+        return len(ended)
 
     # -- the bot's own tools ---------------------------------------------------------------------------
 
