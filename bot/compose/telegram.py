@@ -60,7 +60,10 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
         def takes(update: Update) -> bool:
             return not leaving.is_set() or surface.answers_a_card(update)
 
-        webhook = Webhook(config.telegram.webhook_secret.get(), app.bot, app.update_queue, takes)
+        bot_id = int(config.require_telegram().get().partition(":")[0])
+        webhook = Webhook(
+            config.telegram.webhook_secret.get(), app.bot, app.update_queue, takes, parts.inbox, bot_id
+        )
 
     async def reachable() -> bool:
         return await parts.watch.reachable(app.bot)
@@ -70,7 +73,7 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
         running=lambda: app.running and not parts.stop.is_set(),
         draining=leaving.is_set,
         reachable=reachable,
-        metrics=metrics_registry(parts.prompts, parts.hub, parts.watch),
+        metrics=metrics_registry(parts.prompts, parts.hub, parts.watch, webhook),
         webhook=webhook,
         routes=_mini_app(config, parts.prompts, surface)
         + ([] if parts.signins is None else callback_routes(parts.signins, lambda: app.bot.username))

@@ -19,6 +19,7 @@ from bot.store.audit_keys import AuditKeys
 from bot.store.audit_seal import reseal, sealed_with
 from bot.store.engine import display_url, failure_reason, is_file_database, open_engine
 from bot.store.errors import StoreUnavailable
+from bot.store.inbox import InboxStore
 from bot.store.instances import claim_instance
 from bot.store.observer import AuditObserver
 from bot.store.rounds import RoundStore
@@ -43,6 +44,8 @@ class Store:
     """Open questions that outlive the process."""
     agents: AgentStore
     """Agent tokens (`/agents`, the gateway), kept as hashes."""
+    inbox: InboxStore
+    """The ids of updates delivered to the webhook, so a redelivery is handled once."""
     signins: SignInStore | None = None
     """Per-person OAuth tokens, when `[storage] secret_key` is set."""
     audit_note: str | None = None
@@ -91,6 +94,7 @@ async def open_store(
             ApprovalStore(engine, log, content),
             RoundStore(engine, writer),
             AgentStore(engine),
+            InboxStore(engine),
             signins,
             note,
         )

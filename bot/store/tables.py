@@ -31,6 +31,7 @@ __all__ = [
     "metadata",
     "oauth_accounts",
     "rounds",
+    "updates_seen",
 ]
 
 metadata = MetaData(
@@ -193,3 +194,12 @@ agent_tokens = Table(
     Column("revoked", String(32), comment="when it was revoked; null: not revoked"),
 )
 Index("ix_agent_tokens_user_id", agent_tokens.c.user_id)
+
+updates_seen = Table(
+    "updates_seen",
+    metadata,
+    Column("bot_id", BigInteger, primary_key=True, comment="the bot whose update it is (its token's number)"),
+    Column("update_id", BigInteger, primary_key=True, comment="Telegram's update_id"),
+    Column("received", String(32), nullable=False, comment="UTC, ISO 8601 with microseconds"),
+)
+Index("ix_updates_seen_received", updates_seen.c.received)

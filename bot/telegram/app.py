@@ -29,6 +29,7 @@ from bot.core.approval_service import ApprovalService
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, sign_ins
 from bot.store import Store, open_configured_store
+from bot.store.inbox import InboxStore
 from bot.telegram.access import Access, Refusals
 from bot.telegram.api_watch import ApiWatch
 from bot.telegram.approvals import TelegramApprovals
@@ -68,6 +69,8 @@ class EndpointParts:
     """Set from the first moment of a drain (SIGTERM)."""
     agents: AgentBook | None = None
     """The agent tokens (with a database): the gateway of `[gateway]` checks them."""
+    inbox: InboxStore | None = None
+    """The updates delivered (with a database): the webhook records each before handling it, once."""
 
 
 class Endpoint(Protocol):
@@ -216,6 +219,7 @@ async def _serve(
                 signins,
                 draining,
                 agents=None if store is None else store.agents,
+                inbox=None if store is None else store.inbox,
             )
         )
         async with app:

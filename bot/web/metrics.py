@@ -18,7 +18,7 @@ from bot.core import CallStatus, PromptRegistry
 from bot.servers.hub import AGENT_OUTCOMES, Hub
 from bot.servers.limits import Limit
 
-__all__ = ["ACTIONS", "ApiCounts", "metrics_registry"]
+__all__ = ["ACTIONS", "ApiCounts", "Redeliveries", "metrics_registry"]
 
 ACTIONS: Final = ("accept", "decline", "cancel")
 """The wire actions an answer can carry (always shown, 0 included, so a dashboard sees each series)."""
@@ -39,11 +39,23 @@ class ApiCounts(Protocol):
         ...
 
 
+class Redeliveries(Protocol):
+    """What the webhook counts of Telegram's redeliveries (`Webhook.redelivered`)."""
+
+    @property
+    def redelivered(self) -> int:
+        """Deliveries of an update already recorded, answered 200 and not handled again."""
+        ...
+
+
 class _BotCollector(Collector):
-    def __init__(self, prompts: PromptRegistry, hub: Hub, watch: ApiCounts) -> None:
+    def __init__(
+        self, prompts: PromptRegistry, hub: Hub, watch: ApiCounts, webhook: Redeliveries | None
+    ) -> None:
         self._prompts = prompts
         self._hub = hub
         self._watch = watch
+        self._webhook = webhook
 
     def collect(self) -> Iterator[Metric]:
         yield GaugeMetricFamily(
@@ -96,10 +108,18 @@ class _BotCollector(Collector):
         for method, count in sorted(self._watch.refused.items()):
             refused.add_metric([method], count)
         yield refused
+        if self._webhook is not None:
+            yield CounterMetricFamily(
+                "toolnexus_updates_redelivered",
+                "Webhook deliveries of an update already recorded: answered 200, not handled again.",
+                self._webhook.redelivered,
+            )
 
 
-def metrics_registry(prompts: PromptRegistry, hub: Hub, watch: ApiCounts) -> CollectorRegistry:
-    """A fresh registry with the bot's collector in it."""
+def metrics_registry(
+    prompts: PromptRegistry, hub: Hub, watch: ApiCounts, webhook: Redeliveries | None = None
+) -> CollectorRegistry:
+    """A fresh registry with the bot's collector in it (and the webhook's redeliveries in webhook mode)."""
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(_BotCollector(prompts, hub, watch))
+    registry.register(_BotCollector(prompts, hub, watch, webhook))
     return registry

@@ -6,6 +6,11 @@ then by counting what arrives (a chunked body has no length). An answer of 200 t
 arrived; anything else makes Telegram deliver it again later, so only a well-formed update gets 200. An update
 the bot will not take now (`takes`: it is draining, and the update is new work) gets 503: Telegram delivers it
 again, to the next process.
+
+With a database (`inbox`), the update's id is recorded, committed, before the 200 and before PTB gets the
+update: a redelivery (Telegram did not see the 200 in time, or delivers again after a restart, to this process or
+another) finds its row and gets 200 without being handled again. When the database cannot be written the answer is
+503, so Telegram delivers the update again later, rather than the bot handling an update it could not record.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from telegram import Bot, Update
 
+from bot.store.errors import StoreUnavailable
+from bot.store.inbox import InboxStore
 from bot.web.bounded_json import TooDeep, loads
 
 logger = logging.getLogger(__name__)
@@ -38,11 +45,17 @@ class Webhook:
         bot: Bot,
         queue: asyncio.Queue[Any],
         takes: Callable[[Update], bool] = lambda u: True,
+        inbox: InboxStore | None = None,
+        bot_id: int = 0,
     ) -> None:
         self._secret = secret.encode()
         self._bot = bot
         self._queue = queue
         self._takes = takes
+        self._inbox = inbox
+        self._bot_id = bot_id
+        self.redelivered = 0
+        """Deliveries answered 200 without being handled: their update was recorded before (`/metrics`)."""
 
     async def handle(self, request: Request) -> Response:
         # Starlette decodes header values as latin-1, so any bytes a client sends compare as bytes.
@@ -65,6 +78,18 @@ class Webhook:
             return PlainTextResponse("Bad Request: not a Telegram update", status_code=400)
         if not self._takes(update):
             return PlainTextResponse("Service Unavailable: the bot is restarting", status_code=503)
+        if self._inbox is not None:
+            try:
+                first = await self._inbox.first(self._bot_id, update.update_id)
+            except StoreUnavailable as exc:
+                logger.warning(
+                    "webhook: update %d not taken (503, Telegram retries): %s", update.update_id, exc
+                )
+                return PlainTextResponse("Service Unavailable: the database is unavailable", status_code=503)
+            if not first:
+                self.redelivered += 1
+                logger.debug("webhook: update %d was delivered before; not handled again", update.update_id)
+                return Response(status_code=200)
         await self._queue.put(update)
         return Response(status_code=200)
 

@@ -16,7 +16,7 @@ from tests.inprocess import toolnexus
 
 pytestmark = pytest.mark.anyio
 
-NEWEST = "0008"
+NEWEST = "0009"
 
 
 async def test_a_fresh_database_is_migrated_to_the_newest_revision_on_open(store_url: str) -> None:
@@ -25,7 +25,15 @@ async def test_a_fresh_database_is_migrated_to_the_newest_revision_on_open(store
         assert await current_revision(store.engine) == NEWEST
         async with store.engine.connect() as conn:
             tables = await conn.run_sync(lambda sync: set(inspect(sync).get_table_names()))
-        assert {"audit", "rounds", "approvals", "approval_votes", "agent_tokens", "alembic_version"} <= tables
+        assert {
+            "audit",
+            "rounds",
+            "approvals",
+            "approval_votes",
+            "agent_tokens",
+            "updates_seen",
+            "alembic_version",
+        } <= tables
 
 
 async def test_a_database_at_the_first_revision_is_upgraded_and_keeps_its_rows(store_url: str) -> None:
