@@ -78,6 +78,7 @@ class Webhook:
             return PlainTextResponse("Bad Request: not a Telegram update", status_code=400)
         if not self._takes(update):
             return PlainTextResponse("Service Unavailable: the bot is restarting", status_code=503)
+        # Recorded only once taken: an update refused while draining must find no row at the next process.
         if self._inbox is not None:
             try:
                 first = await self._inbox.first(self._bot_id, update.update_id)
