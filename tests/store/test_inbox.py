@@ -8,6 +8,7 @@ import datetime as dt
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import anyio
 import pytest
 from sqlalchemy import func, insert, select
 
@@ -122,3 +123,24 @@ async def test_a_database_at_revision_0008_gets_the_table_and_keeps_its_rows(sto
         assert await store.inbox.first(BOT, 7) is False
         async with store.engine.connect() as conn:
             assert (await conn.execute(select(func.count()).select_from(updates_seen))).scalar_one() == 1
+
+
+async def test_of_deliveries_racing_exactly_one_is_first(store_url: str) -> None:
+    """Five deliveries of one update at once, each through its own engine on the database (as several processes
+    would be): the database's key lets exactly one of them in."""
+    async with open_store(StorageConfig(url=Secret(store_url))):
+        pass  # migrated
+    engines = [await open_engine(store_url, migrate=False) for _ in range(5)]
+    answers: list[bool] = []
+
+    async def deliver(racer: InboxStore) -> None:
+        answers.append(await racer.first(BOT, 42))
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for engine in engines:
+                tg.start_soon(deliver, InboxStore(engine))
+    finally:
+        for engine in engines:
+            await engine.dispose()
+    assert sorted(answers) == [False, False, False, False, True]
