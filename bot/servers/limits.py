@@ -57,6 +57,11 @@ def agent_share(limit: int) -> int:
     return math.ceil(limit / 2)
 
 
+def _keys(user_id: int, agent: str | None) -> list[Key]:
+    """The counts a call of `user_id` (by `agent`, when an agent's) goes under: the person's, and the agent's own."""
+    return [(user_id, None)] if agent is None else [(user_id, None), (user_id, agent)]
+
+
 class Limits:
     """The limits of one bot process; one instance per hub. `LimitsConfig` zeros are no limit."""
 
@@ -80,7 +85,7 @@ class Limits:
         now = self._now()
         if now >= self._next_sweep:
             self._sweep(now)
-        keys: list[Key] = [(user_id, None)] if agent is None else [(user_id, None), (user_id, agent)]
+        keys = _keys(user_id, agent)
         for key in keys:
             refusal = self._full(key, now)
             if refusal is not None:
@@ -93,7 +98,7 @@ class Limits:
 
     def end_call(self, user_id: int, agent: str | None = None) -> None:
         """A call admitted by `start_call` ended."""
-        for key in [(user_id, None)] if agent is None else [(user_id, None), (user_id, agent)]:
+        for key in _keys(user_id, agent):
             self._running[key] -= 1
             if self._running[key] <= 0:
                 del self._running[key]

@@ -45,7 +45,7 @@ from tests.conformance import suite
 from tests.fakes.servers.conformance import build_server
 from tests.fakes.telegram.model import Msg
 from tests.telegram.harness import ALICE_ID, Chat
-from tests.web.test_gateway import gateway_scene, make_token
+from tests.web.agents import gateway_scene, make_token
 
 pytestmark = [
     pytest.mark.anyio,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import anyio
 import pytest
@@ -16,22 +15,12 @@ from bot.config import Secret, StorageConfig
 from bot.store import AuditEvent, AuditLog, current_revision, open_engine, open_store, upgrade
 from bot.store.inbox import KEEP, PRUNE_BATCH, PRUNE_EVERY, InboxStore
 from bot.store.tables import updates_seen
+from tests.store.test_agents import START, Clock
 from tests.store.test_engine import NEWEST
 
 pytestmark = pytest.mark.anyio
 
 BOT, OTHER_BOT = 123456, 654321
-START = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
-
-
-@dataclass
-class Clock:
-    """A UTC time that moves only when a test moves it."""
-
-    now: dt.datetime = START
-
-    def __call__(self) -> dt.datetime:
-        return self.now
 
 
 @pytest.fixture

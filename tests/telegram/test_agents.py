@@ -7,15 +7,9 @@ import io
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from bot.config import Secret, StorageConfig
@@ -27,44 +21,16 @@ from bot.telegram.handlers.agents import GATEWAY_OFF, NOT_YOURS, ONLY_CONFIGURED
 from bot.web.gateway import GATEWAY_PATH
 from tests.fakes.telegram import Msg
 from tests.telegram.harness import ALICE_ID, BOB_ID, MALLORY_ID, Chat, bot_scene
+from tests.web.agents import PUBLIC_URL, agent, gateway_scene
 from tests.web.support import free_port
 
 pytestmark = pytest.mark.anyio
 
-PUBLIC_URL = "https://bot.example.com"
 TOKEN = re.compile(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]+")
 
 
-@asynccontextmanager
-async def agents_scene(tmp_path: Path, **kwargs: Any) -> AsyncIterator[tuple[Chat, int, str]]:
-    """The bot with `[gateway]` on a free local port and a SQLite database; (scene, port, database URL)."""
-    port = free_port()
-    url = f"sqlite:///{tmp_path / 'bot.db'}"
-    web = {"listen": "127.0.0.1", "port": port, "public_url": PUBLIC_URL}
-    async with bot_scene(web=web, storage=url, gateway={"enabled": True}, **kwargs) as s:
-        yield s, port, url
-
-
-@asynccontextmanager
-async def agent(port: int, token: str, statuses: list[int] | None = None) -> AsyncIterator[Client]:
-    """The SDK's `Client` as an agent presenting `token` to the local endpoint (as a proxy forwards the public one);
-    the HTTP status of every answer it gets goes to `statuses`."""
-
-    async def seen(response: httpx2.Response) -> None:
-        if statuses is not None:
-            statuses.append(response.status_code)
-
-    async with (
-        httpx2.AsyncClient(
-            headers={"Authorization": f"Bearer {token}"}, trust_env=False, event_hooks={"response": [seen]}
-        ) as http,
-        Client(streamable_http_client(f"http://127.0.0.1:{port}{GATEWAY_PATH}", http_client=http)) as client,
-    ):
-        yield client
-
-
 async def tool_names(port: int, token: str, statuses: list[int] | None = None) -> set[str]:
-    async with agent(port, token, statuses) as client:
+    async with agent(port, token, statuses=statuses) as client:
         return {tool.name for tool in (await client.list_tools()).tools}
 
 
@@ -115,7 +81,7 @@ async def test_new_shows_the_token_once_with_the_lines_to_register_it_and_it_wor
 ) -> None:
     """The token, the `claude mcp add` line and the JSON block (each a code entity, one tap to copy) name the
     public `/mcp` and the same token; the agent lists tools with it; the list never shows it again."""
-    async with agents_scene(tmp_path) as (s, port, _):
+    async with gateway_scene(tmp_path) as (s, port, _):
         shown, token = await make(s, "ci-bot")
         endpoint = PUBLIC_URL + GATEWAY_PATH
         assert set(TOKEN.findall(shown.text)) == {token}
@@ -162,7 +128,7 @@ async def test_token_days_give_a_token_an_expiry_that_the_card_and_the_list_show
 async def test_a_bad_name_is_refused_with_the_rule_and_makes_no_token(
     tmp_path: Path, name: str, says: str
 ) -> None:
-    async with agents_scene(tmp_path) as (s, _, url):
+    async with gateway_scene(tmp_path) as (s, _, url):
         answer = await ask(s, f"/agents new {name}".rstrip())
         assert TOKEN.search(answer.text) is None
         assert says in answer.html
@@ -170,7 +136,7 @@ async def test_a_bad_name_is_refused_with_the_rule_and_makes_no_token(
 
 
 async def test_a_duplicate_name_is_refused_and_the_first_token_still_works(tmp_path: Path) -> None:
-    async with agents_scene(tmp_path) as (s, port, url):
+    async with gateway_scene(tmp_path) as (s, port, url):
         _, first = await make(s, "ide")
         again = await ask(s, "/agents new ide")
         assert "already have an agent token named ide" in again.text and TOKEN.search(again.text) is None
@@ -182,7 +148,7 @@ async def test_a_duplicate_name_is_refused_and_the_first_token_still_works(tmp_p
 
 
 async def test_the_list_shows_calls_and_last_use_after_a_gateway_call(tmp_path: Path) -> None:
-    async with agents_scene(tmp_path) as (s, port, _):
+    async with gateway_scene(tmp_path) as (s, port, _):
         _, token = await make(s, "ci")
         before = await ask(s, "/agents")
         assert "never used" in before.text and "0 calls" in before.text and "made 20" in before.text
@@ -199,14 +165,14 @@ async def test_revoke_by_button_updates_the_list_and_the_gateway_refuses_the_tok
 ) -> None:
     """An agent's open session works, then Alice taps Revoke: the list says so and drops the token, and the
     very next request of that session, and any new connection, is refused (401)."""
-    async with agents_scene(tmp_path) as (s, port, url):
+    async with gateway_scene(tmp_path) as (s, port, url):
         _, token = await make(s, "ci")
         _, other = await make(s, "ide")
         listed = await ask(s, "/agents")
         assert listed.buttons == ["Revoke ci", "Revoke ide"]
         data = listed.button("Revoke ci").callback_data
         statuses: list[int] = []
-        async with agent(port, token, statuses) as client:
+        async with agent(port, token, statuses=statuses) as client:
             assert (await client.list_tools()).tools
             tapped = await s.alice.press(listed, "Revoke ci")
             assert tapped.text == "Revoked ci." and not tapped.show_alert
@@ -226,7 +192,7 @@ async def test_revoke_by_button_updates_the_list_and_the_gateway_refuses_the_tok
 
 
 async def test_revoke_by_name(tmp_path: Path) -> None:
-    async with agents_scene(tmp_path) as (s, port, url):
+    async with gateway_scene(tmp_path) as (s, port, url):
         _, token = await make(s, "ci")
         assert "notify_person" in await tool_names(port, token)
         answer = await ask(s, "/agents revoke ci")
@@ -240,7 +206,7 @@ async def test_revoke_by_name(tmp_path: Path) -> None:
 async def test_another_person_cannot_revoke_by_a_forged_or_forwarded_tap(tmp_path: Path) -> None:
     """Bob sends Alice's Revoke data from his own chat (as on a forwarded copy), and data naming himself with
     Alice's token id: both are refused, and Alice's token still works."""
-    async with agents_scene(tmp_path) as (s, port, url):
+    async with gateway_scene(tmp_path) as (s, port, url):
         _, token = await make(s, "ci")
         listed = await ask(s, "/agents")
         alices = listed.button("Revoke ci").callback_data
@@ -268,13 +234,13 @@ async def test_with_the_gateway_off_agents_says_so_in_one_line_and_is_not_offere
 
 
 async def test_with_the_gateway_on_agents_is_in_the_menu_and_the_help(tmp_path: Path) -> None:
-    async with agents_scene(tmp_path) as (s, _, _):
+    async with gateway_scene(tmp_path) as (s, _, _):
         assert "agents" in {command for command, _ in s.fake.commands}
         assert "/agents new <name>" in (await ask(s, "/help")).text
 
 
 async def test_in_a_group_agents_answers_one_line_and_makes_nothing(tmp_path: Path) -> None:
-    async with agents_scene(tmp_path) as (s, _, url):
+    async with gateway_scene(tmp_path) as (s, _, url):
         answer = await ask(s, "/agents new ci", chat=s.group)
         assert answer.text == PRIVATE_ONLY and TOKEN.search(answer.text) is None
         assert (await ask(s, "/agents", chat=s.group)).text == PRIVATE_ONLY
@@ -283,7 +249,7 @@ async def test_in_a_group_agents_answers_one_line_and_makes_nothing(tmp_path: Pa
 
 async def test_under_allow_everyone_a_stranger_cannot_make_tokens(tmp_path: Path) -> None:
     """A public demo: Mallory may call tools, but /agents is only for `allowed_users` (Alice)."""
-    async with agents_scene(tmp_path, allow_everyone=True, allowed=[ALICE_ID]) as (s, port, url):
+    async with gateway_scene(tmp_path, allow_everyone=True, allowed=[ALICE_ID]) as (s, port, url):
         answer = await ask(s, "/agents new mine", who="mallory")
         assert answer.text == ONLY_CONFIGURED
         assert (await ask(s, "/agents", who="mallory")).text == ONLY_CONFIGURED

@@ -7,78 +7,27 @@ The agent tokens are made by the store the bot uses (a second connection to the 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client, MCPError
-from mcp.client.streamable_http import streamable_http_client
 from mcp_types import SERVER_INFO_META_KEY
 
-from bot.config import Secret, StorageConfig
-from bot.store import open_store
 from tests.fakes.servers.conformance import OWN_META
 from tests.fakes.servers.conformance import build_server as build_reference
 from tests.fakes.telegram import Msg
-from tests.telegram.harness import ALICE_ID, BOB_ID, GROUP_ID, Chat, bot_scene
-from tests.web.support import free_port
+from tests.telegram.harness import ALICE_ID, BOB_ID, GROUP_ID, Chat
+from tests.web.agents import agent, agent_mode, gateway_scene, make_token, revoke, text_of
 
 pytestmark = pytest.mark.anyio
 
-PUBLIC_URL = "https://bot.example.com"
 PROTOCOLS = ["legacy", "2026-07-28"]
 SUBMIT = "✅ Submit"
 GO_ON = {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]}
-
-
-@asynccontextmanager
-async def gateway_scene(tmp_path: Path, **kwargs: Any) -> AsyncIterator[tuple[Chat, int, str]]:
-    """The bot with `[gateway]` on a free local port and a database; (scene, port, database URL)."""
-    port = free_port()
-    url = f"sqlite:///{tmp_path / 'bot.db'}"
-    web = {"listen": "127.0.0.1", "port": port, "public_url": PUBLIC_URL}
-    async with bot_scene(web=web, storage=url, gateway={"enabled": True}, **kwargs) as s:
-        yield s, port, url
-
-
-async def make_token(url: str, user_id: int, name: str) -> str:
-    """An agent token for `user_id`, made in the bot's database."""
-    async with open_store(StorageConfig(url=Secret(url))) as store:
-        _, text = await store.agents.create(user_id, name, 0)
-    return str(text)
-
-
-async def revoke(url: str, user_id: int, name: str) -> None:
-    async with open_store(StorageConfig(url=Secret(url))) as store:
-        assert await store.agents.revoke(user_id, name)
-
-
-@asynccontextmanager
-async def agent(port: int, token: str, mode: Literal["auto", "legacy"] = "auto") -> AsyncIterator[Client]:
-    """The SDK's `Client` as an agent with `token`, on the local endpoint (as a proxy forwards the public one)."""
-    headers = {"Authorization": f"Bearer {token}"}
-    async with (
-        httpx2.AsyncClient(
-            headers=headers, timeout=httpx2.Timeout(30.0, read=120.0), trust_env=False
-        ) as http,
-        Client(
-            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http),
-            mode=mode,
-            read_timeout_seconds=None,
-        ) as client,
-    ):
-        yield client
-
-
-def text_of(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
 
 
 async def card_for(s: Chat, user_id: int, words: str) -> Msg:
@@ -196,11 +145,6 @@ TYPED = {
     },
     "required": ["count", "urgent", "color"],
 }
-
-
-def agent_mode(protocol: str) -> Literal["auto", "legacy"]:
-    """The agent speaks the same era as the scene's servers: 2025-11-25 (`legacy`) or 2026-07-28 (`auto`)."""
-    return "legacy" if protocol == "legacy" else "auto"
 
 
 async def ask(client: Client, arguments: dict[str, Any], got: list[types.CallToolResult]) -> None:

@@ -5,8 +5,7 @@ fake Bot API; the store is a SQLite file.
 An `[[approvals]]` rule for agents only makes the agent's call wait for 2 of 3 approvers while the same tool runs
 at once from the chat; an agent's request approved after a restart is not run; an agent past its own share of
 `[limits]` gets an error result naming the limit while its person's chat calls still run; `/cancel` in the
-person's chat ends an agent's question; `/metrics` counts the gateway's calls by outcome.
-(The scene and agent helpers are copied from `test_gateway.py`, not shared: each file stands alone.)"""
+person's chat ends an agent's question; `/metrics` counts the gateway's calls by outcome."""
 
 from __future__ import annotations
 
@@ -19,23 +18,17 @@ from typing import Any
 
 import anyio
 import httpx
-import httpx2
 import mcp_types as types
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
-from bot.config import Secret, StorageConfig
-from bot.store import open_store
 from tests.fakes.servers.elicit import build_server as build_elicit
 from tests.fakes.servers.ledger import Ledger
 from tests.fakes.telegram import FakeUser, Msg
-from tests.telegram.harness import ALICE_ID, BOB_ID, Chat, bot_scene, is_result, result_body
-from tests.web.support import free_port
+from tests.telegram.harness import ALICE_ID, BOB_ID, Chat, is_result, result_body
+from tests.web.agents import agent, gateway_scene, make_token, text_of
 
 pytestmark = pytest.mark.anyio
 
-PUBLIC_URL = "https://bot.example.com"
 CAROL_ID, DAVE_ID = 3003, 3004
 OPS = -7001
 DEPLOY = {"service": "web", "version": "1.2.3"}
@@ -75,19 +68,14 @@ async def ops_scene(
     """The bot with `[gateway]` on a free local port, a SQLite file in `tmp_path`, the ledger server `prod` and the
     form server `t`; Bob, Carol and Dave in the approval group OPS (where they said hello, so the bot knows their
     names). With `world`, a new bot process on that scene's database, people and ledger: a restart."""
-    port = free_port()
-    url = f"sqlite:///{tmp_path / 'bot.db'}"
     ledger = Ledger() if world is None else world.ledger
-    web = {"listen": "127.0.0.1", "port": port, "public_url": PUBLIC_URL}
-    async with bot_scene(
+    async with gateway_scene(
+        tmp_path,
         in_process={"prod": ledger.build, "t": build_elicit},
-        web=web,
-        storage=url,
-        gateway={"enabled": True},
         approvals=[AGENTS_ONLY] if approvals is None else approvals,
         world=None if world is None else world.s,
         **kwargs,
-    ) as s:
+    ) as (s, port, url):
         if world is None:
             carol = s.fake.user(id=CAROL_ID, first_name="Carol")
             dave = s.fake.user(id=DAVE_ID, first_name="Dave")
@@ -99,35 +87,6 @@ async def ops_scene(
         else:
             carol, dave = world.carol, world.dave
         yield Ops(s, port, url, carol, dave, ledger)
-
-
-async def make_token(url: str, user_id: int, name: str) -> str:
-    """An agent token for `user_id`, made in the bot's database."""
-    async with open_store(StorageConfig(url=Secret(url))) as store:
-        _, text = await store.agents.create(user_id, name, 0)
-    return str(text)
-
-
-@asynccontextmanager
-async def agent(port: int, token: str) -> AsyncIterator[Client]:
-    """The SDK's `Client` as an agent with `token`, on the local endpoint (as a proxy forwards the public one)."""
-    headers = {"Authorization": f"Bearer {token}"}
-    async with (
-        httpx2.AsyncClient(
-            headers=headers, timeout=httpx2.Timeout(30.0, read=120.0), trust_env=False
-        ) as http,
-        Client(
-            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http),
-            read_timeout_seconds=None,
-        ) as client,
-    ):
-        yield client
-
-
-def text_of(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
 
 
 async def gateway_counts(port: int) -> dict[str, float]:

@@ -1,14 +1,12 @@
 """`/mcp` bounds a request's body, end to end on the bot's web endpoint: over `MAX_BODY` by Content-Length or
 while a chunked body arrives it is refused with 413 before the transport parses it (the SDK's body limit, set
 to the bot's `MAX_BODY`); a stranger gets 401 before a byte of the body is read; a body of exactly `MAX_BODY`
-and an agent's ordinary calls still pass.
-(The scene and agent helpers are copied from `test_gateway.py`, not shared: each file stands alone.)"""
+and an agent's ordinary calls still pass."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -19,16 +17,13 @@ from anyio.abc import SocketStream
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from bot.config import Secret, StorageConfig
-from bot.store import open_store
 from bot.web import REQUEST_TIMEOUT_S
 from bot.web.gateway import MAX_BODY
-from tests.telegram.harness import ALICE_ID, Chat, bot_scene
-from tests.web.support import free_port
+from tests.telegram.harness import ALICE_ID
+from tests.web.agents import gateway_scene, make_token
 
 pytestmark = pytest.mark.anyio
 
-PUBLIC_URL = "https://bot.example.com"
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -40,23 +35,6 @@ INITIALIZE = {
         "clientInfo": {"name": "probe", "version": "1"},
     },
 }
-
-
-@asynccontextmanager
-async def gateway_scene(tmp_path: Path) -> AsyncIterator[tuple[Chat, int, str]]:
-    """The bot with `[gateway]` on a free local port and a database; (scene, port, database URL)."""
-    port = free_port()
-    url = f"sqlite:///{tmp_path / 'bot.db'}"
-    web = {"listen": "127.0.0.1", "port": port, "public_url": PUBLIC_URL}
-    async with bot_scene(web=web, storage=url, gateway={"enabled": True}) as s:
-        yield s, port, url
-
-
-async def make_token(url: str, user_id: int, name: str) -> str:
-    """An agent token for `user_id`, made in the bot's database."""
-    async with open_store(StorageConfig(url=Secret(url))) as store:
-        _, text = await store.agents.create(user_id, name, 0)
-    return str(text)
 
 
 async def post(port: int, token: str, content: bytes | AsyncIterator[bytes]) -> httpx.Response:

@@ -5,8 +5,7 @@ The agent cancels its call (the SDK's `Client` sends `notifications/cancelled` i
 call's POST in 2026-07-28, whose wire has no other cancel): the card says the agent cancelled, its buttons go,
 a late tap gets an alert, the server hears `cancel`, and nothing is left pending. An agent whose connection just
 drops (2025-11-25: no cancel is sent, and the call goes on): the person's answer still reaches the server, and
-since the result has nobody to go to, the chat says so.
-(The scene and agent helpers are copied from `test_gateway.py`, not shared: each file stands alone.)"""
+since the result has nobody to go to, the chat says so."""
 
 from __future__ import annotations
 
@@ -15,28 +14,22 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import httpx
-import httpx2
 import mcp_types as types
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types.version import is_version_at_least
 from pydantic import BaseModel
 
-from bot.config import Secret, StorageConfig
-from bot.store import open_store
 from tests.fakes.telegram import Msg
-from tests.telegram.harness import ALICE_ID, Chat, bot_scene
-from tests.web.support import free_port
+from tests.telegram.harness import ALICE_ID, Chat
+from tests.web.agents import agent, agent_mode, gateway_scene, make_token
 
 pytestmark = pytest.mark.anyio
 
-PUBLIC_URL = "https://bot.example.com"
 PROTOCOLS = ["legacy", "2026-07-28"]
 SUBMIT = "✅ Submit"
 GO_ON = {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]}
@@ -92,40 +85,6 @@ class Heard:
         return server
 
 
-@asynccontextmanager
-async def gateway_scene(tmp_path: Path, **kwargs: Any) -> AsyncIterator[tuple[Chat, int, str]]:
-    """The bot with `[gateway]` on a free local port and a database; (scene, port, database URL)."""
-    port = free_port()
-    url = f"sqlite:///{tmp_path / 'bot.db'}"
-    web = {"listen": "127.0.0.1", "port": port, "public_url": PUBLIC_URL}
-    async with bot_scene(web=web, storage=url, gateway={"enabled": True}, **kwargs) as s:
-        yield s, port, url
-
-
-async def make_token(url: str, user_id: int, name: str) -> str:
-    """An agent token for `user_id`, made in the bot's database."""
-    async with open_store(StorageConfig(url=Secret(url))) as store:
-        _, text = await store.agents.create(user_id, name, 0)
-    return str(text)
-
-
-@asynccontextmanager
-async def agent(port: int, token: str, mode: Literal["auto", "legacy"] = "auto") -> AsyncIterator[Client]:
-    """The SDK's `Client` as an agent with `token`, on the local endpoint (as a proxy forwards the public one)."""
-    headers = {"Authorization": f"Bearer {token}"}
-    async with (
-        httpx2.AsyncClient(
-            headers=headers, timeout=httpx2.Timeout(30.0, read=120.0), trust_env=False
-        ) as http,
-        Client(
-            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http),
-            mode=mode,
-            read_timeout_seconds=None,
-        ) as client,
-    ):
-        yield client
-
-
 @contextmanager
 def call_ended(server: str) -> Iterator[anyio.Event]:
     """An event set when the hub logs the end of a call on `server` (its per-call INFO line, written once the
@@ -163,17 +122,6 @@ async def heard_scene(
             url,
         ):
             yield s, port, url, heard, ended
-
-
-def agent_mode(protocol: str) -> Literal["auto", "legacy"]:
-    """The agent speaks the same era as the scene's servers: 2025-11-25 (`legacy`) or 2026-07-28 (`auto`)."""
-    return "legacy" if protocol == "legacy" else "auto"
-
-
-def text_of(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
 
 
 async def card_for(s: Chat, words: str) -> Msg:

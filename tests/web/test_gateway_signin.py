@@ -2,8 +2,7 @@
 `/mcp` on the bot's web endpoint, to a protected MCP server (the SDK's server-side auth, `tests/fakes/servers/
 oauth.py`); the sign-in card goes to the person on the fake Bot API and a scripted browser signs in over HTTP
 on loopback, through the bot's own callback. The agent's call waits meanwhile and then returns the server's
-result; the tokens are the person's.
-(The agent helpers are copied from `test_gateway.py`, not shared: each file stands alone.)"""
+result; the tokens are the person's."""
 
 from __future__ import annotations
 
@@ -12,71 +11,28 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
-import httpx2
 import mcp_types as types
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
-from bot.config import Secret, StorageConfig
-from bot.store import open_store
 from tests.fakes.servers.oauth import follow, serve_protected, sign_in
 from tests.fakes.telegram import Msg
-from tests.telegram.harness import ALICE_ID, BOB_ID, GROUP_ID, Chat, bot_scene, is_result, result_body
-from tests.web.support import free_port
+from tests.telegram.harness import ALICE_ID, BOB_ID, GROUP_ID, Chat, is_result, result_body
+from tests.web.agents import PUBLIC_URL, agent, gateway_scene, make_token, text_of
 
 pytestmark = pytest.mark.anyio
 
-PUBLIC_URL = "https://bot.example.com"
 KEY = "ZE684GUyyWUEIP44cl3mB7pQEbd5iodm_LILuxrMOH4="
 CONSENT = "Open 127.0.0.1"
 
 
 @asynccontextmanager
 async def signin_scene(tmp_path: Path, url: str) -> AsyncIterator[tuple[Chat, int, str]]:
-    """The bot with one OAuth server `gh` at `url`, `[gateway]` and the sign-in callback on a free local port,
-    and a SQLite file; (scene, port, database URL)."""
-    port = free_port()
-    store_url = f"sqlite:///{tmp_path / 'bot.db'}"
-    web = {"listen": "127.0.0.1", "port": port, "public_url": PUBLIC_URL}
-    async with bot_scene(
-        servers={"gh": {"url": url, "auth": "oauth"}},
-        in_process={},
-        storage=store_url,
-        secret_key=KEY,
-        web=web,
-        gateway={"enabled": True},
-    ) as s:
-        yield s, port, store_url
-
-
-async def make_token(url: str, user_id: int, name: str) -> str:
-    """An agent token for `user_id`, made in the bot's database."""
-    async with open_store(StorageConfig(url=Secret(url))) as store:
-        _, text = await store.agents.create(user_id, name, 0)
-    return str(text)
-
-
-@asynccontextmanager
-async def agent(port: int, token: str) -> AsyncIterator[Client]:
-    """The SDK's `Client` as an agent with `token`, on the local endpoint (as a proxy forwards the public one)."""
-    headers = {"Authorization": f"Bearer {token}"}
-    async with (
-        httpx2.AsyncClient(
-            headers=headers, timeout=httpx2.Timeout(30.0, read=120.0), trust_env=False
-        ) as http,
-        Client(
-            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http),
-            read_timeout_seconds=None,
-        ) as client,
-    ):
-        yield client
-
-
-def text_of(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
+    """The gateway scene with one OAuth server `gh` at `url` (the sign-in callback on the same endpoint); (scene,
+    port, database URL)."""
+    async with gateway_scene(
+        tmp_path, servers={"gh": {"url": url, "auth": "oauth"}}, in_process={}, secret_key=KEY
+    ) as scene:
+        yield scene
 
 
 def is_sign_in_card(m: Msg) -> bool:

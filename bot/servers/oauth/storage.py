@@ -60,18 +60,26 @@ class AccountStorage:
         """Whether the token held is within `REFRESH_MARGIN_S` of its expiry."""
         return self.expires_at is not None and time.time() >= self.expires_at - REFRESH_MARGIN_S
 
-    async def rotated_since(self, refresh_token: str) -> OAuthToken | None:
-        """The tokens kept now, when another refresh has already replaced `refresh_token` (the one the provider
-        is about to spend) and their access token is still good: as a token response whose `expires_in` is
-        what is left of it. None: `refresh_token` is still the kept one (the refresh should go ahead)."""
+    async def _kept(self) -> tuple[OAuthToken, float | None] | None:
+        """The tokens the book keeps for this person and server, and when their access token runs out; None when
+        there are none, or none that parse."""
         found = await self.book.tokens(self.user_id, self.server.name)
         if found is None:
             return None
         text, expires_at = found
         try:
-            token = OAuthToken.model_validate_json(text)
+            return OAuthToken.model_validate_json(text), expires_at
         except ValidationError:
             return None
+
+    async def rotated_since(self, refresh_token: str) -> OAuthToken | None:
+        """The tokens kept now, when another refresh has already replaced `refresh_token` (the one the provider
+        is about to spend) and their access token is still good: as a token response whose `expires_in` is
+        what is left of it. None: `refresh_token` is still the kept one (the refresh should go ahead)."""
+        kept = await self._kept()
+        if kept is None:
+            return None
+        token, expires_at = kept
         left = None if expires_at is None else int(expires_at - time.time())
         if token.refresh_token == refresh_token or not token.access_token or (left is not None and left <= 0):
             return None
@@ -85,14 +93,10 @@ class AccountStorage:
     # -- TokenStorage ----------------------------------------------------------------------------------
 
     async def get_tokens(self) -> OAuthToken | None:
-        found = await self.book.tokens(self.user_id, self.server.name)
-        if found is None:
+        kept = await self._kept()
+        if kept is None:
             return None
-        text, expires_at = found
-        try:
-            token = OAuthToken.model_validate_json(text)
-        except ValidationError:
-            return None
+        token, expires_at = kept
         self.expires_at = expires_at
         if self.due():
             # Without its access token the provider holds nothing to send: it refreshes first, or signs in.
