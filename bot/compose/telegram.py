@@ -60,9 +60,13 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
         def takes(update: Update) -> bool:
             return not leaving.is_set() or surface.answers_a_card(update)
 
-        bot_id = int(config.require_telegram().get().partition(":")[0])
         webhook = Webhook(
-            config.telegram.webhook_secret.get(), app.bot, app.update_queue, takes, parts.inbox, bot_id
+            config.telegram.webhook_secret.get(),
+            app.bot,
+            app.update_queue,
+            takes,
+            parts.inbox,
+            config.bot_id(),
         )
 
     async def reachable() -> bool:

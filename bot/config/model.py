@@ -879,6 +879,15 @@ class Config(Table):
             raise ConfigError([self.telegram.token_problem or _TOKEN_REQUIRED])
         return self.telegram.token
 
+    def bot_id(self) -> int:
+        """The bot's Telegram id: the token's part before ':' (no secret; the store keys the bot's locks and its
+        webhook inbox by it).
+
+        Raises:
+            ConfigError: the token is missing or unusable.
+        """
+        return int(self.require_telegram().get().partition(":")[0])
+
     @classmethod
     def _prepare(cls, data: dict[str, Any], context: Context) -> Found:
         """A file's document: its servers, its storage default, the public limits under allow_everyone."""

@@ -16,6 +16,7 @@ from typing import Final, Protocol
 
 __all__ = [
     "AGENT_NAME",
+    "GATEWAY_PATH",
     "TOKEN_PREFIX",
     "AgentBook",
     "AgentToken",
@@ -23,6 +24,8 @@ __all__ = [
     "new_token_text",
 ]
 
+GATEWAY_PATH: Final = "/mcp"
+"""Where the gateway serves MCP under the public URL (`bot.web.gateway` serves it, `/agents` shows it)."""
 TOKEN_PREFIX: Final = "tnx_"
 """Every agent token starts so (secret scanners and people can tell what leaked)."""
 AGENT_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")

@@ -11,7 +11,6 @@ lock on a connection held for the process's life.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,19 +29,12 @@ from bot.store.engine import (
     prepare_file_database,
 )
 from bot.store.errors import SecondInstance, StoreUnavailable
-from bot.store.locks import try_file_lock
+from bot.store.locks import advisory_key, try_file_lock
 
-__all__ = ["SEVERAL", "claim_instance", "polling_lock_key"]
+__all__ = ["SEVERAL", "claim_instance"]
 
 SEVERAL: Final = 'to run several instances, use PostgreSQL ([storage] url) and telegram.mode = "webhook"'
 """What to do instead, said by every refusal."""
-
-
-def polling_lock_key(bot_id: str) -> int:
-    """The advisory lock key of the bot polling Telegram for bot `bot_id` (the token's part before ':', which
-    is no secret): 64 bits of a hash, as PostgreSQL's `bigint` keys are."""
-    digest = hashlib.blake2b(f"toolnexus-bot polling {bot_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
 
 
 @asynccontextmanager
@@ -72,7 +64,7 @@ async def claim_instance(url: str, *, polling_bot: str | None) -> AsyncIterator[
     if polling_bot is None or not database_url(url).drivername.startswith("postgresql"):
         yield
         return
-    async with _session_lock(url, polling_lock_key(polling_bot)) as held:
+    async with _session_lock(url, advisory_key(f"polling {polling_bot}")) as held:
         if not held:
             raise SecondInstance(
                 f"another toolnexus-bot is polling Telegram for this bot on {display_url(url)}: stop it first, "

@@ -1,4 +1,5 @@
-"""Locks that end with their process: `flock` on a file beside a SQLite database. Does I/O.
+"""Locks that end with their process: `flock` on a file beside a SQLite database, and the keys of PostgreSQL's
+advisory locks. Does I/O (the file locks).
 
 The kernel releases an `flock` when the last descriptor of its open file closes, which a process's death
 (SIGKILL included) does: a lock never outlives its holder, so nothing stale ever needs clearing by hand. Local
@@ -8,6 +9,7 @@ files only (as SQLite itself is).
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,7 +17,14 @@ from pathlib import Path
 
 import anyio
 
-__all__ = ["file_lock", "try_file_lock"]
+__all__ = ["advisory_key", "file_lock", "try_file_lock"]
+
+
+def advisory_key(name: str) -> int:
+    """A PostgreSQL advisory lock key for what `name` says (e.g. "refresh 1001/gh"): 64 bits of its hash, as the
+    `bigint` keys are."""
+    digest = hashlib.blake2b(f"toolnexus-bot {name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def _open(path: Path) -> int:

@@ -149,7 +149,7 @@ async def open_configured_store(config: Config, *, claim: bool = False) -> Async
     async with AsyncExitStack() as stack:
         if claim:
             polling = config.telegram.mode is TelegramMode.POLLING
-            bot_id = config.require_telegram().get().partition(":")[0]
+            bot_id = str(config.bot_id())
             await stack.enter_async_context(
                 claim_instance(config.storage.url.get(), polling_bot=bot_id if polling else None)
             )

@@ -13,7 +13,6 @@ SQLite the process's lock is enough: one bot process per SQLite file (`bot.store
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.core import Account
 from bot.store.crypto import Sealer, Unreadable
+from bot.store.locks import advisory_key
 from bot.store.tables import oauth_accounts
 
 __all__ = ["Account", "SignInStore"]
@@ -49,7 +49,9 @@ class SignInStore:
                 yield
                 return
             async with self.engine.begin() as conn:
-                await conn.execute(select(func.pg_advisory_xact_lock(_refresh_key(user_id, server))))
+                await conn.execute(
+                    select(func.pg_advisory_xact_lock(advisory_key(f"refresh {user_id}/{server}")))
+                )
                 yield
 
     async def tokens(self, user_id: int, server: str) -> tuple[str, float | None] | None:
@@ -147,12 +149,6 @@ class SignInStore:
                         id=str(uuid.uuid4()), user_id=user_id, server=server, updated_at=_now(), **values
                     )
                 )
-
-
-def _refresh_key(user_id: int, server: str) -> int:
-    """The advisory lock key of refreshes for (user, server): 64 bits of a hash (PostgreSQL's `bigint`)."""
-    digest = hashlib.blake2b(f"toolnexus-bot refresh {user_id}/{server}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
 
 
 def _context(user_id: int, server: str, what: str) -> str:

@@ -49,6 +49,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bot.config import Config
 from bot.core import AgentBook, CallStatus, Origin, Outcome, Progress, PromptRegistry, ToolOutcome
+from bot.core.agents import GATEWAY_PATH
 from bot.core.approvals import BookUnavailable
 from bot.servers.elicitation import form_of
 from bot.servers.hub import Flight, Hub, ProgressSink, Unavailable
@@ -58,7 +59,6 @@ __all__ = ["ASK_PERSON", "GATEWAY_PATH", "MAX_BODY", "NOTIFY_PERSON", "SEPARATOR
 
 logger = logging.getLogger(__name__)
 
-GATEWAY_PATH: Final = "/mcp"
 SEPARATOR: Final = "__"
 """Between a server's name and its tool's: `demo__deploy`."""
 ASK_PERSON: Final = "ask_person"

@@ -17,7 +17,7 @@ from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, Cont
 
 from bot.config import Config
 from bot.core import AgentBook
-from bot.core.agents import AGENT_NAME, AgentToken
+from bot.core.agents import AGENT_NAME, GATEWAY_PATH, AgentToken
 from bot.core.approvals import BookUnavailable
 from bot.telegram import callback_data
 from bot.telegram.access import Access
@@ -39,9 +39,6 @@ __all__ = [
     "render_new",
 ]
 
-GATEWAY_PATH: Final = "/mcp"
-"""Where the gateway serves under the public URL (`bot.web.gateway.GATEWAY_PATH`, a layer beside this one; a test
-pins the two equal)."""
 MAX_LISTED: Final = 50
 """Tokens the list shows with a button (a keyboard holds 100 buttons)."""
 COMMAND: Final = BotCommand("agents", "Tokens for your agents: /agents new <name>, /agents revoke <name>")
