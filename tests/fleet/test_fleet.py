@@ -68,3 +68,114 @@ async def test_a_stream_of_calls_over_two_instances_is_answered_once_each(tmp_pa
         handled = {d.instance for d in fleet.proxy.deliveries if d.status == 200}
         assert handled == {0, 1}
         assert not fleet.fake.unexpected_errors, fleet.fake.unexpected_errors
+
+
+async def test_an_update_delivered_to_both_instances_at_once_is_handled_once(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """The proxy sends one `/call` to both instances at the same moment (a load balancer retrying a request it
+    thought lost): both answer 200, one of them handles it; the call reaches the server once. Two later calls,
+    one through each instance, show both had finished with it."""
+    async with fleet_scene(tmp_path, postgresql_url, n=2) as fleet:
+        fleet.proxy.duplicate_next()
+        first = await fleet.alice.send("/call d stamp n=1")
+        await fleet.fake.wait_for(lambda m: is_result(m, first), timeout=WAIT_S)
+        doubled = [d for d in fleet.proxy.deliveries if d.status == 200 and d.update_id is not None]
+        assert sorted(d.instance for d in doubled) == [0, 1]
+        assert len({d.update_id for d in doubled}) == 1
+        for n, instance in ((2, 0), (3, 1)):  # each instance's queue has moved past the doubled update
+            fleet.proxy.send_next_to(instance)
+            await call(fleet, fleet.alice, "d", n)
+        assert stamps(fleet) == [1, 2, 3]
+        assert stamp_results(fleet.fake, fleet.alice) == Counter([1, 2, 3])
+
+
+async def test_a_rolling_restart_under_a_stream_of_calls_loses_and_repeats_nothing(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """Two people call without pause (2026-07-28 and 2025-era) while each instance in turn is stopped with
+    SIGTERM (it drains and exits 0; deliveries meanwhile go to the other) and started again; calls are answered
+    while each one is down. At the end: every call reached the server once, every result stands once."""
+    async with fleet_scene(tmp_path, postgresql_url, n=2) as fleet:
+        sent: Counter[str] = Counter()
+        going = True
+
+        async def stream(user: FakeUser, server: str, base: int) -> None:
+            n = base
+            while going:
+                n += 1
+                sent[server] += 1
+                await call(fleet, user, server, n)
+
+        def answered() -> int:
+            return len(stamps(fleet))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stream, fleet.alice, "d", 0)
+            tg.start_soon(stream, fleet.bob, "l", 10_000)
+            for bot in fleet.bots:
+                await until(fleet.fake, lambda: answered() >= 2)
+                assert await bot.stop() == 0
+                await bot.logged("draining: done")
+                down = answered()
+                await until(fleet.fake, lambda: answered() >= down + 4)  # the other instance answers alone
+                await bot.start()
+                up = answered()
+                await until(fleet.fake, lambda: answered() >= up + 4)
+            going = False
+        numbers = stamps(fleet)
+        assert len(numbers) == len(set(numbers)) == sum(sent.values())
+        assert sorted(n for n in numbers if n < 10_000) == list(range(1, sent["d"] + 1))
+        assert sorted(n for n in numbers if n > 10_000) == list(range(10_001, 10_001 + sent["l"]))
+        assert stamp_results(fleet.fake, fleet.alice) + stamp_results(fleet.fake, fleet.bob) == Counter(numbers)
+        refused = [d for d in fleet.proxy.deliveries if d.status in (503, REFUSED)]
+        assert {d.instance for d in refused} == {0, 1}, "each instance was down for a while"
+        assert not fleet.fake.unexpected_errors, fleet.fake.unexpected_errors
+
+
+@pytest.mark.xfail(strict=True, reason=NEEDS_PARTITIONS)
+async def test_a_tap_landing_on_the_other_instance_answers_the_question(tmp_path: Path, postgresql_url: str) -> None:
+    """A 2026-07-28 question asked by instance 0; the person's taps on its card are delivered to instance 1: the
+    card goes on (the tap reaches the question's owner), and Submit runs the call once."""
+    async with fleet_scene(tmp_path, postgresql_url, n=2) as fleet:
+        fleet.proxy.send_next_to(0)
+        sent = await fleet.alice.send("/call d confirm action=deploy")
+        card = await fleet.fake.wait_for(lambda m: "Really deploy?" in m.text and bool(m.buttons), timeout=WAIT_S)
+        fleet.proxy.send_next_to(1)
+        answer = await fleet.alice.press(card, "Yes", timeout=WAIT_S)
+        assert not answer.show_alert, answer.text
+        await fleet.fake.wait_for(lambda m: m is card and "Submit" in str(m.buttons), timeout=WAIT_S)
+        fleet.proxy.send_next_to(1)
+        await fleet.alice.press(card, "✅ Submit", timeout=WAIT_S)
+        result = await fleet.fake.wait_for(lambda m: is_result(m, sent), timeout=WAIT_S)
+        assert "deploy: done" in result_body(result)
+        assert fleet.received("confirm") == [{"tool": "confirm", "action": "accept", "data": {"sure": True}}]
+
+
+@pytest.mark.xfail(strict=True, reason=NEEDS_PARTITIONS)
+async def test_questions_of_a_killed_instance_are_taken_over_by_the_other(tmp_path: Path, postgresql_url: str) -> None:
+    """Instance 0 holds a half-answered 2026-07-28 question and a 2025-era one when it is SIGKILLed: the other
+    instance takes them over without a restart. Submit on the old card runs the call once; the legacy question
+    ends with Run again; nothing is asked twice."""
+    async with fleet_scene(tmp_path, postgresql_url, n=2) as fleet:
+        fleet.proxy.send_next_to(0)
+        sent = await fleet.alice.send("/call d confirm action=deploy")
+        card = await fleet.fake.wait_for(lambda m: "Really deploy?" in m.text and bool(m.buttons), timeout=WAIT_S)
+        fleet.proxy.send_next_to(0)
+        await fleet.alice.press(card, "Yes", timeout=WAIT_S)
+        await fleet.fake.wait_for(lambda m: m is card and "Submit" in str(m.buttons), timeout=WAIT_S)
+        fleet.proxy.send_next_to(0)
+        await fleet.bob.send("/call l confirm action=rollback")
+        legacy = await fleet.fake.wait_for(lambda m: "Really rollback?" in m.text and bool(m.buttons), timeout=WAIT_S)
+        await fleet.bots[0].kill()
+        answer = await fleet.alice.press(card, "✅ Submit", timeout=WAIT_S)  # only instance 1 is left
+        assert not answer.show_alert, answer.text
+        result = await fleet.fake.wait_for(lambda m: is_result(m, sent), timeout=WAIT_S)
+        assert "deploy: done" in result_body(result)
+        await fleet.fake.wait_for(
+            lambda m: m is legacy and "the server's question was lost" in m.text and bool(m.buttons), timeout=WAIT_S
+        )
+        assert legacy.buttons == ["🔁 Run again"]
+        assert fleet.received("confirm") == [{"tool": "confirm", "action": "accept", "data": {"sure": True}}]
+        asked = [m for m in fleet.fake.messages(fleet.alice, from_bot=True) if "Really deploy?" in m.text]
+        assert asked == [card]
