@@ -47,6 +47,10 @@ class Delivery:
     update_id: int | None
     status: int
     """The instance's HTTP status, or `REFUSED` / `NO_ANSWER`."""
+    kind: str | None = None
+    """The update's kind ("message", "callback_query"), for a webhook delivery."""
+    sender: int | None = None
+    """The id of the person whose action the update is, for a webhook delivery."""
 
 
 @dataclass
@@ -106,16 +110,16 @@ class RoundRobinProxy:
         target = self.backends[instance] + request.url.path
         if request.url.query:
             target += "?" + request.url.query
-        update_id = _update_id(body) if request.url.path == "/telegram" else None
+        update_id, kind, sender = _update(body) if request.url.path == "/telegram" else (None, None, None)
         try:
             answer = await self._client.request(request.method, target, content=body, headers=headers)
         except httpx.ConnectError:
-            self._note(Delivery(instance, request.url.path, update_id, REFUSED))
+            self._note(Delivery(instance, request.url.path, update_id, REFUSED, kind, sender))
             return None
         except httpx.TransportError:
-            self._note(Delivery(instance, request.url.path, update_id, NO_ANSWER))
+            self._note(Delivery(instance, request.url.path, update_id, NO_ANSWER, kind, sender))
             return Response("Bad Gateway: the instance gave no answer", status_code=502)
-        self._note(Delivery(instance, request.url.path, update_id, answer.status_code))
+        self._note(Delivery(instance, request.url.path, update_id, answer.status_code, kind, sender))
         kept = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP_BY_HOP}
         return Response(answer.content, status_code=answer.status_code, headers=kept)
 
@@ -144,13 +148,18 @@ class RoundRobinProxy:
         return next((a for a in answers if a.status_code == 200), answers[0])
 
 
-def _update_id(body: bytes) -> int | None:
+def _update(body: bytes) -> tuple[int | None, str | None, int | None]:
+    """An update's id, kind and sender, as far as the body says them."""
     try:
         data = json.loads(body)
     except ValueError:
-        return None
-    value = data.get("update_id") if isinstance(data, dict) else None
-    return value if isinstance(value, int) else None
+        return None, None, None
+    if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
+        return None, None, None
+    kind = next((k for k in data if k != "update_id"), None)
+    event = data.get(kind) if kind is not None else None
+    sender = event.get("from", {}).get("id") if isinstance(event, dict) else None
+    return data["update_id"], kind, sender if isinstance(sender, int) else None
 
 
 @asynccontextmanager

@@ -79,6 +79,8 @@ class FloodLimiter:
         self._overall: deque[float] = deque()
         self._chats: dict[int, deque[float]] = {}
         self._groups: dict[int, deque[float]] = {}
+        self.accepted: list[float] = []
+        """When each message it let through was sent (the clock's time), in order."""
 
     def check(self, chat_id: int) -> int | None:
         """Record one message to `chat_id`, or return retry_after (whole seconds, ≥ 1) if over a limit."""
@@ -97,4 +99,5 @@ class FloodLimiter:
             return max(1, math.ceil(max(waits)))
         for stamps, _ in windows:
             stamps.append(now)
+        self.accepted.append(now)
         return None
