@@ -37,7 +37,15 @@ from pytest_postgresql.executors.proc import PostgreSQLExecutor
 from pytest_postgresql.janitor import DatabaseJanitor
 
 from bench.flows import SUBMIT, TIMEOUT_S, _card_for, _content, _result_for
-from bench.scene import BenchFake, BotProcess, bot_process, free_port, http_server, http_server_entry, write_config
+from bench.scene import (
+    BenchFake,
+    BotProcess,
+    bot_process,
+    free_port,
+    http_server,
+    http_server_entry,
+    write_config,
+)
 from bench.server import CHOICES
 from tests.fakes.telegram import FakeUser, Msg, RateLimits, ScriptError
 from tests.fleet.proxy import RoundRobinProxy, round_robin_proxy
@@ -200,7 +208,9 @@ async def _fleet(
                     )
                 )
             )
-        fake.deliver_via_webhook(f"{proxy.url}/telegram", secret_token=SECRET, retry=True, connections=CONNECTIONS)
+        fake.deliver_via_webhook(
+            f"{proxy.url}/telegram", secret_token=SECRET, retry=True, connections=CONNECTIONS
+        )
         yield proxy, bots
 
 
@@ -252,7 +262,9 @@ async def fleet_flood(
                 for person in people:
                     if person.finished is None and run.instance_of_call(person) == 0:
                         its_people.append(person)
-                        person.scope.deadline = min(person.scope.deadline, anyio.current_time() + takeover_wait_s)
+                        person.scope.deadline = min(
+                            person.scope.deadline, anyio.current_time() + takeover_wait_s
+                        )
 
             async def everyone() -> None:
                 async with anyio.create_task_group() as each:

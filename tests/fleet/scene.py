@@ -82,6 +82,8 @@ class FleetBot:
         self.lines: list[str] = []
         """What the current (or last) run logged, line by line."""
         self._logged = anyio.Event()
+        self._read_all = False
+        """The current run's log is read to its end (the process closed its stderr)."""
 
     def __repr__(self) -> str:
         return f"<FleetBot {self.index} run {self.runs} on {self.port}>"
@@ -99,6 +101,7 @@ class FleetBot:
         assert not self.alive, f"{self!r} runs already"
         self.runs += 1
         self.lines = []
+        self._read_all = False
         env = {**os.environ, "TELEGRAM_BOT_TOKEN": self._fake.token}
         self.process = await anyio.open_process(
             [str(EXE), "--config", str(self.config)], env=env, cwd=REPO, stdout=None
@@ -117,8 +120,14 @@ class FleetBot:
                 *complete, pending = pending.split(b"\n")
                 if process is self.process:
                     self.lines += [line.decode(errors="replace") for line in complete]
-                    self._logged.set()
-                    self._logged = anyio.Event()
+                    self._wake()
+        if process is self.process:
+            self._read_all = True
+            self._wake()
+
+    def _wake(self) -> None:
+        self._logged.set()
+        self._logged = anyio.Event()
 
     async def logged(self, text: str, timeout: float = 60) -> str:  # noqa: ASYNC109 - like FakeTelegram.wait_for
         """Wait for a line of this run's log containing `text`."""
@@ -127,8 +136,8 @@ class FleetBot:
                 found = next((line for line in self.lines if text in line), None)
                 if found is not None:
                     return found
-                if not self.alive:
-                    raise AssertionError(f"{self!r} exited before logging {text!r}:\n" + self.tail())
+                if self._read_all:
+                    raise AssertionError(f"{self!r} ended its log without {text!r}:\n" + self.tail())
                 await self._logged.wait()
 
     async def stop(self) -> int:
@@ -207,7 +216,9 @@ def stamps(fleet: Fleet) -> list[int]:
 
 def results(fake: FakeTelegram, user: FakeUser, prefix: str = "stamp ") -> list[Msg]:
     """The bot's messages in `user`'s chat showing a result line starting with `prefix` (one per call)."""
-    return [m for m in fake.messages(user, from_bot=True) if any(x.startswith(prefix) for x in m.text.split("\n"))]
+    return [
+        m for m in fake.messages(user, from_bot=True) if any(x.startswith(prefix) for x in m.text.split("\n"))
+    ]
 
 
 @asynccontextmanager
@@ -227,7 +238,14 @@ async def fleet_scene(
         proxy = await stack.enter_async_context(round_robin_proxy([f"http://127.0.0.1:{p}" for p in ports]))
         tg = await stack.enter_async_context(anyio.create_task_group())
         bots = [
-            FleetBot(i, write_config(tmp_path / f"bot{i}.toml", fake, server, store_url, p, drain_s), p, fake, logs, tg)
+            FleetBot(
+                i,
+                write_config(tmp_path / f"bot{i}.toml", fake, server, store_url, p, drain_s),
+                p,
+                fake,
+                logs,
+                tg,
+            )
             for i, p in enumerate(ports)
         ]
         fleet = Fleet(fake, proxy, bots, server, alice, bob, logs, store_url)

@@ -35,7 +35,9 @@ def stamp_results(fake: FakeTelegram, user: FakeUser) -> Counter[int]:
     """How often each `stamp n` result stands in `user`'s chat."""
     shown: Counter[int] = Counter()
     for m in results(fake, user):
-        shown.update(int(line.removeprefix("stamp ")) for line in m.text.split("\n") if line.startswith("stamp "))
+        shown.update(
+            int(line.removeprefix("stamp ")) for line in m.text.split("\n") if line.startswith("stamp ")
+        )
     return shown
 
 
@@ -49,12 +51,16 @@ async def until(fake: FakeTelegram, condition: Callable[[], bool], timeout: floa
 async def call(fleet: Fleet, user: FakeUser, server: str, n: int) -> Msg:
     """`/call <server> stamp n=<n>`, and its result in the chat."""
     sent = await user.send(f"/call {server} stamp n={n}")
-    result = await fleet.fake.wait_for(lambda m: is_result(m, sent) and f"stamp {n}" in m.text, timeout=WAIT_S)
+    result = await fleet.fake.wait_for(
+        lambda m: is_result(m, sent) and f"stamp {n}" in m.text, timeout=WAIT_S
+    )
     assert result_body(result).strip() == f"stamp {n}"
     return result
 
 
-async def test_a_stream_of_calls_over_two_instances_is_answered_once_each(tmp_path: Path, postgresql_url: str) -> None:
+async def test_a_stream_of_calls_over_two_instances_is_answered_once_each(
+    tmp_path: Path, postgresql_url: str
+) -> None:
     """Twenty calls by two people, delivered in turn to both instances: each reaches the server once and each
     result stands once in its chat; both instances handled some."""
     async with fleet_scene(tmp_path, postgresql_url, n=2) as fleet:
@@ -110,37 +116,45 @@ async def test_a_rolling_restart_under_a_stream_of_calls_loses_and_repeats_nothi
         def answered() -> int:
             return len(stamps(fleet))
 
+        async def answered_more(count: int) -> None:
+            target = answered() + count
+            await until(fleet.fake, lambda: answered() >= target)
+
         async with anyio.create_task_group() as tg:
             tg.start_soon(stream, fleet.alice, "d", 0)
             tg.start_soon(stream, fleet.bob, "l", 10_000)
             for bot in fleet.bots:
-                await until(fleet.fake, lambda: answered() >= 2)
+                await answered_more(2)
                 assert await bot.stop() == 0
                 await bot.logged("draining: done")
-                down = answered()
-                await until(fleet.fake, lambda: answered() >= down + 4)  # the other instance answers alone
+                await answered_more(4)  # the other instance answers alone
                 await bot.start()
-                up = answered()
-                await until(fleet.fake, lambda: answered() >= up + 4)
+                await answered_more(4)
             going = False
         numbers = stamps(fleet)
         assert len(numbers) == len(set(numbers)) == sum(sent.values())
         assert sorted(n for n in numbers if n < 10_000) == list(range(1, sent["d"] + 1))
         assert sorted(n for n in numbers if n > 10_000) == list(range(10_001, 10_001 + sent["l"]))
-        assert stamp_results(fleet.fake, fleet.alice) + stamp_results(fleet.fake, fleet.bob) == Counter(numbers)
+        assert stamp_results(fleet.fake, fleet.alice) + stamp_results(fleet.fake, fleet.bob) == Counter(
+            numbers
+        )
         refused = [d for d in fleet.proxy.deliveries if d.status in (503, REFUSED)]
         assert {d.instance for d in refused} == {0, 1}, "each instance was down for a while"
         assert not fleet.fake.unexpected_errors, fleet.fake.unexpected_errors
 
 
 @pytest.mark.xfail(strict=True, reason=NEEDS_PARTITIONS)
-async def test_a_tap_landing_on_the_other_instance_answers_the_question(tmp_path: Path, postgresql_url: str) -> None:
+async def test_a_tap_landing_on_the_other_instance_answers_the_question(
+    tmp_path: Path, postgresql_url: str
+) -> None:
     """A 2026-07-28 question asked by instance 0; the person's taps on its card are delivered to instance 1: the
     card goes on (the tap reaches the question's owner), and Submit runs the call once."""
     async with fleet_scene(tmp_path, postgresql_url, n=2) as fleet:
         fleet.proxy.send_next_to(0)
         sent = await fleet.alice.send("/call d confirm action=deploy")
-        card = await fleet.fake.wait_for(lambda m: "Really deploy?" in m.text and bool(m.buttons), timeout=WAIT_S)
+        card = await fleet.fake.wait_for(
+            lambda m: "Really deploy?" in m.text and bool(m.buttons), timeout=WAIT_S
+        )
         fleet.proxy.send_next_to(1)
         answer = await fleet.alice.press(card, "Yes", timeout=WAIT_S)
         assert not answer.show_alert, answer.text
@@ -153,27 +167,34 @@ async def test_a_tap_landing_on_the_other_instance_answers_the_question(tmp_path
 
 
 @pytest.mark.xfail(strict=True, reason=NEEDS_PARTITIONS)
-async def test_questions_of_a_killed_instance_are_taken_over_by_the_other(tmp_path: Path, postgresql_url: str) -> None:
+async def test_questions_of_a_killed_instance_are_taken_over_by_the_other(
+    tmp_path: Path, postgresql_url: str
+) -> None:
     """Instance 0 holds a half-answered 2026-07-28 question and a 2025-era one when it is SIGKILLed: the other
     instance takes them over without a restart. Submit on the old card runs the call once; the legacy question
     ends with Run again; nothing is asked twice."""
     async with fleet_scene(tmp_path, postgresql_url, n=2) as fleet:
         fleet.proxy.send_next_to(0)
         sent = await fleet.alice.send("/call d confirm action=deploy")
-        card = await fleet.fake.wait_for(lambda m: "Really deploy?" in m.text and bool(m.buttons), timeout=WAIT_S)
+        card = await fleet.fake.wait_for(
+            lambda m: "Really deploy?" in m.text and bool(m.buttons), timeout=WAIT_S
+        )
         fleet.proxy.send_next_to(0)
         await fleet.alice.press(card, "Yes", timeout=WAIT_S)
         await fleet.fake.wait_for(lambda m: m is card and "Submit" in str(m.buttons), timeout=WAIT_S)
         fleet.proxy.send_next_to(0)
         await fleet.bob.send("/call l confirm action=rollback")
-        legacy = await fleet.fake.wait_for(lambda m: "Really rollback?" in m.text and bool(m.buttons), timeout=WAIT_S)
+        legacy = await fleet.fake.wait_for(
+            lambda m: "Really rollback?" in m.text and bool(m.buttons), timeout=WAIT_S
+        )
         await fleet.bots[0].kill()
         answer = await fleet.alice.press(card, "✅ Submit", timeout=WAIT_S)  # only instance 1 is left
         assert not answer.show_alert, answer.text
         result = await fleet.fake.wait_for(lambda m: is_result(m, sent), timeout=WAIT_S)
         assert "deploy: done" in result_body(result)
         await fleet.fake.wait_for(
-            lambda m: m is legacy and "the server's question was lost" in m.text and bool(m.buttons), timeout=WAIT_S
+            lambda m: m is legacy and "the server's question was lost" in m.text and bool(m.buttons),
+            timeout=WAIT_S,
         )
         assert legacy.buttons == ["🔁 Run again"]
         assert fleet.received("confirm") == [{"tool": "confirm", "action": "accept", "data": {"sure": True}}]
