@@ -204,7 +204,12 @@ async def _fleet(
             bots.append(
                 await stack.enter_async_context(
                     bot_process(
-                        fake, {}, unthrottled=False, config_text=config.read_text(), started_by="setWebhook"
+                        fake,
+                        {},
+                        unthrottled=False,
+                        config_text=config.read_text(),
+                        started_by="setWebhook",
+                        start_s=120,  # migrations on PostgreSQL, on a loaded machine
                     )
                 )
             )

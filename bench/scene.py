@@ -281,6 +281,7 @@ async def bot_process(
     store: bool = True,
     gateway: bool = False,
     started_by: str = "getUpdates",
+    start_s: float = 30,
 ) -> AsyncIterator[BotProcess]:
     """Start `python -m bench.botproc [--unthrottled] [--client C] --config <tmp>` and wait until it polls the
     fake. `client` is the Bot API client under the bot: "aiohttp" (shipped) or "httpx" (PTB's own).
@@ -288,7 +289,8 @@ async def bot_process(
     `config_text` is the whole config file instead of one written for `server`; `env` adds to the environment.
     `store=False` runs the bot without its database (`bench.botproc --no-store`). `gateway` serves `[gateway]`
     on the web endpoint at `web_port` (agent tokens are made in `BotProcess.database`). `started_by` is the Bot
-    API call that says the bot is fully started: its first poll, or "setWebhook" in webhook mode.
+    API call that says the bot is fully started: its first poll, or "setWebhook" in webhook mode; it must come
+    within `start_s` (else the bot's stderr is raised).
 
     With `callgrind`, the bot runs under valgrind's callgrind with instrumentation off; `BotProcess.count`
     switches it on and off, and `instructions()` reads what was counted since the last reading.
@@ -336,9 +338,15 @@ async def bot_process(
             database=database_of(config),
         )
         try:
-            with anyio.fail_after(300 if callgrind else 30):
-                while fake.call_counts()[started_by] <= polls:  # it polls (or sets its webhook) once started
-                    await fake.next_change()
+            try:
+                with anyio.fail_after(300 if callgrind else start_s):
+                    while (
+                        fake.call_counts()[started_by] <= polls
+                    ):  # it polls (or sets its webhook) once started
+                        await fake.next_change()
+            except TimeoutError:
+                said = stderr.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"the bot did not start within {start_s:g} s; it said:\n{said}") from None
             yield bot
         finally:
             await _stop(process)

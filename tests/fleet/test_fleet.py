@@ -200,3 +200,35 @@ async def test_questions_of_a_killed_instance_are_taken_over_by_the_other(
         assert fleet.received("confirm") == [{"tool": "confirm", "action": "accept", "data": {"sure": True}}]
         asked = [m for m in fleet.fake.messages(fleet.alice, from_bot=True) if "Really deploy?" in m.text]
         assert asked == [card]
+
+
+@pytest.mark.xfail(strict=True, reason=NEEDS_PARTITIONS)
+async def test_a_paused_instance_loses_its_questions_and_its_late_writes_are_refused(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """Instance 0 asks a 2026-07-28 question and is paused (SIGSTOP: its connections and locks stay open) for
+    longer than the takeover time: instance 1 takes the question over and Submit on the card runs the call. Once
+    instance 0 goes on (SIGCONT) it answers new work again, but what it held is no longer its own: the call ran
+    once, its result stands once."""
+    async with fleet_scene(tmp_path, postgresql_url, n=2) as fleet:
+        fleet.proxy.send_next_to(0)
+        sent = await fleet.alice.send("/call d confirm action=deploy")
+        card = await fleet.fake.wait_for(
+            lambda m: "Really deploy?" in m.text and bool(m.buttons), timeout=WAIT_S
+        )
+        fleet.proxy.send_next_to(0)
+        await fleet.alice.press(card, "Yes", timeout=WAIT_S)
+        await fleet.fake.wait_for(lambda m: m is card and "Submit" in str(m.buttons), timeout=WAIT_S)
+        fleet.bots[0].pause()
+        try:
+            fleet.proxy.send_next_to(1)
+            answer = await fleet.alice.press(card, "✅ Submit", timeout=WAIT_S)
+            assert not answer.show_alert, answer.text
+            await fleet.fake.wait_for(lambda m: is_result(m, sent), timeout=WAIT_S)
+        finally:
+            fleet.bots[0].resume()
+        fleet.proxy.send_next_to(0)
+        await call(fleet, fleet.alice, "d", 1)  # instance 0 runs again, past whatever it had pending
+        assert fleet.received("confirm") == [{"tool": "confirm", "action": "accept", "data": {"sure": True}}]
+        done = [m for m in fleet.fake.messages(fleet.alice, from_bot=True) if "deploy: done" in m.text]
+        assert len(done) == 1

@@ -232,7 +232,9 @@ class FakeTelegram(World):
                 status: int | None
                 async with slots:
                     try:
-                        status = (await client.post(url, json=update, headers=headers, timeout=30)).status_code
+                        status = (
+                            await client.post(url, json=update, headers=headers, timeout=30)
+                        ).status_code
                     except httpx.TransportError:
                         status = None
                 self.webhook_attempts.append((update["update_id"], status))
