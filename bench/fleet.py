@@ -284,7 +284,7 @@ async def fleet_flood(
             ended = time.monotonic()
             calls = fake.call_counts() - before
             records = server.read_log()
-            sends = list(fake.flood.accepted) if fake.flood is not None else []
+            sends = list(fake.flood.tried) if fake.flood is not None else []
             too_many = [e for e in fake.errors if e.status == 429]
             other_errors = [e for e in fake.errors if e.status != 429]
             results_shown = Counter(
@@ -314,6 +314,9 @@ async def fleet_flood(
         "most_sends_in_1s": most_in_a_second(sends),
         "fake_429s": len(too_many),
         "other_errors": len(other_errors),
+        "other_errors_by_kind": dict(
+            Counter(f"{e.method} {e.status} {e.description[:60]}" for e in other_errors).most_common(3)
+        ),
         "messages_accepted": messages,
         "everything_answered_s": round(last - t0, 2),
         "theoretical_min_s": round(theory, 2),

@@ -310,7 +310,8 @@ def test_the_fleet_table_judges_each_figure_against_its_goal() -> None:
         (scenario, figure): (value, note) for scenario, figure, value, note in report.rows({"fleet": [run]})
     }
     s = "f. fleet 2026-07-28 kill"
-    assert rows[s, "most sends in any 1 s"] == ("52", "goal at most 30: NOT MET")
+    assert rows[s, "most sends in any 1 s"][0] == "52"
+    assert rows[s, "most sends in any 1 s"][1].endswith("goal at most 30: NOT MET")
     assert rows[s, "429s from the fake"][1].startswith("goal 0: NOT MET")
     assert rows[s, "everything answered after s"][1].endswith("goal at most 1.15x: met")
     assert rows[s, "answered | lost | wrong"] == ("290 | 10 | 0", "10 LOST OR WRONG (goal 0)")
