@@ -25,7 +25,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,12 +143,15 @@ class _Run:
         )
 
 
-async def _tap(run: _Run, person: _Person, label: str) -> None:
-    """Tap `label` on the person's newest card offering it, again after a pause (`RETAP_S`) until the tap is taken."""
+async def _tap(run: _Run, person: _Person, label: str, then: Callable[[Msg], bool]) -> None:
+    """Tap `label` on the person's newest card offering it, again after a pause (`RETAP_S`) until the tap is
+    taken, or until the chat shows what follows it (`then`: a tap whose answer came too late was taken)."""
     while True:
         card: Msg = await run.fake.until(
-            person.user.id, lambda m: _card_for(person.tag)(m) and label in m.buttons, TIMEOUT_S
+            person.user.id, lambda m: (_card_for(person.tag)(m) and label in m.buttons) or then(m), TIMEOUT_S
         )
+        if then(card):
+            return
         sent = time.monotonic()
         try:
             answer = await person.user.press(card, label, timeout=TIMEOUT_S / 4)
@@ -171,8 +174,8 @@ async def _one(run: _Run, person: _Person, delay: float) -> None:
         await anyio.sleep(delay)
         try:
             await person.user.send(f"/call b pick tag={person.tag}")
-            await _tap(run, person, person.choice)
-            await _tap(run, person, SUBMIT)
+            await _tap(run, person, person.choice, lambda m: _card_for(person.tag)(m) and SUBMIT in m.buttons)
+            await _tap(run, person, SUBMIT, _result_for(person.tag))
             result = await run.fake.until(person.user.id, _result_for(person.tag), TIMEOUT_S)
         except TimeoutError:
             return

@@ -24,7 +24,7 @@ import signal
 import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -190,7 +190,6 @@ class Fleet:
     bob: FakeUser
     logs: Path
     store_url: str
-    notes: list[str] = field(default_factory=list)
 
     def received(self, tool: str = "stamp") -> list[dict[str, object]]:
         """The answers and plain calls the MCP server received for `tool`, in order."""
