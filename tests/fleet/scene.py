@@ -48,9 +48,9 @@ def free_port() -> int:
 
 
 def write_config(
-    path: Path, fake: FakeTelegram, server: Durable, store_url: str, port: int, drain_s: float
+    path: Path, fake: FakeTelegram, server: Durable, store_url: str, port: int, drain_s: float, more: str = ""
 ) -> Path:
-    """The fleet's one config (only the web port differs between instances)."""
+    """The fleet's one config (only the web port differs between instances); `more` is added at its end."""
     path.write_text(
         "[telegram]\n"
         'token = "${TELEGRAM_BOT_TOKEN}"\n'
@@ -61,7 +61,7 @@ def write_config(
         f'[storage]\nurl = "{store_url}"\n'
         f"[run]\ndrain_s = {drain_s}\n"
         f'[servers.d]\nurl = "{server.url}"\nprotocol = "2026-07-28"\n'
-        f'[servers.l]\nurl = "{server.url}"\nprotocol = "legacy"\n'
+        f'[servers.l]\nurl = "{server.url}"\nprotocol = "legacy"\n' + more
     )
     return path
 
@@ -222,10 +222,11 @@ def results(fake: FakeTelegram, user: FakeUser, prefix: str = "stamp ") -> list[
 
 @asynccontextmanager
 async def fleet_scene(
-    tmp_path: Path, store_url: str, *, n: int = 2, drain_s: float = 3, start: bool = True
+    tmp_path: Path, store_url: str, *, n: int = 2, drain_s: float = 3, start: bool = True, config: str = ""
 ) -> AsyncIterator[Fleet]:
     """`n` bots behind the proxy on `store_url` (PostgreSQL), started one after the other unless `start` is
-    False (then the test starts them); everything is stopped when the block ends."""
+    False (then the test starts them); everything is stopped when the block ends. `config` is added to the
+    end of the bots' config (e.g. `[[approvals]]`)."""
     logs = tmp_path / "fleet-logs"
     logs.mkdir()
     async with AsyncExitStack() as stack:
@@ -239,7 +240,7 @@ async def fleet_scene(
         bots = [
             FleetBot(
                 i,
-                write_config(tmp_path / f"bot{i}.toml", fake, server, store_url, p, drain_s),
+                write_config(tmp_path / f"bot{i}.toml", fake, server, store_url, p, drain_s, config),
                 p,
                 fake,
                 logs,
