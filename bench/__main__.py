@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from bench import demo, gateway, report, scenarios
+from bench import demo, fleet, gateway, report, scenarios
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -60,6 +60,19 @@ def _parser() -> argparse.ArgumentParser:
         help="e. strangers through the demo deploy with the shipped config (default 1000)",
     )
     p.add_argument(
+        "--fleet-prompts",
+        type=int,
+        default=300,
+        help="f. prompts started within one second through 2 instances (default 300)",
+    )
+    p.add_argument(
+        "--takeover-wait",
+        type=float,
+        default=30.0,
+        help="f. seconds the killed instance's people are given after the kill before they count as lost "
+        "(default 30)",
+    )
+    p.add_argument(
         "--agent-calls",
         type=int,
         default=1000,
@@ -81,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
         default="aiohttp,httpx",
         help="a. Bot API clients under the bot to compare, the shipped one first (default aiohttp,httpx)",
     )
-    p.add_argument("--only", default="abcdeg", help="which scenarios to run (default abcdeg)")
+    p.add_argument("--only", default="abcdefg", help="which scenarios to run (default abcdefg)")
     p.add_argument(
         "--profile-bot",
         metavar="PATH",
@@ -102,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.quick:
         args.elicitations, args.parallel, args.per_kind, args.users, args.flood = 20, 2, 4, 10, 10
-        args.strangers = 10
+        args.strangers, args.fleet_prompts, args.takeover_wait = 10, 10, 5.0
         args.instructions_per_person = 1
         args.agent_calls, args.agents, args.gateway_instructions = 20, 5, 2
     results: dict[str, Any] = {}
@@ -144,6 +157,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         results["flood"] = await scenarios.flood(args.flood)
     if "e" in args.only:
         results["public_demo"] = await demo.public_demo(args.strangers)
+    if "f" in args.only:
+        results["fleet"] = [
+            await fleet.fleet_flood(args.fleet_prompts),
+            await fleet.fleet_flood(args.fleet_prompts, kill=True, takeover_wait_s=args.takeover_wait),
+        ]
     if "g" in args.only:
         results.update(await _gateway(args))
     return results
@@ -215,6 +233,9 @@ def main() -> int:
         "conditions": {
             "a_b_c": "bot unthrottled (no rate limits; at most 32 Bot API requests in flight), fake without limits",
             "d": "bot as shipped (its flood control), fake enforcing Telegram's limits (RateLimits)",
+            "f": "2 bots as shipped (each its own flood control) in webhook mode on one PostgreSQL (started for "
+            "the run), behind a round-robin proxy; the fake enforcing Telegram's limits, delivering up to 40 "
+            "updates at once; the bench server over streamable HTTP, 2026-07-28",
             "g": "bot unthrottled with [gateway] on and its [storage] (SQLite); agents are mcp.Client over "
             "streamable HTTP, the bench server in its own process",
             "cpu": "utime+stime of the bot process from /proc/<pid>/stat, children excluded",

@@ -299,7 +299,97 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:  # noqa: C
             f"{e['messages_accepted']} messages accepted: theory {e['theoretical_min_s']} s at 30/s",
         )
         add(s, "429s from the fake", e["fake_429s"])
+    out += _fleet_rows(results)
     out += _gateway_rows(results)
+    return out
+
+
+def _goal(value: Any, met: bool, goal: str) -> str:
+    return (
+        f"goal {goal}: {'met' if met else 'NOT MET'}" if value is not None else f"goal {goal}: none measured"
+    )
+
+
+def _fleet_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """f: each run (without a kill, with one instance killed half-way), figures beside the issue's goals."""
+    out: list[tuple[str, str, str, str]] = []
+
+    def add(scenario: str, figure: str, value: Any, note: str = "") -> None:
+        out.append((scenario, figure, "n/a" if value is None else _fmt(value), note))
+
+    for f in results.get("fleet", []):
+        s = f"f. fleet {f['protocol']}" + (" kill" if f["kill"] else "")
+        add(
+            s,
+            "prompts | instances",
+            f"{f['prompts']} | {f['instances']}",
+            f"within {f['started_within_s']:g} s; /calls taken by instance: {f['calls_by_instance']}",
+        )
+        wrong = f["lost"] + f["wrong"]
+        add(
+            s,
+            "answered | lost | wrong",
+            f"{f['answered']} | {f['lost']} | {f['wrong']}",
+            "goal 0 lost: met" if wrong == 0 else f"{wrong} LOST OR WRONG (goal 0)",
+        )
+        dups = f["duplicate_calls_at_server"] + f["duplicate_results_in_chat"]
+        add(
+            s,
+            "duplicates: at the server | in the chat",
+            f"{f['duplicate_calls_at_server']} | {f['duplicate_results_in_chat']}",
+            "goal 0: met" if dups == 0 else "goal 0: NOT MET",
+        )
+        add(
+            s,
+            "most sends in any 1 s",
+            f["most_sends_in_1s"],
+            "sends and edits reaching the fake, 429s included; "
+            + _goal(1, f["most_sends_in_1s"] <= 30, "at most 30"),
+        )
+        kinds = "; ".join(f"{n}x {kind}" for kind, n in f.get("other_errors_by_kind", {}).items())
+        add(
+            s,
+            "429s from the fake",
+            f["fake_429s"],
+            _goal(1, f["fake_429s"] == 0, "0")
+            + f"; other errors {f['other_errors']}"
+            + (f": {kinds}" if kinds else ""),
+        )
+        ratio = f["over_theory"]
+        add(
+            s,
+            "everything answered after s",
+            f["everything_answered_s"],
+            f"{f['messages_accepted']} messages accepted: theory {f['theoretical_min_s']} s at 30/s: {ratio}x; "
+            + _goal(ratio, ratio is not None and ratio <= 1.15, "at most 1.15x"),
+        )
+        add(
+            s,
+            "taps refused | unanswered",
+            f"{f['taps_refused']} | {f['taps_unanswered']}",
+            "taps that landed on an instance without the question (tapped again); 0 with partition ownership",
+        )
+        if f["kill"]:
+            add(
+                s,
+                "killed instance 0 after s | its people",
+                f"{f['killed_at_s']} | {f['its_people']}",
+                "half of the people had their result; its people: /call taken by it, not finished",
+            )
+            add(
+                s,
+                "its people taken over | lost",
+                f"{f['its_people_taken_over']} | {f['its_people_lost']}",
+                f"given {f['takeover_wait_s']:g} s after the kill",
+            )
+            p50, p99 = f["takeover_s_p50"], f["takeover_s_p99"]
+            add(
+                s,
+                "takeover s p50 | p99",
+                "n/a" if p50 is None else f"{p50} | {p99}",
+                "from the kill to each one's first tap taken; "
+                + _goal(p50, p50 is not None and p50 < 5 and p99 < 10, "under 5 s | 10 s"),
+            )
     return out
 
 
@@ -422,6 +512,7 @@ TITLES: Final = {
     "c": "c. People with a prompt pending at the same time",
     "d": "d. Flood against a fake enforcing Telegram's rate limits",
     "e": "e. The public demo: strangers through deploy with the shipped config",
+    "f": "f. A fleet: 2 instances on PostgreSQL behind a round-robin proxy, the flood at 30 messages/s",
     "g": "g. The MCP gateway: an agent's call through /mcp vs straight to the server, and agents at once",
 }
 

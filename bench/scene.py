@@ -156,29 +156,34 @@ def write_config(
     max_open: int = 100,
     web_port: int | None = None,
     gateway: bool = False,
+    webhook_secret: str | None = None,
+    storage_url: str | None = None,
 ) -> None:
     """The bot's config; with `web_port`, a `[web]` endpoint there whose public URL is `PUBLIC_URL`.
 
     `gateway` turns `[gateway]` on (agents at `<public_url>/mcp`, so it needs `web_port`), with `[storage]` named
-    as it requires: the same SQLite file the bot uses without it (`database_of(path)`)."""
+    as it requires: the same SQLite file the bot uses without it (`database_of(path)`). `webhook_secret` puts
+    the bot in webhook mode (on the endpoint at `web_port`); `storage_url` is its `[storage] url`."""
     web = (
         []
         if web_port is None
         else ["[web]", 'listen = "127.0.0.1"', f"port = {web_port}", f"public_url = {_toml(PUBLIC_URL)}"]
     )
+    if gateway or storage_url is not None:
+        web += ["[storage]", f"url = {_toml(storage_url or f'sqlite:///{database_of(path)}')}"]
     if gateway:
         assert web_port is not None, "the gateway is served on the web endpoint"
-        web += [
-            "[storage]",
-            f"url = {_toml(f'sqlite:///{database_of(path)}')}",
-            "[gateway]",
-            "enabled = true",
-        ]
+        web += ["[gateway]", "enabled = true"]
+    webhook = []
+    if webhook_secret is not None:
+        assert web_port is not None, "the webhook is served on the web endpoint"
+        webhook = ['mode = "webhook"', f"webhook_secret = {_toml(webhook_secret)}"]
     lines = [
         "[telegram]",
         f"token = {_toml(fake.token)}",
         f"api_base_url = {_toml(fake.base_url)}",
         "allow_everyone = true",
+        *webhook,
         "[elicitation]",
         "timeout_s = 600",
         "[sessions]",
@@ -275,13 +280,17 @@ async def bot_process(
     env: dict[str, str] | None = None,
     store: bool = True,
     gateway: bool = False,
+    started_by: str = "getUpdates",
+    start_s: float = 30,
 ) -> AsyncIterator[BotProcess]:
     """Start `python -m bench.botproc [--unthrottled] [--client C] --config <tmp>` and wait until it polls the
     fake. `client` is the Bot API client under the bot: "aiohttp" (shipped) or "httpx" (PTB's own).
 
     `config_text` is the whole config file instead of one written for `server`; `env` adds to the environment.
     `store=False` runs the bot without its database (`bench.botproc --no-store`). `gateway` serves `[gateway]`
-    on the web endpoint at `web_port` (agent tokens are made in `BotProcess.database`).
+    on the web endpoint at `web_port` (agent tokens are made in `BotProcess.database`). `started_by` is the Bot
+    API call that says the bot is fully started: its first poll, or "setWebhook" in webhook mode; it must come
+    within `start_s` (else the bot's stderr is raised).
 
     With `callgrind`, the bot runs under valgrind's callgrind with instrumentation off; `BotProcess.count`
     switches it on and off, and `instructions()` reads what was counted since the last reading.
@@ -311,7 +320,7 @@ async def bot_process(
                 "--instr-atstart=no",
                 f"--callgrind-out-file={tmp}/cg",
             ]
-        polls = fake.call_counts()["getUpdates"]
+        polls = fake.call_counts()[started_by]
         with _sink(stderr) as err:
             process = await anyio.open_process(
                 command,
@@ -329,9 +338,15 @@ async def bot_process(
             database=database_of(config),
         )
         try:
-            with anyio.fail_after(300 if callgrind else 30):
-                while fake.call_counts()["getUpdates"] <= polls:  # it polls once it is fully started
-                    await fake.next_change()
+            try:
+                with anyio.fail_after(300 if callgrind else start_s):
+                    while (
+                        fake.call_counts()[started_by] <= polls
+                    ):  # it polls (or sets its webhook) once started
+                        await fake.next_change()
+            except TimeoutError:
+                said = stderr.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"the bot did not start within {start_s:g} s; it said:\n{said}") from None
             yield bot
         finally:
             await _stop(process)

@@ -36,6 +36,7 @@ settings.load_profile("toolnexus")
 # takes a test or two at a time and these spread over all of them). Measured with `--durations`; the order only
 # moves tests, every test still runs.
 SLOWEST_FIRST = (
+    "tests/fleet/test_fleet.py",
     "tests/telegram/test_restart.py",
     "tests/telegram/test_drain.py",
     "tests/store/test_audit_tamper.py",

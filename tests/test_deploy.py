@@ -80,3 +80,53 @@ def test_the_production_config_is_one_the_bot_accepts() -> None:
     assert config.telegram.mode is TelegramMode.WEBHOOK
     assert config.storage is not None and config.storage.url.get() == "postgresql://bot:pw@db/toolnexus"
     assert config.web is not None and config.web.public_url == "https://bot.example.com"
+
+
+FLEET = DEPLOY / "fleet"
+SECRET_NAMES = re.compile(r"TOKEN|SECRET|PASSWORD|KEY", re.IGNORECASE)
+
+
+def test_the_fleet_compose_runs_the_database_two_bots_with_one_config_and_caddy_in_front_of_both() -> None:
+    """deploy/fleet: two bot services alike but for their own /data, only Caddy published, Caddy balancing over
+    both with the health check a drain answers 503 to, every mounted file present, every named volume declared."""
+    compose = yaml.safe_load((FLEET / "compose.yaml").read_text())
+    services = compose["services"]
+    assert set(services) == {"db", "bot1", "bot2", "caddy"}
+    one, two = services["bot1"], services["bot2"]
+    assert {k: v for k, v in one.items() if k != "volumes"} == {
+        k: v for k, v in two.items() if k != "volumes"
+    }
+    drain_s = load_config(DEPLOY / "production.toml", _environ()).run.drain_s
+    for bot in (one, two):
+        assert bot["depends_on"]["db"]["condition"] == "service_healthy" and bot["init"] is True
+        assert "../production.toml:/data/config.toml:ro" in bot["volumes"]
+        assert bot["environment"]["TOOLNEXUS_CONFIG"] == "/data/config.toml"
+        assert bot["stop_grace_period"] == f"{drain_s + 10:g}s"
+        assert "ports" not in bot  # only Caddy reaches the bots
+    assert "80:80" in services["caddy"]["ports"] and "443:443" in services["caddy"]["ports"]
+    named = {
+        v.split(":")[0] for s in services.values() for v in s.get("volumes", []) if not v.startswith(".")
+    }
+    assert named == set(compose["volumes"])
+    for mounted in (
+        v.split(":")[0] for s in services.values() for v in s.get("volumes", []) if v.startswith(".")
+    ):
+        assert (FLEET / mounted).is_file(), mounted
+    caddy = (FLEET / "Caddyfile").read_text()
+    assert "reverse_proxy bot1:8080 bot2:8080" in caddy and "health_uri /healthz" in caddy
+    assert "respond /metrics 404" in caddy
+
+
+def test_the_fleet_compose_reads_every_secret_from_the_env_file_and_holds_none() -> None:
+    """No secret written into the fleet's compose file: every value of a secret's name is read from deploy/.env,
+    and every variable it reads is in env.example."""
+    text = (FLEET / "compose.yaml").read_text()
+    assert set(VAR.findall(text)) <= _env_names(), set(VAR.findall(text)) - _env_names()
+    services = yaml.safe_load(text)["services"]
+    for name, service in services.items():
+        for key, value in (service.get("environment") or {}).items():
+            if SECRET_NAMES.search(key):
+                assert VAR.fullmatch(str(value).split(":", 1)[0]), (name, key)
+    needed = set(VAR.findall((DEPLOY / "production.toml").read_text()))
+    for bot in ("bot1", "bot2"):
+        assert needed <= set(services[bot]["environment"]), needed - set(services[bot]["environment"])

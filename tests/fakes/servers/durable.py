@@ -84,6 +84,12 @@ def build_server(log: str, key: str) -> MCPServer:
         return f"Booking {booking.action}"
 
     @server.tool()
+    async def stamp(n: int) -> str:
+        """A plain call (no question), written down, so a test counts how often each call reached the server."""
+        write({"tool": "stamp", "action": "call", "data": {"n": n}})
+        return f"stamp {n}"
+
+    @server.tool()
     async def pair(ctx: Context) -> str | types.InputRequiredResult:
         """Two yes/no questions in one round (both cards out at once); returns both answers."""
         answers = ctx.input_responses or {}

@@ -65,10 +65,11 @@ call until the next call of that method or shutdown, so the client times out; a 
 on (closes its connection) ends then, is listed in `fake.abandoned` as (method, params), and
 `await fake.wait_for_abandoned(method, timeout=10)` waits for one). `FakeTelegram(rate_limit=True
 or RateLimits(...), clock=...)` answers sendMessage/editMessageText with 429 + retry_after past ~30/s overall,
-5 per 5 s per chat, 20/min per group. Webhooks: `await fake.post_update_to(url, update, secret_token=...)`
+5 per 5 s per chat, 20/min per group; `fake.flood.accepted` lists when each message it let through was sent, `fake.flood.tried` each one sent. Webhooks: `await fake.post_update_to(url, update, secret_token=...)`
 -> HTTP status; `fake.deliver_via_webhook(url, secret_token=..., retry=False)` sends users' updates there
 instead (with `retry`, as Telegram does: in order, each delivered again until answered 2xx; attempts listed in
-`fake.webhook_attempts` as (update_id, status or None)).
+`fake.webhook_attempts` as (update_id, status or None); with `retry` and `connections=N`, up to N at once,
+each retried on its own, in no order, as Telegram's `max_connections`).
 PTB 22.8 emits a PTBDeprecationWarning while building RetryAfter unless PTB_TIMEDELTA=true, and pytest here
 turns warnings into errors: tests that provoke a 429 must `monkeypatch.setenv("PTB_TIMEDELTA", "true")`.
 

@@ -79,10 +79,15 @@ class FloodLimiter:
         self._overall: deque[float] = deque()
         self._chats: dict[int, deque[float]] = {}
         self._groups: dict[int, deque[float]] = {}
+        self.accepted: list[float] = []
+        """When each message it let through was sent (the clock's time), in order."""
+        self.tried: list[float] = []
+        """When each message was sent, let through or refused with 429, in order."""
 
     def check(self, chat_id: int) -> int | None:
         """Record one message to `chat_id`, or return retry_after (whole seconds, ≥ 1) if over a limit."""
         now = self._clock()
+        self.tried.append(now)
         windows = [(self._overall, self._limits.overall)]
         windows.append((self._chats.setdefault(chat_id, deque()), self._limits.per_chat))
         if chat_id < 0:
@@ -97,4 +102,5 @@ class FloodLimiter:
             return max(1, math.ceil(max(waits)))
         for stamps, _ in windows:
             stamps.append(now)
+        self.accepted.append(now)
         return None

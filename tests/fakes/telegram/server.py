@@ -10,7 +10,7 @@ import contextlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Final, Self
 
@@ -52,7 +52,9 @@ class FakeTelegram(World):
         super().__init__(bot_id=bot_id, bot_username=bot_username)
         self.token = f"{bot_id}:TEST-fake-token-for-tests"
         limits = RateLimits() if rate_limit is True else rate_limit or None
-        self._api = BotApi(self, FloodLimiter(limits, clock) if limits else None)
+        self.flood = FloodLimiter(limits, clock) if limits else None
+        """The rate limits enforced (`rate_limit`), with the times of the messages they let through."""
+        self._api = BotApi(self, self.flood)
         self._faults = Faults()
         self._call_counts: Counter[str] = Counter()
         self._server: uvicorn.Server | None = None
@@ -163,17 +165,27 @@ class FakeTelegram(World):
         return response.status_code
 
     def deliver_via_webhook(
-        self, url: str | None, *, secret_token: str | None = None, retry: bool = False
+        self,
+        url: str | None,
+        *,
+        secret_token: str | None = None,
+        retry: bool = False,
+        connections: int = 1,
     ) -> None:
         """Send users' future updates to `url` instead of queueing them for getUpdates (None: queue again).
 
         A delivery the webhook does not answer with 200 raises ScriptError in the user action. With `retry`, as
         Telegram does: updates are delivered in order by a task of the fake's, and one answered with anything
         but 2xx (or not answered: nobody listens) is delivered again every `WEBHOOK_RETRY_S` until it is taken;
-        every attempt is listed in `webhook_attempts` as (update_id, HTTP status or None).
+        every attempt is listed in `webhook_attempts` as (update_id, HTTP status or None). With `retry` and
+        `connections` over 1 (Telegram's `max_connections`, 40 by default), up to that many updates are
+        delivered at once, each retried on its own: no order between them, as for a fleet under load.
         """
         if url is None:
             self._deliver = None
+            return
+        if retry and connections > 1:
+            self._deliver = self._delivering_at_once(url, secret_token, connections)
             return
         if retry:
             self._outbox_task = asyncio.get_running_loop().create_task(
@@ -205,6 +217,49 @@ class FakeTelegram(World):
             return next((a for a in self.webhook_attempts if predicate(*a)), None)
 
         return await self._until(check, timeout, "no webhook delivery attempt matched")
+
+    def _delivering_at_once(
+        self, url: str, secret_token: str | None, connections: int
+    ) -> Callable[[JSON], Awaitable[None]]:
+        headers = {SECRET_HEADER: secret_token} if secret_token else {}
+        limits = httpx.Limits(max_connections=connections)
+        client = httpx.AsyncClient(trust_env=False, limits=limits)
+        slots = asyncio.Semaphore(connections)
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def one(update: JSON) -> None:
+            while not self.closing:
+                status: int | None
+                async with slots:
+                    try:
+                        status = (
+                            await client.post(url, json=update, headers=headers, timeout=30)
+                        ).status_code
+                    except httpx.TransportError:
+                        status = None
+                self.webhook_attempts.append((update["update_id"], status))
+                self.notify()
+                if status is not None and 200 <= status < 300:
+                    return
+                await asyncio.sleep(WEBHOOK_RETRY_S)
+
+        async def deliver_all() -> None:
+            try:
+                await asyncio.Event().wait()  # until the fake stops: then the deliveries still going end
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                await client.aclose()
+
+        self._outbox_task = asyncio.get_running_loop().create_task(deliver_all())
+
+        async def queue(update: JSON) -> None:
+            task = asyncio.get_running_loop().create_task(one(update))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        return queue
 
     async def _deliver_in_order(self, url: str, secret_token: str | None) -> None:
         headers = {SECRET_HEADER: secret_token} if secret_token else {}

@@ -1,0 +1,343 @@
+"""f. A fleet (issue 32): 2 bot processes on one PostgreSQL in webhook mode behind a round-robin proxy, the
+300-prompt flood against a fake enforcing 30 messages/s; then the same with one instance SIGKILLed half-way.
+
+I/O: starts PostgreSQL (the distribution's binaries, as the tests do), the bench MCP server, the bots and the
+proxy (`tests.fleet.proxy`), and drives scripted people. The fake delivers updates as Telegram does to a webhook:
+up to 40 at once, each again until answered 2xx. Figures only: nothing here is a goal checked.
+
+A person is the single-choice flow of bench d, with what a person does when the chat does not move: a tap
+answered with an alert ("This prompt has expired": it landed on an instance that does not hold the question) or
+not answered is tapped again after a pause (`RETAP_S`). Those taps are counted (`taps_refused`): with the fleet's
+partition ownership there are none. After the kill, "its people" are those whose `/call` the killed instance
+took and who had not finished; the takeover time of each is from the kill to their first tap sent after it
+that was taken (no alert). Whoever has not finished `takeover_wait_s` after the kill (or `TIMEOUT_S` after
+a step) is lost.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import random
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+from port_for import select_random
+from pytest_postgresql.executors.proc import PostgreSQLExecutor
+from pytest_postgresql.janitor import DatabaseJanitor
+
+from bench.flows import SUBMIT, TIMEOUT_S, _card_for, _content, _result_for
+from bench.scene import (
+    BenchFake,
+    BotProcess,
+    bot_process,
+    free_port,
+    http_server,
+    http_server_entry,
+    write_config,
+)
+from bench.server import CHOICES
+from tests.fakes.telegram import FakeUser, Msg, RateLimits, ScriptError
+from tests.fleet.proxy import RoundRobinProxy, round_robin_proxy
+
+__all__ = ["fleet_flood", "postgresql_database"]
+
+SECRET: Final = "bench-fleet-secret"
+RETAP_S: Final = (0.25, 0.75)
+"""A person taps again this long (seconds, at random between) after a tap that was refused or not answered: at a
+fixed pause, people retapping in step would each land on the same instance of the round robin every time."""
+CONNECTIONS: Final = 40
+"""Telegram's default `max_connections` for a webhook: deliveries at once."""
+FIRST_USER_ID: Final = 200_000
+PG_CTL: Final = Path(__file__).resolve().parent.parent / "tests" / "store" / "pg_ctl.sh"
+
+
+def _progress(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (nearest rank); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5))) - 1]
+
+
+def most_in_a_second(stamps: list[float]) -> int:
+    """The most of `stamps` (seconds) within any window of one second."""
+    ordered, most, start = sorted(stamps), 0, 0
+    for end, t in enumerate(ordered):
+        while t - ordered[start] >= 1.0:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
+
+
+@contextmanager
+def postgresql_database() -> Iterator[str]:
+    """A PostgreSQL server of its own for the bench (as tests/conftest.py starts one), and a fresh database on it."""
+    base = Path(tempfile.mkdtemp(prefix="toolnexus-bench-pg-"))
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root: pg_ctl.sh runs it as `postgres`
+        owner = pwd.getpwnam("postgres")
+        os.chown(base, owner.pw_uid, owner.pw_gid)
+    base.chmod(0o755)
+    executor = PostgreSQLExecutor(
+        executable=str(PG_CTL),
+        host="127.0.0.1",
+        port=select_random(),
+        datadir=str(base / "data"),
+        unixsocketdir=str(base),
+        logfile=str(base / "log"),
+        startparams="-w",
+        dbname="bench",
+    )
+    try:
+        with executor:
+            name = "f_" + uuid.uuid4().hex[:12]
+            with DatabaseJanitor(user=executor.user, host=executor.host, port=executor.port, dbname=name):
+                yield f"postgresql://{executor.user}@{executor.host}:{executor.port}/{name}"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@dataclass
+class _Person:
+    user: FakeUser
+    tag: str
+    choice: str
+    scope: anyio.CancelScope
+    finished: float | None = None
+    wrong: bool = False
+    taps_refused: int = 0
+    taps_unanswered: int = 0
+    taken_after_kill: float | None = None
+    """Seconds from the kill to this person's first tap sent after it that was taken."""
+
+
+@dataclass
+class _Run:
+    fake: BenchFake
+    proxy: RoundRobinProxy
+    killed_at: float | None = None
+
+    def instance_of_call(self, person: _Person) -> int | None:
+        """The instance that took the person's `/call` (answered its delivery 200)."""
+        return next(
+            (
+                d.instance
+                for d in self.proxy.deliveries
+                if d.sender == person.user.id and d.kind == "message" and d.status == 200
+            ),
+            None,
+        )
+
+
+async def _tap(run: _Run, person: _Person, label: str, then: Callable[[Msg], bool]) -> None:
+    """Tap `label` on the person's newest card offering it, again after a pause (`RETAP_S`) until the tap is
+    taken, or until the chat shows what follows it (`then`: a tap whose answer came too late was taken)."""
+    while True:
+        card: Msg = await run.fake.until(
+            person.user.id, lambda m: (_card_for(person.tag)(m) and label in m.buttons) or then(m), TIMEOUT_S
+        )
+        if then(card):
+            return
+        sent = time.monotonic()
+        try:
+            answer = await person.user.press(card, label, timeout=TIMEOUT_S / 4)
+        except TimeoutError:
+            person.taps_unanswered += 1
+        except ScriptError:  # the card changed under the tap (re-placed, or answered meanwhile): look again
+            continue
+        else:
+            if not answer.show_alert:
+                if run.killed_at is not None and sent >= run.killed_at and person.taken_after_kill is None:
+                    person.taken_after_kill = time.monotonic() - run.killed_at
+                return
+            person.taps_refused += 1
+        await anyio.sleep(random.uniform(*RETAP_S))
+
+
+async def _one(run: _Run, person: _Person, delay: float) -> None:
+    """One person's flow; one that does not finish (a step timed out, or its deadline passed) is lost."""
+    with person.scope:
+        await anyio.sleep(delay)
+        try:
+            await person.user.send(f"/call b pick tag={person.tag}")
+            await _tap(run, person, person.choice, lambda m: _card_for(person.tag)(m) and SUBMIT in m.buttons)
+            await _tap(run, person, SUBMIT, _result_for(person.tag))
+            result = await run.fake.until(person.user.id, _result_for(person.tag), TIMEOUT_S)
+        except TimeoutError:
+            return
+        expected = {"tag": person.tag, "action": "accept", "content": {"colour": person.choice}}
+        person.wrong = _content(result) != expected
+        person.finished = time.monotonic()
+
+
+@asynccontextmanager
+async def _fleet(
+    tmp: Path, fake: BenchFake, server_url: str, protocol: str, store_url: str, instances: int, prompts: int
+) -> AsyncIterator[tuple[RoundRobinProxy, list[BotProcess]]]:
+    """The bots (one config, each its own web port) behind the proxy, the fake delivering to it."""
+    ports = [free_port() for _ in range(instances)]
+    async with AsyncExitStack() as stack:
+        proxy = await stack.enter_async_context(round_robin_proxy([f"http://127.0.0.1:{p}" for p in ports]))
+        bots = []
+        for port in ports:
+            config = tmp / f"fleet-{port}.toml"
+            write_config(
+                config,
+                fake,
+                http_server_entry(server_url, protocol),
+                max_open=prompts + 100,
+                web_port=port,
+                webhook_secret=SECRET,
+                storage_url=store_url,
+            )
+            bots.append(
+                await stack.enter_async_context(
+                    bot_process(
+                        fake,
+                        {},
+                        unthrottled=False,
+                        config_text=config.read_text(),
+                        started_by="setWebhook",
+                        start_s=120,  # migrations on PostgreSQL, on a loaded machine
+                    )
+                )
+            )
+        fake.deliver_via_webhook(
+            f"{proxy.url}/telegram", secret_token=SECRET, retry=True, connections=CONNECTIONS
+        )
+        yield proxy, bots
+
+
+async def fleet_flood(
+    prompts: int,
+    *,
+    kill: bool = False,
+    instances: int = 2,
+    protocol: str = "2026-07-28",
+    within_s: float = 1.0,
+    takeover_wait_s: float = 30.0,
+    store_url: str | None = None,
+) -> dict[str, Any]:
+    """`prompts` people each start a call within `within_s` through the fleet; with `kill`, instance 0 is
+    SIGKILLed once half of them have their result. `store_url`: an empty PostgreSQL database (else one is
+    started for the run)."""
+    with (
+        tempfile.TemporaryDirectory(prefix="toolnexus-bench-") as tmp,
+        nullcontext(store_url) if store_url else postgresql_database() as url,
+    ):
+        assert url is not None
+        async with (
+            http_server(Path(tmp)) as server,
+            BenchFake(rate_limit=RateLimits()) as fake,
+            _fleet(Path(tmp), fake, server.url, protocol, url, instances, prompts) as (proxy, bots),
+        ):
+            run = _Run(fake, proxy)
+            people = [
+                _Person(
+                    fake.user(id=FIRST_USER_ID + i, first_name=f"F{i}"),
+                    f"f{i}",
+                    CHOICES[i % len(CHOICES)],
+                    anyio.CancelScope(deadline=anyio.current_time() + 20 * TIMEOUT_S),
+                )
+                for i in range(prompts)
+            ]
+            what = "killing instance 0 half-way" if kill else "no kill"
+            _progress(f"f. fleet: {instances} instances, {prompts} prompts within {within_s:g} s, {what}")
+            before = fake.call_counts()
+            t0 = time.monotonic()
+            its_people: list[_Person] = []
+
+            async def killer() -> None:
+                while sum(p.finished is not None for p in people) < prompts // 2:
+                    await fake.next_change()
+                bots[0].process.kill()
+                run.killed_at = time.monotonic()
+                await bots[0].process.wait()
+                for person in people:
+                    if person.finished is None and run.instance_of_call(person) == 0:
+                        its_people.append(person)
+                        person.scope.deadline = min(
+                            person.scope.deadline, anyio.current_time() + takeover_wait_s
+                        )
+
+            async def everyone() -> None:
+                async with anyio.create_task_group() as each:
+                    for i, person in enumerate(people):
+                        each.start_soon(_one, run, person, within_s * i / prompts)
+
+            async with anyio.create_task_group() as tg:
+                if kill:
+                    tg.start_soon(killer)
+                await everyone()
+                tg.cancel_scope.cancel()
+            ended = time.monotonic()
+            calls = fake.call_counts() - before
+            records = server.read_log()
+            sends = list(fake.flood.tried) if fake.flood is not None else []
+            too_many = [e for e in fake.errors if e.status == 429]
+            other_errors = [e for e in fake.errors if e.status != 429]
+            results_shown = Counter(
+                p.tag for p in people for m in fake.messages(p.user, from_bot=True) if _result_for(p.tag)(m)
+            )
+            by_instance = Counter(
+                d.instance for d in proxy.deliveries if d.kind == "message" and d.status == 200
+            )
+    refused = Counter(e.method for e in too_many)
+    messages = sum(calls[m] - refused[m] for m in ("sendMessage", "editMessageText"))
+    finished = [p for p in people if p.finished is not None and not p.wrong]
+    # answered with their own choice; `wrong` ones got another answer, `lost` ones none
+    seen = Counter(r["tag"] for r in records)
+    theory = messages / 30
+    last = max((p.finished for p in finished if p.finished is not None), default=ended)
+    figures: dict[str, Any] = {
+        "protocol": protocol,
+        "instances": instances,
+        "prompts": prompts,
+        "started_within_s": within_s,
+        "kill": kill,
+        "answered": len(finished),
+        "lost": sum(1 for p in people if p.finished is None),
+        "wrong": sum(p.wrong for p in people),
+        "duplicate_calls_at_server": sum(1 for n in seen.values() if n > 1),
+        "duplicate_results_in_chat": sum(1 for n in results_shown.values() if n > 1),
+        "most_sends_in_1s": most_in_a_second(sends),
+        "fake_429s": len(too_many),
+        "other_errors": len(other_errors),
+        "other_errors_by_kind": dict(
+            Counter(f"{e.method} {e.status} {e.description[:60]}" for e in other_errors).most_common(3)
+        ),
+        "messages_accepted": messages,
+        "everything_answered_s": round(last - t0, 2),
+        "theoretical_min_s": round(theory, 2),
+        "over_theory": round((last - t0) / theory, 2) if theory else None,
+        "taps_refused": sum(p.taps_refused for p in people),
+        "taps_unanswered": sum(p.taps_unanswered for p in people),
+        "calls_by_instance": {str(k): v for k, v in sorted(by_instance.items())},
+    }
+    if kill:
+        taken = [p.taken_after_kill for p in its_people if p.taken_after_kill is not None]
+        p50, p99 = _percentile(taken, 50), _percentile(taken, 99)
+        figures.update(
+            killed_at_s=round((run.killed_at or t0) - t0, 2),
+            its_people=len(its_people),
+            its_people_taken_over=len(taken),
+            its_people_lost=sum(1 for p in its_people if p.finished is None),
+            takeover_s_p50=None if p50 is None else round(p50, 2),
+            takeover_s_p99=None if p99 is None else round(p99, 2),
+            takeover_wait_s=takeover_wait_s,
+        )
+    return figures
