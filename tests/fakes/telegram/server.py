@@ -53,6 +53,9 @@ class FakeTelegram(World):
         self.token = f"{bot_id}:TEST-fake-token-for-tests"
         limits = RateLimits() if rate_limit is True else rate_limit or None
         self._api = BotApi(self, FloodLimiter(limits, clock) if limits else None)
+        self._clock = clock
+        self.call_times: list[float] = []
+        """When each of `calls` was received (by `clock`), in the same order: rates counted as Telegram would."""
         self._faults = Faults()
         self._call_counts: Counter[str] = Counter()
         self._server: uvicorn.Server | None = None
@@ -233,6 +236,7 @@ class FakeTelegram(World):
         method = request.path_params["method"]
         params = await _read_params(request)
         self.calls.append((method, params))
+        self.call_times.append(self._clock())
         self._call_counts[method.lower()] += 1
         self.notify()
         try:
