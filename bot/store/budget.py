@@ -80,9 +80,11 @@ class TelegramBudget:
         self._down_until: float | None = None
         """While the database is taken for unreachable: when to try it again (by `clock`)."""
 
-    async def book(self, bucket: str, interval_s: float, period_s: float) -> float | None:
-        """Book the next place in `bucket` (a request every `interval_s`, a burst of `period_s / interval_s`);
-        the seconds to wait for it (0: go now), or None when the database is unreachable."""
+    async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
+        """Book the next place in a group's bucket (its chat id or @name), or the overall one (None): a
+        request every `interval_s`, a burst of `period_s / interval_s`. The seconds to wait for it (0: go
+        now), or None when the database is unreachable."""
+        bucket = OVERALL if group is None else f"g:{group}"
         params = {"bot_id": self._bot_id, "bucket": bucket, "interval": interval_s, "period": period_s}
         wait = await self._run(_BOOK, params, "booking a Telegram send")
         return None if wait is None else max(0.0, wait)

@@ -64,13 +64,12 @@ RETRY_MARGIN_S: Final = 0.1
 """Added to a 429's retry_after, which Telegram rounds down to whole seconds."""
 _BUCKETED: Final = frozenset({"sendMessage", "sendPhoto", "sendDocument", "copyMessage", "forwardMessage"})
 """What counts against a private chat's bucket: new messages (edits and tap answers count only overall)."""
-FLEET_OVERALL: Final = "overall"
-"""The fleet's overall bucket (a group's is `g:` and its chat id or @name)."""
-FLEET_LATE_S: Final = 0.04
-"""How late after its place a send in a fleet may reach Telegram: the fleet's places are spaced so that even
-then no second holds more than `overall_per_s` (`(1 + FLEET_LATE_S) / overall_per_s` apart, about 26.9 a
-second; the requests counted as they go, as on one instance, cannot be counted across processes). A request
-woken later than half of it books a new place instead (a later one: never more in a second)."""
+FLEET_LATE_S: Final = 0.1
+"""How late after its place a send in a fleet may reach Telegram (a loop held up, the network's jitter): the
+fleet's places are spaced so that even then no second holds more than `overall_per_s` (`(1 + FLEET_LATE_S) /
+overall_per_s` apart, about 25.5 a second), because requests counted as they go, as on one instance, cannot be
+counted across processes. A request woken more than a quarter of it after its place books a new one (later:
+never more in a second), so most of the margin is left for what comes after it wakes."""
 FLEET_REBOOKS: Final = 2
 """How many times a request woken late books again before it goes all the same."""
 _FORGET_AFTER: Final = 1024
@@ -83,9 +82,10 @@ _UNLESS: ContextVar[Callable[[], bool] | None] = ContextVar("flood_unless", defa
 class FleetBudget(Protocol):
     """Buckets shared by every instance of the bot (`bot.store.budget.TelegramBudget`)."""
 
-    async def book(self, bucket: str, interval_s: float, period_s: float) -> float | None:
-        """Book the next place in `bucket`: the seconds to wait for it, or None when the shared buckets
-        cannot be reached (then this instance's own decide)."""
+    async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
+        """Book the next place in a group's bucket (its chat id or @name), or the overall one (None): the
+        seconds to wait for it, or None when the shared buckets cannot be reached (then this instance's own
+        decide)."""
         ...
 
     async def pause(self, seconds: float) -> None:
@@ -318,7 +318,7 @@ class FloodLimiter(BaseRateLimiter[int]):
         if self._fleet is None or key is None or self._group_limit is None:
             return False
         burst, period = self._group_limit
-        wait = await self._fleet.book(f"g:{key}", period / burst, period)
+        wait = await self._fleet.book(key, period / burst, period)
         if wait is None:
             return False
         if wait > 0:
@@ -327,14 +327,14 @@ class FloodLimiter(BaseRateLimiter[int]):
 
     async def _fleet_turn(self) -> None:
         """In a fleet, once this request's turn came here: book its place in the fleet's overall bucket and
-        wait for it, one request at a time (see `_fleet_gate`). A request woken later than half of
+        wait for it, one request at a time (see `_fleet_gate`). A request woken later than a quarter of
         `FLEET_LATE_S` after its place books again (up to `FLEET_REBOOKS` times), so that sends stay within
         the margin the places are spaced by. With the fleet's buckets unreachable it goes at once: this
         instance's own buckets already spaced it."""
         assert self._fleet is not None
         async with self._fleet_gate:
             for _ in range(FLEET_REBOOKS + 1):
-                wait = await self._fleet.book(FLEET_OVERALL, self._fleet_interval, self._fleet_interval)
+                wait = await self._fleet.book(None, self._fleet_interval, self._fleet_interval)
                 if wait is None:
                     return
                 place = self._clock() + wait
@@ -342,7 +342,7 @@ class FloodLimiter(BaseRateLimiter[int]):
                     self._overall.hold(place)
                 if wait > 0:
                     await self._sleep(wait)
-                if self._clock() - place <= FLEET_LATE_S / 2:
+                if self._clock() - place <= FLEET_LATE_S / 4:
                     return
 
     async def _within_second(self) -> _Went:

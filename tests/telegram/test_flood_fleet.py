@@ -37,8 +37,8 @@ class Noticed:
         self._budget = budget
         self.paused = anyio.Event()
 
-    async def book(self, bucket: str, interval_s: float, period_s: float) -> float | None:
-        return await self._budget.book(bucket, interval_s, period_s)
+    async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
+        return await self._budget.book(group, interval_s, period_s)
 
     async def pause(self, seconds: float) -> None:
         await self._budget.pause(seconds)
