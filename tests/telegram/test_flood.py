@@ -412,3 +412,38 @@ async def test_a_request_counts_overall_from_when_its_body_was_written() -> None
     assert len(written) == 6
     assert busiest_second(written) == 4
     assert written[-2] == pytest.approx(0.3 + 1.0)  # the fifth waited a second from the first's writing
+
+
+class BusyFleet:
+    """The fleet's shared overall bucket (`FleetBudget`) while other instances keep it busy: this one gets a
+    place a second, on the virtual clock."""
+
+    def __init__(self, time: VirtualTime) -> None:
+        self._time = time
+        self._next = 0.0
+
+    async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
+        place = max(self._time.now, self._next)
+        self._next = place + 1.0
+        return place - self._time.now
+
+    async def pause(self, seconds: float) -> None:
+        raise AssertionError("no 429 here")
+
+
+async def test_in_a_fleet_a_new_card_still_goes_before_results_waiting_for_the_fleets_places() -> None:
+    """The fleet gives this instance a place a second, slower than its own bucket (4/s): the results waiting
+    for those places wait in this instance's queue, so a card arriving later goes before them, after only the
+    one result that holds the fleet's next place already (a place is booked in the fleet one at a time, once
+    a request's turn came here)."""
+    time = VirtualTime()
+    limiter = FloodLimiter(overall_per_s=4, clock=time.clock, sleep=time.sleep, fleet=BusyFleet(time))
+    sent, request = recorder(time)
+
+    async def card_later() -> None:
+        await time.sleep(1.5)
+        await card(request)(limiter, "sendMessage", 9)
+
+    results = [functools.partial(request, limiter, "editMessageText", chat) for chat in range(1, 5)]
+    await time.run(*results, card_later)
+    assert [(chat, at - 1000.0) for _, chat, at in sent] == [(1, 0.0), (2, 1.0), (3, 2.0), (9, 3.0), (4, 4.0)]
