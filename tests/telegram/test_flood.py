@@ -447,3 +447,37 @@ async def test_in_a_fleet_a_new_card_still_goes_before_results_waiting_for_the_f
     results = [functools.partial(request, limiter, "editMessageText", chat) for chat in range(1, 5)]
     await time.run(*results, card_later)
     assert [(chat, at - 1000.0) for _, chat, at in sent] == [(1, 0.0), (2, 1.0), (3, 2.0), (9, 3.0), (4, 4.0)]
+
+
+class DownFleet:
+    """The fleet's shared buckets while the database cannot be reached."""
+
+    def __init__(self) -> None:
+        self.paused: list[float] = []
+
+    async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
+        return None
+
+    async def pause(self, seconds: float) -> None:
+        self.paused.append(seconds)
+
+
+async def test_in_a_fleet_whose_buckets_cannot_be_reached_this_instances_own_buckets_decide(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing is held up, and nothing goes faster than on a single instance: a group's own bucket (2 a
+    minute here) and the overall one (4/s) space the sends; a 429 still pauses this instance, and is passed on."""
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+    time = VirtualTime()
+    fleet = DownFleet()
+    limiter = FloodLimiter(
+        overall_per_s=4, group_burst=2, group_period_s=60, clock=time.clock, sleep=time.sleep, fleet=fleet
+    )
+    sent, request = recorder(time)
+    jobs = [functools.partial(request, limiter, "sendMessage", -5001) for _ in range(3)]
+    await time.run(*jobs, functools.partial(request, limiter, "editMessageText", 1, fail=1))
+    assert [chat for _, chat, _ in sent] == [-5001, -5001, 1, -5001]
+    # The edit is refused once (retry_after 3), then every request waits; the third to the group waits for its
+    # bucket (2 a minute: one every 30 s).
+    assert [at - 1000.0 for _, _, at in sent] == pytest.approx([0.0, 0.25, 0.5 + 3 + RETRY_MARGIN_S, 30.0])
+    assert fleet.paused == [3 + RETRY_MARGIN_S]
