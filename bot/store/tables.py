@@ -31,6 +31,7 @@ __all__ = [
     "metadata",
     "oauth_accounts",
     "rounds",
+    "telegram_budget",
     "updates_seen",
 ]
 
@@ -203,3 +204,24 @@ updates_seen = Table(
     Column("received", String(32), nullable=False, comment="UTC, ISO 8601 with microseconds"),
 )
 Index("ix_updates_seen_received", updates_seen.c.received)
+
+telegram_budget = Table(
+    "telegram_budget",
+    metadata,
+    Column("bot_id", BigInteger, primary_key=True, comment="the bot whose budget it is (its token's number)"),
+    Column(
+        "bucket", String(64), primary_key=True, comment="'overall', or 'g:' and the group's chat id or @name"
+    ),
+    Column(
+        "tat",
+        Float,
+        nullable=False,
+        comment="Unix time (the database's clock) the bucket is empty again: the GCRA's theoretical arrival time",
+    ),
+    Column(
+        "paused_until",
+        Float,
+        nullable=False,
+        comment="the overall row: Unix time before which no instance sends (after a 429); 0: not paused",
+    ),
+)

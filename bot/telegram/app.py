@@ -29,6 +29,7 @@ from bot.core.approval_service import ApprovalService
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, sign_ins
 from bot.store import Store, open_configured_store
+from bot.store.budget import fleet_budget
 from bot.store.inbox import InboxStore
 from bot.telegram.access import Access, Refusals
 from bot.telegram.api_watch import ApiWatch
@@ -120,12 +121,13 @@ async def serve(
     servers are reached (tests pass in-process servers).
     `clock` is the time refusals to strangers are rationed by (tests pass a virtual one).
     """
-    watch = ApiWatch(FloodLimiter())
-    app = build_application(config, watch)
-    assert isinstance(app.bot, CardBot)
     allowed = Access.of(config.telegram)
-    surface = TelegramSurface(app.bot, allowed)
     async with open_configured_store(config, claim=True) as store:  # refuses a second bot that cannot work
+        # In a fleet (PostgreSQL, webhook mode) Telegram's budget is shared through the database.
+        watch = ApiWatch(FloodLimiter(fleet=fleet_budget(config, None if store is None else store.engine)))
+        app = build_application(config, watch)
+        assert isinstance(app.bot, CardBot)
+        surface = TelegramSurface(app.bot, allowed)
         observer = None if store is None else store.observer  # the audit log: told of every event first
         prompts = PromptRegistry(surface, config.elicitation.timeout_s, observer)
         book = None if store is None else store.rounds  # open questions outlive the process

@@ -9,6 +9,14 @@ Overall, requests are also counted as they go, so that no second holds more than
 even after the event loop was held up. A 429 all the same (Telegram keeps its own count) pauses every
 request for its `retry_after`; then the refused request is sent again, up to MAX_RETRIES times.
 
+In a fleet (several instances of one bot on PostgreSQL, webhook mode) Telegram still counts the bot's messages,
+not each instance's: the overall rate and the group buckets are then booked in the database as well (`fleet`,
+`bot.store.budget.TelegramBudget`: one short statement per send, the database's clock deciding), and a 429 seen
+by one instance pauses all of them. Private chats' buckets and the order within one instance (cards first) stay
+here: the fleet's overall place is booked only once a request's turn came here, one at a time, so what waits
+for the fleet waits in this instance's own queue. When the database cannot be reached, these buckets alone
+decide until it is back.
+
 Ours rather than PTB's `AIORateLimiter` because that one has no bucket for a private chat's own limit (about
 one message a second); with room in its buckets, a request here costs a few comparisons.
 """
@@ -22,7 +30,7 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 from telegram.constants import FloodLimit
@@ -56,11 +64,33 @@ RETRY_MARGIN_S: Final = 0.1
 """Added to a 429's retry_after, which Telegram rounds down to whole seconds."""
 _BUCKETED: Final = frozenset({"sendMessage", "sendPhoto", "sendDocument", "copyMessage", "forwardMessage"})
 """What counts against a private chat's bucket: new messages (edits and tap answers count only overall)."""
+FLEET_LATE_S: Final = 0.1
+"""How late after its place a send in a fleet may reach Telegram (a loop held up, the network's jitter): the
+fleet's places are spaced so that even then no second holds more than `overall_per_s` (`(1 + FLEET_LATE_S) /
+overall_per_s` apart, about 25.5 a second), because requests counted as they go, as on one instance, cannot be
+counted across processes. A request woken more than a quarter of it after its place books a new one (later:
+never more in a second), so most of the margin is left for what comes after it wakes."""
+FLEET_REBOOKS: Final = 2
+"""How many times a request woken late books again before it goes all the same."""
 _FORGET_AFTER: Final = 1024
 """Group and chat buckets kept before the refilled ones are forgotten (a refilled bucket is a new one)."""
 
 _CARD: ContextVar[bool] = ContextVar("flood_card", default=False)
 _UNLESS: ContextVar[Callable[[], bool] | None] = ContextVar("flood_unless", default=None)
+
+
+class FleetBudget(Protocol):
+    """Buckets shared by every instance of the bot (`bot.store.budget.TelegramBudget`)."""
+
+    async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
+        """Book the next place in a group's bucket (its chat id or @name), or the overall one (None): the
+        seconds to wait for it, or None when the shared buckets cannot be reached (then this instance's own
+        decide)."""
+        ...
+
+    async def pause(self, seconds: float) -> None:
+        """Pause every instance's sending for `seconds` (a 429)."""
+        ...
 
 
 class Withdrawn(Exception):
@@ -119,6 +149,10 @@ class _Bucket:
     def refilled(self, now: float) -> bool:
         return self._full_at <= now
 
+    def hold(self, at: float) -> None:
+        """Book no place before `at` (the fleet's place for this instance's latest request)."""
+        self._full_at = max(self._full_at, at + self._tolerance)
+
 
 class _Went:
     """When a request counted overall went: when its turn came, then (called) when its body was written."""
@@ -139,7 +173,8 @@ class FloodLimiter(BaseRateLimiter[int]):
     Requests with a `chat_id` count overall; those to a group or channel (a negative id or an `@name`) also
     count against that chat's bucket, and new messages to a private chat against that chat's. A limit of 0
     turns its buckets off. `rate_limit_args`, where PTB passes it, overrides `max_retries` for one call.
-    `clock` and `sleep` are the time it goes by (tests pass in a virtual one).
+    `clock` and `sleep` are the time it goes by (tests pass in a virtual one). `fleet` (None on a single
+    instance) shares the overall and group buckets with the bot's other instances.
 
     Overall, a card (`card_first`) books its place when it arrives; any other request waits in one queue, in
     arrival order, and books its place only when the bucket has room at once (no card is waiting for it), or
@@ -161,6 +196,7 @@ class FloodLimiter(BaseRateLimiter[int]):
         max_overtaken: int = MAX_OVERTAKEN,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        fleet: FleetBudget | None = None,
     ) -> None:
         self._overall = (
             _Bucket(overall_burst, overall_burst / overall_per_s, late_share=OVERALL_LATE_SHARE)
@@ -194,6 +230,11 @@ class FloodLimiter(BaseRateLimiter[int]):
         """Places booked by a card for the queue's first request, once it may be overtaken no more."""
         self._withdraws: dict[int, Callable[[], bool]] = {}
         """The waiting tickets made `unless(withdraw)`: whether each is moot now."""
+        self._fleet = fleet
+        self._fleet_interval = (1 + FLEET_LATE_S) / overall_per_s if overall_per_s else 0.0
+        self._fleet_gate = anyio.Lock()
+        """One request at a time books the fleet's overall place and waits for it: the others wait here, in
+        this instance's order, and the fleet's places go to the instances in turn."""
 
     async def initialize(self) -> None:
         """Nothing to set up: buckets are made as chats appear."""
@@ -211,19 +252,23 @@ class FloodLimiter(BaseRateLimiter[int]):
         rate_limit_args: int | None,
     ) -> Any:
         chat_id = data.get("chat_id")
-        buckets = self._buckets(endpoint, chat_id)
         retries = self._max_retries if rate_limit_args is None else rate_limit_args
         refused = 0
         card, withdraw = _CARD.get(), _UNLESS.get()
         while True:
+            shared_group = self._fleet is not None and await self._fleet_group(chat_id)
+            buckets = self._buckets(endpoint, chat_id, group=not shared_group)
+            overall = self._overall is not None and bool(buckets) and buckets[-1] is self._overall
             try:
                 await self._turn(buckets, chat_id, card, withdraw)
             except Withdrawn:
                 raise Withdrawn(endpoint) from None
+            if overall and self._fleet is not None:
+                await self._fleet_turn()
             if withdraw is not None and withdraw():
                 raise Withdrawn(endpoint)
             try:
-                if self._overall is None or not buckets or buckets[-1] is not self._overall:
+                if not overall:
                     return await callback(*args, **kwargs)
                 with on_written(await self._within_second()):
                     return await callback(*args, **kwargs)
@@ -235,6 +280,8 @@ class FloodLimiter(BaseRateLimiter[int]):
                 pause = _seconds(exc.retry_after) + RETRY_MARGIN_S
                 logger.info("Telegram asks to wait %.1f s (429 on %s): every request waits", pause, endpoint)
                 self._resume_at = max(self._resume_at, self._clock() + pause)
+                if self._fleet is not None:
+                    await self._fleet.pause(pause)  # every instance's, from the database's now
 
     async def _turn(
         self,
@@ -263,6 +310,40 @@ class FloodLimiter(BaseRateLimiter[int]):
             await self._sleep(pause)
             if buckets:
                 await self._book(buckets[-1])
+
+    async def _fleet_group(self, chat_id: object) -> bool:
+        """In a fleet, book a group's place in its shared bucket and wait for it; whether it was (False: not a
+        group, no fleet, or the fleet's buckets unreachable: the local bucket decides)."""
+        key = self._group_key(chat_id)
+        if self._fleet is None or key is None or self._group_limit is None:
+            return False
+        burst, period = self._group_limit
+        wait = await self._fleet.book(key, period / burst, period)
+        if wait is None:
+            return False
+        if wait > 0:
+            await self._sleep(wait)
+        return True
+
+    async def _fleet_turn(self) -> None:
+        """In a fleet, once this request's turn came here: book its place in the fleet's overall bucket and
+        wait for it, one request at a time (see `_fleet_gate`). A request woken later than a quarter of
+        `FLEET_LATE_S` after its place books again (up to `FLEET_REBOOKS` times), so that sends stay within
+        the margin the places are spaced by. With the fleet's buckets unreachable it goes at once: this
+        instance's own buckets already spaced it."""
+        assert self._fleet is not None
+        async with self._fleet_gate:
+            for _ in range(FLEET_REBOOKS + 1):
+                wait = await self._fleet.book(None, self._fleet_interval, self._fleet_interval)
+                if wait is None:
+                    return
+                place = self._clock() + wait
+                if self._overall is not None:  # the local queue waits for the fleet too: cards stay first
+                    self._overall.hold(place)
+                if wait > 0:
+                    await self._sleep(wait)
+                if self._clock() - place <= FLEET_LATE_S / 4:
+                    return
 
     async def _within_second(self) -> _Went:
         """Wait until sending now keeps every second within what the overall bucket allows in one (its burst
@@ -354,20 +435,32 @@ class FloodLimiter(BaseRateLimiter[int]):
         moved, self._queue_moved = self._queue_moved, anyio.Event()
         moved.set()
 
-    def _buckets(self, endpoint: str, chat_id: object) -> list[_Bucket]:
+    def _buckets(self, endpoint: str, chat_id: object, *, group: bool = True) -> list[_Bucket]:
+        """The local buckets a request counts against (without its group's when `group` is False: the fleet's
+        shared one counted it)."""
         if chat_id is None:
             return []
         buckets = []
         chat = _int(chat_id)
-        if chat is None or chat < 0:
-            if self._group_limit is not None:
-                key: int | str = chat if chat is not None else str(chat_id)
+        key = self._group_key(chat_id)
+        if key is not None:
+            if self._group_limit is not None and group:
                 buckets.append(self._bucket(self._groups, key, self._group_limit))
-        elif endpoint in _BUCKETED and self._chat_limit is not None:
+        elif chat is not None and endpoint in _BUCKETED and self._chat_limit is not None:
             buckets.append(self._bucket(self._chats, chat, self._chat_limit))
         if self._overall is not None:
             buckets.append(self._overall)
         return buckets
+
+    @staticmethod
+    def _group_key(chat_id: object) -> int | str | None:
+        """A group's or channel's key (a negative id, or an `@name`); None for a private chat or no chat."""
+        if chat_id is None:
+            return None
+        chat = _int(chat_id)
+        if chat is not None and chat >= 0:
+            return None
+        return chat if chat is not None else str(chat_id)
 
     def _bucket(self, buckets: dict[Any, _Bucket], key: Any, limit: tuple[int, float]) -> _Bucket:
         bucket = buckets.get(key)

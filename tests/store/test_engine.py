@@ -16,7 +16,7 @@ from tests.inprocess import toolnexus
 
 pytestmark = pytest.mark.anyio
 
-NEWEST = "0009"
+NEWEST = "0011"
 
 
 async def test_a_fresh_database_is_migrated_to_the_newest_revision_on_open(store_url: str) -> None:
@@ -32,6 +32,7 @@ async def test_a_fresh_database_is_migrated_to_the_newest_revision_on_open(store
             "approval_votes",
             "agent_tokens",
             "updates_seen",
+            "telegram_budget",
             "alembic_version",
         } <= tables
 

@@ -412,3 +412,72 @@ async def test_a_request_counts_overall_from_when_its_body_was_written() -> None
     assert len(written) == 6
     assert busiest_second(written) == 4
     assert written[-2] == pytest.approx(0.3 + 1.0)  # the fifth waited a second from the first's writing
+
+
+class BusyFleet:
+    """The fleet's shared overall bucket (`FleetBudget`) while other instances keep it busy: this one gets a
+    place a second, on the virtual clock."""
+
+    def __init__(self, time: VirtualTime) -> None:
+        self._time = time
+        self._next = 0.0
+
+    async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
+        place = max(self._time.now, self._next)
+        self._next = place + 1.0
+        return place - self._time.now
+
+    async def pause(self, seconds: float) -> None:
+        raise AssertionError("no 429 here")
+
+
+async def test_in_a_fleet_a_new_card_still_goes_before_results_waiting_for_the_fleets_places() -> None:
+    """The fleet gives this instance a place a second, slower than its own bucket (4/s): the results waiting
+    for those places wait in this instance's queue, so a card arriving later goes before them, after only the
+    one result that holds the fleet's next place already (a place is booked in the fleet one at a time, once
+    a request's turn came here)."""
+    time = VirtualTime()
+    limiter = FloodLimiter(overall_per_s=4, clock=time.clock, sleep=time.sleep, fleet=BusyFleet(time))
+    sent, request = recorder(time)
+
+    async def card_later() -> None:
+        await time.sleep(1.5)
+        await card(request)(limiter, "sendMessage", 9)
+
+    results = [functools.partial(request, limiter, "editMessageText", chat) for chat in range(1, 5)]
+    await time.run(*results, card_later)
+    assert [(chat, at - 1000.0) for _, chat, at in sent] == [(1, 0.0), (2, 1.0), (3, 2.0), (9, 3.0), (4, 4.0)]
+
+
+class DownFleet:
+    """The fleet's shared buckets while the database cannot be reached."""
+
+    def __init__(self) -> None:
+        self.paused: list[float] = []
+
+    async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
+        return None
+
+    async def pause(self, seconds: float) -> None:
+        self.paused.append(seconds)
+
+
+async def test_in_a_fleet_whose_buckets_cannot_be_reached_this_instances_own_buckets_decide(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing is held up, and nothing goes faster than on a single instance: a group's own bucket (2 a
+    minute here) and the overall one (4/s) space the sends; a 429 still pauses this instance, and is passed on."""
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+    time = VirtualTime()
+    fleet = DownFleet()
+    limiter = FloodLimiter(
+        overall_per_s=4, group_burst=2, group_period_s=60, clock=time.clock, sleep=time.sleep, fleet=fleet
+    )
+    sent, request = recorder(time)
+    jobs = [functools.partial(request, limiter, "sendMessage", -5001) for _ in range(3)]
+    await time.run(*jobs, functools.partial(request, limiter, "editMessageText", 1, fail=1))
+    assert [chat for _, chat, _ in sent] == [-5001, -5001, 1, -5001]
+    # The edit is refused once (retry_after 3), then every request waits; the third to the group waits for its
+    # bucket (2 a minute: one every 30 s).
+    assert [at - 1000.0 for _, _, at in sent] == pytest.approx([0.0, 0.25, 0.5 + 3 + RETRY_MARGIN_S, 30.0])
+    assert fleet.paused == [3 + RETRY_MARGIN_S]

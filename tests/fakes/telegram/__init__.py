@@ -36,7 +36,8 @@ include_deleted=False)`; `await fake.wait_for(predicate, timeout=5)` -> the most
 bot message matching; `await fake.next_message(chat, containing=None, timeout=5)` -> the bot's next new
 message after the last one it returned for that chat. `chat` is a chat id or a FakeUser. Both raise
 TimeoutError listing recent bot messages and errors. `await fake.wait_for_call(method, predicate=None,
-timeout=5)` -> the params of the first matching call. `fake.calls` = [(method, params)] in order;
+timeout=5)` -> the params of the first matching call. `fake.calls` = [(method, params)] in order
+(`fake.call_times`: when each was received, by the fake's `clock`);
 `fake.errors` = every 4xx/5xx sent as ErrorReply(method, status, description, params, injected);
 `fake.unexpected_errors` = those not injected; `fake.commands` = [(command, description)] from
 setMyCommands (default scope); `fake.command_sets` for other scopes; `fake.webhook` = last setWebhook.

@@ -55,6 +55,9 @@ class FakeTelegram(World):
         self.flood = FloodLimiter(limits, clock) if limits else None
         """The rate limits enforced (`rate_limit`), with the times of the messages they let through."""
         self._api = BotApi(self, self.flood)
+        self._clock = clock
+        self.call_times: list[float] = []
+        """When each of `calls` was received (by `clock`), in the same order: rates counted as Telegram would."""
         self._faults = Faults()
         self._call_counts: Counter[str] = Counter()
         self._server: uvicorn.Server | None = None
@@ -288,6 +291,7 @@ class FakeTelegram(World):
         method = request.path_params["method"]
         params = await _read_params(request)
         self.calls.append((method, params))
+        self.call_times.append(self._clock())
         self._call_counts[method.lower()] += 1
         self.notify()
         try:
