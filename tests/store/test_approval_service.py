@@ -263,6 +263,12 @@ class Racing:
     async def finish(self, record: ApprovalRecord, status: ApprovalStatus) -> ApprovalRecord | None:
         return await self.book.finish(record, status)
 
+    async def due(self) -> list[ApprovalRecord]:
+        return await self.book.due()
+
+    async def claim(self, record: ApprovalRecord, by: str) -> bool:
+        return await self.book.claim(record, by)
+
 
 async def test_two_votes_racing_from_two_processes_decide_once(store: Store, store_url: str) -> None:
     """After Bob's approval, Carol (on one process) approves while Dave (on another, with its own connection to
