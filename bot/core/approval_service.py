@@ -288,9 +288,9 @@ class ApprovalService:
             if owned(record.ask.origin.user_id) and record.id not in self._timed:
                 self._timed.add(record.id)
                 tg.start_soon(self._expire_at, record.id, record.deadline)
-        for record in due:
+        for record in due:  # carried out before this returns (each approved call is started in the task group)
             if owned(record.ask.origin.user_id):
-                tg.start_soon(self._conclude, record, True)
+                await self._conclude(record, adopting=True)
 
     def stop(self) -> None:
         """Release the calls waiting here (their requests stay pending in the book, for the next start)."""
