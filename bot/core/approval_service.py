@@ -44,6 +44,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from bot.core.approvals import (
+    DECIDED_TOPIC,
     DUE,
     ApprovalAsk,
     ApprovalRecord,
@@ -84,8 +85,6 @@ AGENT_GONE: Final = "the agent that asked is gone; not run"
 """An agent's gated call approved after the process that took it ended (`orphaned`)."""
 RAN_ELSEWHERE: Final = "approved, but another instance of the bot has already carried it out; not run again"
 """A waiting call whose approved request was claimed by another process (it ran there, or was found orphaned)."""
-TOPIC: Final = "approvals"
-"""The bus topic of decided requests (`bot.store.approvals.TOPIC`)."""
 CAS_ATTEMPTS: Final = 5
 """Fresh reads a vote gets when other votes keep committing first."""
 
@@ -259,7 +258,7 @@ class ApprovalService:
     def listen(self, bus: Wakeups) -> None:
         """Hear the decisions of the other processes of a fleet (subscribe before the bus runs)."""
         self._fleet = True
-        bus.subscribe(TOPIC, self._heard, self._connected)
+        bus.subscribe(DECIDED_TOPIC, self._heard, self._connected)
 
     async def start(self, tg: TaskGroup, show: ApprovalShow) -> None:
         """Show requests through `show` from now on; keep the requests a previous process left pending alive
@@ -288,7 +287,9 @@ class ApprovalService:
             if owned(record.ask.origin.user_id) and record.id not in self._timed:
                 self._timed.add(record.id)
                 tg.start_soon(self._expire_at, record.id, record.deadline)
-        for record in due:  # carried out before this returns (each approved call is started in the task group)
+        for (
+            record
+        ) in due:  # carried out before this returns (each approved call is started in the task group)
             if owned(record.ask.origin.user_id):
                 await self._conclude(record, adopting=True)
 
@@ -495,7 +496,9 @@ class ApprovalService:
                 return verdict
             return Verdict(ApprovalStatus.CANCELLED, "the approval could not be recorded; not run", record.id)
         if not won:
-            return Verdict(ApprovalStatus.CANCELLED, RAN_ELSEWHERE, record.id) if verdict.approved else verdict
+            return (
+                Verdict(ApprovalStatus.CANCELLED, RAN_ELSEWHERE, record.id) if verdict.approved else verdict
+            )
         show = self._show
         # Told first: "approved by ..." comes before the call's result; a waiting call says "expired" itself.
         if show is not None and not (waiting and record.state.status is ApprovalStatus.EXPIRED):

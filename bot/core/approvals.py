@@ -17,6 +17,7 @@ from typing import Any, Final, Protocol
 from bot.core.values import Origin
 
 __all__ = [
+    "DECIDED_TOPIC",
     "DUE",
     "ApprovalAsk",
     "ApprovalRecord",
@@ -207,7 +208,7 @@ class ApprovalRecord:
     """Display names of the requester and approvers as known when asked (cards after a restart use them)."""
     ran_by: str | None = None
     """`DUE` once decided, until somebody carries the decision out (runs the call, tells the requester): then
-    who did. None: still open, or decided by a version that did not keep it."""
+    who did. None: still open, withdrawn, or decided by a version that did not keep it."""
 
     @property
     def id(self) -> str:
@@ -216,6 +217,8 @@ class ApprovalRecord:
 
 DUE: Final = "due"
 """`ApprovalRecord.ran_by` of a request decided and not carried out yet."""
+DECIDED_TOPIC: Final = "approvals"
+"""The fleet's bus topic a decision is published on (the payload is the request's id)."""
 
 
 class BookUnavailable(Exception):

@@ -7,9 +7,9 @@ two bot processes) racing on one request cannot both decide it, and a decision s
 rows (requested, approved, rejected, expired, cancelled) carry the content's SHA-256, and the agent's name
 (`detail.agent`) when an agent asked through the gateway.
 
-In a fleet (PostgreSQL, with a `FleetBus`), the transaction that decides a request also publishes its id on the
-bus topic `approvals` and marks it `ran_by = "due"`: every instance looks at it again, and the one that carries
-the decision out (`claim`, a compare-and-set from "due") is the only one that runs the approved call.
+The transaction that decides a request marks it `ran_by = "due"` and, in a fleet (PostgreSQL, with a
+`FleetBus`), publishes its id on the bus (`DECIDED_TOPIC`): every instance looks at it again, and the one that
+carries the decision out (`claim`, a compare-and-set from "due") is the only one that runs the approved call.
 """
 
 from __future__ import annotations
@@ -20,22 +20,31 @@ import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Final
+from typing import Any
 
-from sqlalchemy import ColumnElement, insert, or_, select, update
+from sqlalchemy import ColumnElement, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.config import AuditContent
 from bot.core import Origin
-from bot.core.approvals import DUE, ApprovalAsk, ApprovalRecord, ApprovalState, ApprovalStatus, Ballot, Vote
+from bot.core.approvals import (
+    DECIDED_TOPIC,
+    DUE,
+    ApprovalAsk,
+    ApprovalRecord,
+    ApprovalState,
+    ApprovalStatus,
+    Ballot,
+    Vote,
+)
 from bot.store.audit import AuditEvent, AuditLog
 from bot.store.bus import FleetBus
 from bot.store.errors import unavailable_as
 from bot.store.observer import agent_of
 from bot.store.tables import approval_votes, approvals
 
-__all__ = ["TOPIC", "ApprovalRecord", "ApprovalStore", "now_iso"]
+__all__ = ["ApprovalRecord", "ApprovalStore", "now_iso"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +53,6 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
 
-TOPIC: Final = "approvals"
-"""The bus topic of decided requests (the payload is the request's id)."""
 _OPEN = (ApprovalStatus.PENDING.value, ApprovalStatus.CHANGING.value)
 _EVENTS = {
     ApprovalStatus.EXPIRED: AuditEvent.APPROVAL_EXPIRED,
@@ -56,7 +63,7 @@ _EVENTS = {
 class ApprovalStore:
     """The `approvals` and `approval_votes` tables of one database, and the audit log beside them: the
     `ApprovalBook` of `bot.core.approval_service.ApprovalService`. With `bus` (a fleet), each decision is
-    published on `TOPIC` when it commits."""
+    published on `DECIDED_TOPIC` when it commits."""
 
     def __init__(
         self,
@@ -153,23 +160,21 @@ class ApprovalStore:
     async def due(self) -> list[ApprovalRecord]:
         """Every request decided and not carried out yet (its call may still have to run)."""
         async with self.engine.connect() as conn:
-            ids = [row.id for row in await conn.execute(select(approvals.c.id).where(approvals.c.ran_by == DUE))]
+            ids = [
+                row.id for row in await conn.execute(select(approvals.c.id).where(approvals.c.ran_by == DUE))
+            ]
         found = [await self.get(i) for i in ids]
         return [record for record in found if record is not None]
 
     @unavailable_as("claiming an approved call")
     async def claim(self, record: ApprovalRecord, by: str) -> bool:
         """Take the carrying out of a decided request for `by`: True for exactly one caller, whichever process
-        it runs in; False when somebody else did (or it is still open). A request decided before `ran_by` was
-        kept (null) can be claimed too, once."""
+        it runs in; False when somebody else did, or it is not due (still open, withdrawn, or decided by a
+        version before 0012, which ran an approved call itself wherever the decision fell)."""
         async with self.engine.begin() as conn:
             changed = await conn.execute(
                 update(approvals)
-                .where(
-                    approvals.c.id == record.id,
-                    approvals.c.status.not_in(_OPEN),
-                    or_(approvals.c.ran_by == DUE, approvals.c.ran_by.is_(None)),
-                )
+                .where(approvals.c.id == record.id, approvals.c.ran_by == DUE)
                 .values(ran_by=by[:64])
             )
         return changed.rowcount == 1
@@ -193,7 +198,9 @@ class ApprovalStore:
         decided_at = ballot.at if decided else None
         ran_by = DUE if decided else None
         async with self.engine.begin() as conn:
-            if not await _advance(conn, record, status=new.status.value, decided_at=decided_at, ran_by=ran_by):
+            if not await _advance(
+                conn, record, status=new.status.value, decided_at=decided_at, ran_by=ran_by
+            ):
                 return None
             await conn.execute(
                 insert(approval_votes).values(
@@ -298,7 +305,7 @@ class ApprovalStore:
     async def _publish(self, conn: AsyncConnection, record: ApprovalRecord) -> None:
         """Tell the fleet a request was decided, when `conn`'s transaction commits."""
         if self.bus is not None:
-            await self.bus.publish(conn, TOPIC, record.id)
+            await self.bus.publish(conn, DECIDED_TOPIC, record.id)
 
     async def _audit(
         self, event: AuditEvent, record: ApprovalRecord, detail: Mapping[str, Any], user_id: int | None = None

@@ -2,12 +2,12 @@
 exactly once in a fleet (issue 32).
 
 The deciding transaction sets it to "due"; whoever then carries the decision out (runs the approved call, or
-tells the requester) sets it from "due" (or null) to its own name, by one compare-and-set: a waiter woken on one
-instance and the requester's owner on another cannot both run the call.
+tells the requester) sets it from "due" to its own name, by one compare-and-set: a waiter woken on one instance
+and the requester's owner on another cannot both run the call.
 
 Expand only (a nullable column, nothing rewritten): a process of the version before neither reads nor writes it,
-so the two run side by side during a rolling deploy. Rows decided before stay null and are never picked up as
-"due" (their calls were carried out, or not, by the version that decided them).
+so the two run side by side during a rolling deploy. Rows decided before, or by it, stay null and are never
+claimed (the version that decided them carried them out, as it always did).
 
 Revision ID: 0012
 Revises: 0009
