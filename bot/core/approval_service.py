@@ -91,7 +91,8 @@ CAS_ATTEMPTS: Final = 5
 
 class ApprovalBook(Protocol):
     """Where requests are kept (the store's `ApprovalStore`). Every write is committed when the call returns and
-    is a compare-and-set on `record.revision`: None means somebody changed the request since `record` was read.
+    is a compare-and-set on `record.revision`: None means somebody changed the request since `record` was read
+    (`claim` is one on `ran_by`: False means somebody else carries the decision out).
 
     Every method raises `BookUnavailable` when the requests cannot be read or written.
     """
@@ -161,7 +162,8 @@ class ApprovalShow(Protocol):
 
     async def decided(self, record: ApprovalRecord, verdict: Verdict, waiting: bool) -> None:
         """A vote or the deadline decided the request: tell the requester what they need to know (`waiting`:
-        their call is waiting in this process and will end with `verdict`)."""
+        their call is waiting in this process and will end with `verdict`). Told by the one process that
+        claimed the decision, so a fleet tells them once."""
         ...
 
     async def run_approved(self, record: ApprovalRecord, verdict: Verdict) -> None:
