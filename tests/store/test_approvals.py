@@ -12,8 +12,8 @@ from sqlalchemy import text
 from bot.config import Secret, StorageConfig
 from bot.core import Origin
 from bot.core.approvals import DUE, ApprovalAsk, ApprovalStatus, Vote, content_hash, tally
-from bot.store import Store, open_store
-from bot.store.approvals import now_iso
+from bot.store import AuditLog, Store, open_engine, open_store, upgrade
+from bot.store.approvals import ApprovalStore, now_iso
 from bot.store.errors import StoreUnavailable
 from tests.telegram.test_approvals import DEPLOY, ops_scene
 
@@ -98,6 +98,26 @@ async def test_a_decision_is_due_until_one_claim_takes_it(store: Store) -> None:
     assert not await store.approvals.claim(withdrawn, "B") and not await store.approvals.claim(older, "B")
     again = await store.approvals.get(record.id)
     assert again is not None and again.ran_by == "A" and await store.approvals.due() == []
+
+
+async def test_requests_decided_before_0012_are_kept_and_never_claimed(store_url: str) -> None:
+    """A database at 0009 with an approved request (its call carried out by that version) is upgraded in place:
+    the request reads back, is not due, and nobody can claim it: the upgrade runs nothing again."""
+    engine = await open_engine(store_url, migrate=False)
+    try:
+        await upgrade(engine, "0009")
+        record = await ApprovalStore(engine, AuditLog(engine)).create(ask(), "call", deadline=2e9)
+        async with engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE approvals SET status = 'approved' WHERE id = :id"), {"id": record.id}
+            )
+    finally:
+        await engine.dispose()
+    async with open_store(StorageConfig(url=Secret(store_url))) as store:
+        found = await store.approvals.get(record.id)
+        assert found is not None and found.state.status is ApprovalStatus.APPROVED and found.ran_by is None
+        assert await store.approvals.due() == []
+        assert not await store.approvals.claim(found, "new")
 
 
 async def test_a_database_that_fails_raises_the_stores_own_error_from_every_method(store: Store) -> None:
