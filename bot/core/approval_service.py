@@ -16,12 +16,25 @@ display names it has seen, and the deadline timers of requests a previous proces
 A request decided in the process that asked for it wakes the waiting call; one decided after a restart (its
 call's task is gone) is handed to the host's `run_approved`, once, with the approved content; unless an agent
 asked (`orphaned`): its call went with the process, and the host only says so (`AGENT_GONE`).
+
+Exactly once, also in a fleet (several processes on one database; DESIGN §15). A decision is committed as "due"
+(`ApprovalRecord.ran_by`), and whoever carries it out (wakes its waiting call with it, or has the host run it,
+and tells the requester) first takes it with one compare-and-set (`ApprovalBook.claim`): the loser does nothing.
+An approver's tap may decide a request on another instance than the one whose call waits for it:
+- the deciding transaction publishes the request's id (the bus topic `approvals`; `listen`): the instance with
+  the waiter reads the row and wakes it; after each (re)connect of the bus each instance reads again the
+  requests it waits on; and a waiter whose deadline passes reads the row again before expiring it;
+- where nobody waits, only the instance that owns the requester (`owns`) carries a decision out: the
+  requester's call would be waiting there. On a takeover, the fleet has the new owner `adopt` the dead one's
+  requests: their deadline timers, and the decided ones nobody carried out. A single process owns everybody.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
+import platform
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +44,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from bot.core.approvals import (
+    DECIDED_TOPIC,
+    DUE,
     ApprovalAsk,
     ApprovalRecord,
     ApprovalState,
@@ -46,12 +61,14 @@ from bot.core.approvals import (
 __all__ = [
     "AGENT_GONE",
     "GONE",
+    "RAN_ELSEWHERE",
     "STOPPING",
     "STOPPING_AGENT",
     "ApprovalBook",
     "ApprovalService",
     "ApprovalShow",
     "Cast",
+    "Wakeups",
     "orphaned",
     "verdict_of",
 ]
@@ -66,13 +83,16 @@ STOPPING_AGENT: Final = (
 """What an agent's call waiting for approval gets when the bot stops (its request is left pending, `orphaned`)."""
 AGENT_GONE: Final = "the agent that asked is gone; not run"
 """An agent's gated call approved after the process that took it ended (`orphaned`)."""
+RAN_ELSEWHERE: Final = "approved, but another instance of the bot has already carried it out; not run again"
+"""A waiting call whose approved request was claimed by another process (it ran there, or was found orphaned)."""
 CAS_ATTEMPTS: Final = 5
 """Fresh reads a vote gets when other votes keep committing first."""
 
 
 class ApprovalBook(Protocol):
     """Where requests are kept (the store's `ApprovalStore`). Every write is committed when the call returns and
-    is a compare-and-set on `record.revision`: None means somebody changed the request since `record` was read.
+    is a compare-and-set on `record.revision`: None means somebody changed the request since `record` was read
+    (`claim` is one on `ran_by`: False means somebody else carries the decision out).
 
     Every method raises `BookUnavailable` when the requests cannot be read or written.
     """
@@ -101,6 +121,23 @@ class ApprovalBook(Protocol):
 
     async def finish(self, record: ApprovalRecord, status: ApprovalStatus) -> ApprovalRecord | None: ...
 
+    async def due(self) -> list[ApprovalRecord]:
+        """Every request decided and not carried out yet."""
+        ...
+
+    async def claim(self, record: ApprovalRecord, by: str) -> bool:
+        """Take the carrying out of a decided request: True for exactly one caller in the whole fleet."""
+        ...
+
+
+class Wakeups(Protocol):
+    """The fleet's bus (the store's `FleetBus`): `on_message(payload)` for each notification of `topic`,
+    `on_connect()` after every (re)connect (notifications may have been missed)."""
+
+    def subscribe(
+        self, topic: str, on_message: Callable[[str], None], on_connect: Callable[[], None] | None = None
+    ) -> None: ...
+
 
 class ApprovalShow(Protocol):
     """What a host does for the service: show requests to people and tell the requester. Never raises for a
@@ -125,7 +162,8 @@ class ApprovalShow(Protocol):
 
     async def decided(self, record: ApprovalRecord, verdict: Verdict, waiting: bool) -> None:
         """A vote or the deadline decided the request: tell the requester what they need to know (`waiting`:
-        their call is waiting in this process and will end with `verdict`)."""
+        their call is waiting in this process and will end with `verdict`). Told by the one process that
+        claimed the decision, so a fleet tells them once."""
         ...
 
     async def run_approved(self, record: ApprovalRecord, verdict: Verdict) -> None:
@@ -147,6 +185,8 @@ class _Waiter:
     """An agent's call waits (through the gateway): it does not outlive this process."""
     done: anyio.Event = field(default_factory=anyio.Event)
     verdict: Verdict | None = None
+    settling: bool = False
+    """A decision is being carried out for it (claimed, the requester told): its verdict comes with `done`."""
 
 
 def orphaned(record: ApprovalRecord, waiting: bool) -> bool:
@@ -174,12 +214,23 @@ class ApprovalService:
     """The approval requests of one process: give it to the hub as its approver, `start` it in the host's task
     group with the host's `ApprovalShow`, `stop` it before the hub closes.
 
-    `clock` is Unix time: deadlines and ballot times are read from it (tests pass a virtual one).
+    `clock` is Unix time: deadlines and ballot times are read from it (tests pass a virtual one). In a fleet,
+    `owns(user_id)` says whether this process owns a requester (default: a single process owns everybody), and
+    `name` is what `ApprovalRecord.ran_by` says of this process.
     """
 
-    def __init__(self, book: ApprovalBook, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        book: ApprovalBook,
+        clock: Callable[[], float] = time.time,
+        *,
+        owns: Callable[[int], bool] = lambda _user_id: True,
+        name: str | None = None,
+    ) -> None:
         self.book = book
         self.clock = clock
+        self.owns = owns
+        self.name = name or f"{platform.node()}:{os.getpid()}"
         self.people: dict[int, str] = {}
         """Display names of people the host has seen, for cards (and the hub's `names`)."""
         self._show: ApprovalShow | None = None
@@ -188,6 +239,10 @@ class ApprovalService:
         self._locks: dict[str, anyio.Lock] = {}
         self._stopping = False
         self._timers: set[anyio.CancelScope] = set()
+        self._timed: set[str] = set()
+        """Requests with a deadline timer here (a takeover does not start a second one)."""
+        self._fleet = False
+        """Listening to the fleet's bus: other processes may hold waiting calls."""
 
     def name_of(self, user_id: int) -> str:
         return self.people.get(user_id) or f"user {user_id}"
@@ -202,20 +257,43 @@ class ApprovalService:
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
+    def listen(self, bus: Wakeups) -> None:
+        """Hear the decisions of the other processes of a fleet (subscribe before the bus runs)."""
+        self._fleet = True
+        bus.subscribe(DECIDED_TOPIC, self._heard, self._connected)
+
     async def start(self, tg: TaskGroup, show: ApprovalShow) -> None:
         """Show requests through `show` from now on; keep the requests a previous process left pending alive
-        (their cards stay live, their deadlines hold: a timer each, in `tg`)."""
+        (their cards stay live, their deadlines hold: a timer each, in `tg`), and carry out the ones it decided
+        without carrying them out: of the requesters this process owns (`adopt`)."""
         self._tg = tg
         self._show = show
+        await self.adopt(self.owns)
+
+    async def adopt(self, owned: Callable[[int], bool]) -> None:
+        """This process now owns the requesters `owned` says (a takeover, or the start): the deadlines of their
+        pending requests are timed here, and their decided requests nobody carried out (the call that waited
+        died with the previous owner) are carried out, each claimed: run, or for an agent's said to be gone."""
+        tg = self._tg
+        if tg is None or self._stopping:
+            return
         try:
             pending = await self.book.pending()
+            due = await self.book.due()
         except BookUnavailable:
             logger.exception("could not read the pending approval requests")
             return
         for record in pending:
             for user_id, name in record.names.items():
                 self.people.setdefault(user_id, name)
-            tg.start_soon(self._expire_at, record.id, record.deadline)
+            if owned(record.ask.origin.user_id) and record.id not in self._timed:
+                self._timed.add(record.id)
+                tg.start_soon(self._expire_at, record.id, record.deadline)
+        for (
+            record
+        ) in due:  # carried out before this returns (each approved call is started in the task group)
+            if owned(record.ask.origin.user_id):
+                await self._conclude(record, adopting=True)
 
     def stop(self) -> None:
         """Release the calls waiting here (their requests stay pending in the book, for the next start)."""
@@ -269,8 +347,10 @@ class ApprovalService:
                 notice = await show.waiting(record)
             with anyio.move_on_after(max(0.0, record.deadline - self.clock())):
                 await waiter.done.wait()
-            if waiter.verdict is None:
-                await self.expire(record.id)
+            if waiter.verdict is None and not waiter.settling:
+                await self.expire(record.id)  # reads it again first: it may have been decided elsewhere
+            if waiter.settling:  # being carried out by another task (a vote, the bus): its verdict comes
+                await waiter.done.wait()
             return waiter.verdict or Verdict(
                 ApprovalStatus.CANCELLED, f"the approval request could not be settled; {nothing}"
             )
@@ -374,22 +454,89 @@ class ApprovalService:
         return Cast("Change your answer in the question below.")
 
     async def _decided(self, record: ApprovalRecord) -> None:
-        """Tell the requester; wake the waiting call, or (after a restart) have the host run the approved call."""
-        verdict = verdict_of(record)
+        """A vote here decided the request: carry it out (`_conclude`)."""
+        await self._conclude(record)
+
+    async def _conclude(self, record: ApprovalRecord, adopting: bool = False) -> None:
+        """Carry out a decided request, if it is this process's to carry out: wake the call waiting here, or
+        (nobody waits here) have the host run the approved call when the requester is owned here."""
         waiter = self._waiters.get(record.id)
-        if self._show is not None:  # told first: "approved by ..." comes before the call's result
-            await self._show.decided(record, verdict, waiting=waiter is not None)
+        if waiter is not None:
+            if waiter.settling or waiter.verdict is not None:
+                return
+            waiter.settling = True
+        elif not self._ours(record, adopting):
+            return
+        verdict = await self._carry_out(record, waiter is not None)
         if waiter is not None:
             waiter.verdict = verdict
             waiter.done.set()
-        elif (
-            verdict.approved
+
+    def _ours(self, record: ApprovalRecord, adopting: bool) -> bool:
+        """Whether this process carries out a decided request nobody waits for here: one due (decided, not
+        carried out), cancelled by nobody's withdrawal, of a requester owned here (their call would wait here).
+        An agent's call waits in whichever process its HTTP request reached: in a fleet only a takeover
+        (`adopting`) says it is gone."""
+        if record.ran_by != DUE or record.state.status is ApprovalStatus.CANCELLED:
+            return False
+        if adopting:
+            return True
+        if self._fleet and record.ask.origin.agent is not None:
+            return False
+        return self.owns(record.ask.origin.user_id)
+
+    async def _carry_out(self, record: ApprovalRecord, waiting: bool) -> Verdict:
+        """Claim the decision (one process in the fleet wins), then tell the requester and, when nobody waits
+        here, have the host run the approved call. The verdict for a call waiting here: a lost claim of an
+        approval is not an approval (the call ran, or was found orphaned, elsewhere)."""
+        verdict = verdict_of(record)
+        try:
+            won = await self.book.claim(record, self.name)
+        except BookUnavailable:
+            logger.exception("could not claim approval %s", record.id)
+            if not verdict.approved:
+                return verdict
+            return Verdict(ApprovalStatus.CANCELLED, "the approval could not be recorded; not run", record.id)
+        if not won:
+            return (
+                Verdict(ApprovalStatus.CANCELLED, RAN_ELSEWHERE, record.id) if verdict.approved else verdict
+            )
+        show = self._show
+        # Told first: "approved by ..." comes before the call's result; a waiting call says "expired" itself.
+        if show is not None and not (waiting and record.state.status is ApprovalStatus.EXPIRED):
+            await show.decided(record, verdict, waiting=waiting)
+        if (
+            not waiting
+            and verdict.approved
             and record.ask.question is None
             and not orphaned(record, waiting=False)
-            and self._show is not None
+            and show is not None
             and self._tg is not None
         ):
-            self._tg.start_soon(self._show.run_approved, record, verdict)
+            self._tg.start_soon(show.run_approved, record, verdict)
+        return verdict
+
+    # -- the fleet's bus -------------------------------------------------------------------------------
+
+    def _heard(self, approval_id: str) -> None:
+        """Another process (or this one) decided a request: look at it."""
+        if self._tg is not None and not self._stopping:
+            self._tg.start_soon(self._look, approval_id)
+
+    def _connected(self) -> None:
+        """The bus (re)connected: decisions may have been missed; look again at the requests waited on here."""
+        if self._tg is not None and not self._stopping:
+            for approval_id in list(self._waiters):
+                self._tg.start_soon(self._look, approval_id)
+
+    async def _look(self, approval_id: str) -> None:
+        try:
+            record = await self.book.get(approval_id)
+        except BookUnavailable:
+            logger.exception("could not read approval %s", approval_id)
+            return
+        if record is not None and not record.state.open:
+            await self._conclude(record)
 
     # -- deadlines -------------------------------------------------------------------------------------
 
@@ -403,10 +550,12 @@ class ApprovalService:
                 await self.expire(approval_id)
             finally:
                 self._timers.discard(scope)
+                self._timed.discard(approval_id)
 
     async def expire(self, approval_id: str) -> None:
         """End a request still open at its deadline: committed, cards redrawn, the requester told (or the
-        waiting call woken). A request another process decided meanwhile wakes its waiter with that decision."""
+        waiting call woken). A request decided meanwhile (by another process, a notification that did not come)
+        is carried out with that decision instead, if it is this process's to carry out."""
         async with self._lock(approval_id):
             try:
                 record = await self.book.get(approval_id)
@@ -415,20 +564,15 @@ class ApprovalService:
                 expired = None
                 if record.state.open:
                     expired = await self.book.finish(record, ApprovalStatus.EXPIRED)
+                    if expired is None:  # decided meanwhile
+                        record = await self.book.get(approval_id)
             except BookUnavailable:
                 logger.exception("could not expire approval %s", approval_id)
                 return
-        waiter = self._waiters.get(approval_id)
         if expired is None:
-            if waiter is not None and waiter.verdict is None and not record.state.open:
-                waiter.verdict = verdict_of(record)  # decided by another process meanwhile
-                waiter.done.set()
+            if record is not None and not record.state.open:
+                await self._conclude(record)
             return
         if self._show is not None:
             await self._show.redraw(expired)
-        verdict = verdict_of(expired)
-        if waiter is not None:
-            waiter.verdict = verdict
-            waiter.done.set()
-        elif self._show is not None:
-            await self._show.decided(expired, verdict, waiting=False)
+        await self._conclude(expired)

@@ -12,11 +12,13 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from bot.core.values import Origin
 
 __all__ = [
+    "DECIDED_TOPIC",
+    "DUE",
     "ApprovalAsk",
     "ApprovalRecord",
     "ApprovalState",
@@ -204,10 +206,19 @@ class ApprovalRecord:
     decided_at: str | None = None
     names: Mapping[int, str] = field(default_factory=dict[int, str])
     """Display names of the requester and approvers as known when asked (cards after a restart use them)."""
+    ran_by: str | None = None
+    """`DUE` once decided, until somebody carries the decision out (runs the call, tells the requester): then
+    who did. None: still open, withdrawn, or decided by a version that did not keep it."""
 
     @property
     def id(self) -> str:
         return self.state.id
+
+
+DUE: Final = "due"
+"""`ApprovalRecord.ran_by` of a request decided and not carried out yet."""
+DECIDED_TOPIC: Final = "approvals"
+"""The fleet's bus topic a decision is published on (the payload is the request's id)."""
 
 
 class BookUnavailable(Exception):

@@ -6,6 +6,10 @@ Every change is a compare-and-set on the request's `revision`, committed before 
 two bot processes) racing on one request cannot both decide it, and a decision survives the process. Audit
 rows (requested, approved, rejected, expired, cancelled) carry the content's SHA-256, and the agent's name
 (`detail.agent`) when an agent asked through the gateway.
+
+The transaction that decides a request marks it `ran_by = "due"` and, in a fleet (PostgreSQL, with a
+`FleetBus`), publishes its id on the bus (`DECIDED_TOPIC`): every instance looks at it again, and the one that
+carries the decision out (`claim`, a compare-and-set from "due") is the only one that runs the approved call.
 """
 
 from __future__ import annotations
@@ -24,8 +28,18 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.config import AuditContent
 from bot.core import Origin
-from bot.core.approvals import ApprovalAsk, ApprovalRecord, ApprovalState, ApprovalStatus, Ballot, Vote
+from bot.core.approvals import (
+    DECIDED_TOPIC,
+    DUE,
+    ApprovalAsk,
+    ApprovalRecord,
+    ApprovalState,
+    ApprovalStatus,
+    Ballot,
+    Vote,
+)
 from bot.store.audit import AuditEvent, AuditLog
+from bot.store.bus import FleetBus
 from bot.store.errors import unavailable_as
 from bot.store.observer import agent_of
 from bot.store.tables import approval_votes, approvals
@@ -48,12 +62,20 @@ _EVENTS = {
 
 class ApprovalStore:
     """The `approvals` and `approval_votes` tables of one database, and the audit log beside them: the
-    `ApprovalBook` of `bot.core.approval_service.ApprovalService`."""
+    `ApprovalBook` of `bot.core.approval_service.ApprovalService`. With `bus` (a fleet), each decision is
+    published on `DECIDED_TOPIC` when it commits."""
 
-    def __init__(self, engine: AsyncEngine, log: AuditLog, content: AuditContent = AuditContent.FULL) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        log: AuditLog,
+        content: AuditContent = AuditContent.FULL,
+        bus: FleetBus | None = None,
+    ) -> None:
         self.engine = engine
         self.log = log
         self.content = content
+        self.bus = bus
 
     @unavailable_as("storing an approval request")
     async def create(
@@ -134,6 +156,29 @@ class ApprovalStore:
         found = [await self.get(i) for i in ids]
         return [record for record in found if record is not None]
 
+    @unavailable_as("reading the decided approval requests")
+    async def due(self) -> list[ApprovalRecord]:
+        """Every request decided and not carried out yet (its call may still have to run)."""
+        async with self.engine.connect() as conn:
+            ids = [
+                row.id for row in await conn.execute(select(approvals.c.id).where(approvals.c.ran_by == DUE))
+            ]
+        found = [await self.get(i) for i in ids]
+        return [record for record in found if record is not None]
+
+    @unavailable_as("claiming an approved call")
+    async def claim(self, record: ApprovalRecord, by: str) -> bool:
+        """Take the carrying out of a decided request for `by`: True for exactly one caller, whichever process
+        it runs in; False when somebody else did, or it is not due (still open, withdrawn, or decided by a
+        version before 0012, which ran an approved call itself wherever the decision fell)."""
+        async with self.engine.begin() as conn:
+            changed = await conn.execute(
+                update(approvals)
+                .where(approvals.c.id == record.id, approvals.c.ran_by == DUE)
+                .values(ran_by=by[:64])
+            )
+        return changed.rowcount == 1
+
     @unavailable_as("storing where approval cards are")
     async def set_cards(self, record: ApprovalRecord, cards: Sequence[tuple[int, int]]) -> ApprovalRecord:
         """Remember where the cards are (not a change of the tally: no revision, no audit)."""
@@ -149,9 +194,13 @@ class ApprovalStore:
     async def vote(self, record: ApprovalRecord, new: ApprovalState, ballot: Ballot) -> ApprovalRecord | None:
         """Commit a counted tap (and a decision it makes); None when the request changed meanwhile (the
         caller reads it again). Audited as `approved` or `rejected`, with the count."""
-        decided_at = None if new.status is ApprovalStatus.PENDING else ballot.at
+        decided = new.status is not ApprovalStatus.PENDING
+        decided_at = ballot.at if decided else None
+        ran_by = DUE if decided else None
         async with self.engine.begin() as conn:
-            if not await _advance(conn, record, status=new.status.value, decided_at=decided_at):
+            if not await _advance(
+                conn, record, status=new.status.value, decided_at=decided_at, ran_by=ran_by
+            ):
                 return None
             await conn.execute(
                 insert(approval_votes).values(
@@ -164,7 +213,11 @@ class ApprovalStore:
                     at=ballot.at,
                 )
             )
-        updated = replace(record, state=new, revision=record.revision + 1, decided_at=decided_at)
+            if decided:
+                await self._publish(conn, record)
+        updated = replace(
+            record, state=new, revision=record.revision + 1, decided_at=decided_at, ran_by=ran_by
+        )
         event = AuditEvent.APPROVED if ballot.vote is Vote.APPROVE else AuditEvent.REJECTED
         await self._audit(
             event,
@@ -226,20 +279,33 @@ class ApprovalStore:
 
     @unavailable_as("ending an approval request")
     async def finish(self, record: ApprovalRecord, status: ApprovalStatus) -> ApprovalRecord | None:
-        """End a pending request without a vote (expired, cancelled); None when it was decided meanwhile."""
+        """End a pending request without a vote (expired, cancelled); None when it was decided meanwhile.
+
+        An expired request is due (its requester is told); a cancelled one was withdrawn by its requester's own
+        call, so there is nothing left to carry out."""
         at = now_iso()
+        ran_by = DUE if status is ApprovalStatus.EXPIRED else None
         async with self.engine.begin() as conn:
             if not await _advance(
-                conn, record, approvals.c.status.in_(_OPEN), status=status.value, decided_at=at
+                conn, record, approvals.c.status.in_(_OPEN), status=status.value, decided_at=at, ran_by=ran_by
             ):
                 return None
-        updated = replace(record, state=replace(record.state, status=status), revision=record.revision + 1)
+            if ran_by is not None:
+                await self._publish(conn, record)
+        updated = replace(
+            record, state=replace(record.state, status=status), revision=record.revision + 1, ran_by=ran_by
+        )
         await self._audit(
             _EVENTS[status],
             updated,
             {"approval_id": record.id, "content_sha256": record.state.content_hash, "status": status.value},
         )
         return replace(updated, decided_at=at)
+
+    async def _publish(self, conn: AsyncConnection, record: ApprovalRecord) -> None:
+        """Tell the fleet a request was decided, when `conn`'s transaction commits."""
+        if self.bus is not None:
+            await self.bus.publish(conn, DECIDED_TOPIC, record.id)
 
     async def _audit(
         self, event: AuditEvent, record: ApprovalRecord, detail: Mapping[str, Any], user_id: int | None = None
@@ -308,6 +374,7 @@ def _record(row: dict[str, Any], votes: list[dict[str, Any]]) -> ApprovalRecord:
         cards=tuple((int(c), int(m)) for c, m in json.loads(row["cards"])),
         decided_at=row["decided_at"],
         names={int(k): v for k, v in json.loads(row["names"]).items()},
+        ran_by=row["ran_by"],
     )
 
 

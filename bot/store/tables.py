@@ -139,6 +139,11 @@ approvals = Table(
     Column("created_at", String(32), nullable=False),
     Column("decided_at", String(32)),
     Column("agent", String(32), comment="the agent (token name) whose gateway call asks; null: the chat's"),
+    Column(
+        "ran_by",
+        String(64),
+        comment="'due' once decided; then who carried the decision out (ran the call); null: decided before 0012",
+    ),
 )
 Index("ix_approvals_status", approvals.c.status)
 

@@ -1,6 +1,7 @@
 """Tests for bot/core/approval_service.py against the real store, on SQLite and PostgreSQL: quorum, a reject,
-a double tap, two votes racing from two processes, expiry on an injected clock, a change of the answer, and a
-request a stopped process left pending decided by the next one.
+a double tap, two votes racing from two processes, expiry on an injected clock, a change of the answer, a
+request a stopped process left pending decided by the next one, and a decision a process died before carrying
+out, carried out once by the next. (Several processes at once: test_approval_fleet.py.)
 
 The host is a recording `ApprovalShow` (what a host is told), the clock a virtual one: nothing sleeps.
 """
@@ -19,6 +20,7 @@ from bot.config import Secret, StorageConfig
 from bot.core import Origin
 from bot.core.approval_service import STOPPING, ApprovalBook, ApprovalService
 from bot.core.approvals import (
+    DUE,
     ApprovalAsk,
     ApprovalRecord,
     ApprovalState,
@@ -263,6 +265,12 @@ class Racing:
     async def finish(self, record: ApprovalRecord, status: ApprovalStatus) -> ApprovalRecord | None:
         return await self.book.finish(record, status)
 
+    async def due(self) -> list[ApprovalRecord]:
+        return await self.book.due()
+
+    async def claim(self, record: ApprovalRecord, by: str) -> bool:
+        return await self.book.claim(record, by)
+
 
 async def test_two_votes_racing_from_two_processes_decide_once(store: Store, store_url: str) -> None:
     """After Bob's approval, Carol (on one process) approves while Dave (on another, with its own connection to
@@ -409,3 +417,53 @@ async def test_a_changed_answer_is_bound_to_the_new_content_and_old_cards_are_re
     record = await store.approvals.get(asked.id)
     assert record is not None and record.ask.content == {"version": "2"}
     assert [b.content_hash for b in record.state.approvals] == [record.state.content_hash] * 2
+
+
+@dataclass
+class DiesClaiming(Racing):
+    """A process's store in which the process dies while it claims a decision: committed as due, never carried
+    out (`claiming` is set when it gets there; the claim never returns)."""
+
+    claiming: anyio.Event = field(default_factory=anyio.Event)
+
+    async def vote(self, record: ApprovalRecord, new: ApprovalState, ballot: Ballot) -> ApprovalRecord | None:
+        return await self.book.vote(record, new, ballot)
+
+    async def claim(self, record: ApprovalRecord, by: str) -> bool:
+        self.claiming.set()
+        await anyio.sleep_forever()
+        raise AssertionError("not reached")
+
+
+async def test_a_decision_a_process_died_before_carrying_out_is_carried_out_once_by_the_next(
+    store: Store, store_url: str
+) -> None:
+    """A (a single process) has the request decided and dies between committing the decision and carrying it
+    out: the call never ran. B, starting on its own connection, finds it due: runs it and tells the requester,
+    once; a third start finds nothing left to do."""
+    clock, shown_a = Clock(), Shown()
+    dying = DiesClaiming(store.approvals, Reads())
+    a = ApprovalService(dying, clock)
+    async with anyio.create_task_group() as tg:
+        await a.start(tg, shown_a)
+        asked = await asking(a, tg, shown_a, ask())
+        await a.vote(asked.id, BOB, "Bob", Vote.APPROVE)
+        tg.start_soon(a.vote, asked.id, CAROL, "Carol", Vote.APPROVE)
+        with anyio.fail_after(WAIT_S):
+            await dying.claiming.wait()
+        tg.cancel_scope.cancel()  # A dies: every task of it ends where it is
+    assert shown_a.told == [] and shown_a.ran == []
+    record = await store.approvals.get(asked.id)
+    assert record is not None and record.state.status is ApprovalStatus.APPROVED and record.ran_by == DUE
+
+    for shown in (shown_b := Shown(), shown_c := Shown()):
+        async with (
+            open_store(StorageConfig(url=Secret(store_url))) as again,
+            running(again.approvals, clock, shown),
+        ):
+            if shown is shown_b:
+                await shown.until(lambda: shown_b.ran != [])
+    assert shown_b.told == [(ApprovalStatus.APPROVED, False)] and len(shown_b.ran) == 1
+    assert shown_c.told == [] and shown_c.ran == []
+    record = await store.approvals.get(asked.id)
+    assert record is not None and record.ran_by not in (None, DUE)

@@ -11,9 +11,9 @@ from sqlalchemy import text
 
 from bot.config import Secret, StorageConfig
 from bot.core import Origin
-from bot.core.approvals import ApprovalAsk, ApprovalStatus, Vote, content_hash, tally
-from bot.store import Store, open_store
-from bot.store.approvals import now_iso
+from bot.core.approvals import DUE, ApprovalAsk, ApprovalStatus, Vote, content_hash, tally
+from bot.store import AuditLog, Store, open_engine, open_store, upgrade
+from bot.store.approvals import ApprovalStore, now_iso
 from bot.store.errors import StoreUnavailable
 from tests.telegram.test_approvals import DEPLOY, ops_scene
 
@@ -76,6 +76,50 @@ async def test_two_taps_racing_on_one_revision_cannot_both_count(store: Store) -
     assert await store.approvals.finish(again, ApprovalStatus.EXPIRED) is None
 
 
+async def test_a_decision_is_due_until_one_claim_takes_it(store: Store) -> None:
+    """The vote that decides marks the request due; the first claim takes it, every later one (any process) is
+    refused; an open request, a withdrawn one and one decided by a version before 0012 (null) cannot be
+    claimed, and only the due one is listed as due."""
+    record = await store.approvals.create(ask(quorum=1), "call", deadline=2e9)
+    assert not await store.approvals.claim(record, "A")  # still open
+    bob = tally(record.state, 1002, "Bob", Vote.APPROVE, now_iso())
+    assert bob.ballot is not None
+    decided = await store.approvals.vote(record, bob.state, bob.ballot)
+    assert decided is not None and decided.ran_by == DUE
+    withdrawn = await store.approvals.create(ask(), "call", deadline=2e9)
+    assert await store.approvals.finish(withdrawn, ApprovalStatus.CANCELLED) is not None
+    older = await store.approvals.create(ask(), "call", deadline=2e9)
+    older = await store.approvals.finish(older, ApprovalStatus.EXPIRED) or older
+    async with store.engine.begin() as conn:  # as the version before 0012 leaves it
+        await conn.execute(text("UPDATE approvals SET ran_by = NULL WHERE id = :id"), {"id": older.id})
+    assert [r.id for r in await store.approvals.due()] == [record.id]
+    assert await store.approvals.claim(decided, "A")
+    assert not await store.approvals.claim(decided, "B")
+    assert not await store.approvals.claim(withdrawn, "B") and not await store.approvals.claim(older, "B")
+    again = await store.approvals.get(record.id)
+    assert again is not None and again.ran_by == "A" and await store.approvals.due() == []
+
+
+async def test_requests_decided_before_0012_are_kept_and_never_claimed(store_url: str) -> None:
+    """A database at 0009 with an approved request (its call carried out by that version) is upgraded in place:
+    the request reads back, is not due, and nobody can claim it: the upgrade runs nothing again."""
+    engine = await open_engine(store_url, migrate=False)
+    try:
+        await upgrade(engine, "0009")
+        record = await ApprovalStore(engine, AuditLog(engine)).create(ask(), "call", deadline=2e9)
+        async with engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE approvals SET status = 'approved' WHERE id = :id"), {"id": record.id}
+            )
+    finally:
+        await engine.dispose()
+    async with open_store(StorageConfig(url=Secret(store_url))) as store:
+        found = await store.approvals.get(record.id)
+        assert found is not None and found.state.status is ApprovalStatus.APPROVED and found.ran_by is None
+        assert await store.approvals.due() == []
+        assert not await store.approvals.claim(found, "new")
+
+
 async def test_a_database_that_fails_raises_the_stores_own_error_from_every_method(store: Store) -> None:
     """With the tables gone (as a database lost mid-run), each method raises `StoreUnavailable` naming what
     failed, never the ORM's error: callers above the store handle only the store's error."""
@@ -94,6 +138,8 @@ async def test_a_database_that_fails_raises_the_stores_own_error_from_every_meth
         "storing a vote": lambda: store.approvals.vote(record, bob.state, ballot),
         "changing an approval request": lambda: store.approvals.start_change(record),
         "ending an approval request": lambda: store.approvals.finish(record, ApprovalStatus.EXPIRED),
+        "reading the decided approval requests": lambda: store.approvals.due(),
+        "claiming an approved call": lambda: store.approvals.claim(record, "A"),
     }
     for what, call in calls.items():
         with pytest.raises(StoreUnavailable, match=f"^{what}: "):
