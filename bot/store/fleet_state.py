@@ -408,8 +408,8 @@ class PendingSignIns:
             sealed = await conn.scalar(
                 update(oauth_pending)
                 .where(oauth_pending.c.state == key, oauth_pending.c.status == "returned")
-                .values(status="taken", params=None)
-                .returning(oauth_pending.c.params)
+                .values(status="taken")
+                .returning(oauth_pending.c.params)  # the row as updated: the code goes when the outcome comes
             )
         if sealed is None:
             return None
@@ -435,7 +435,7 @@ class PendingSignIns:
             await conn.execute(
                 update(oauth_pending)
                 .where(oauth_pending.c.state == key, oauth_pending.c.status == "taken")
-                .values(status="done" if ok else "failed", reason=reason)
+                .values(status="done" if ok else "failed", reason=reason, params=None)
             )
             await self.bus.publish(conn, SIGNIN_DONE_TOPIC, key)
 

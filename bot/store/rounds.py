@@ -85,9 +85,11 @@ class RoundStore:
             "agent": question.origin.agent,
             "token": question.token,
             "deadline": question.deadline,
+            # In the server's order (not canonical JSON's sorted keys): a form's fields keep their order when
+            # the card is placed again after a restart, or the page is served by another instance.
             "input_requests": None
             if question.input_requests is None
-            else canonical_json(question.input_requests),
+            else json.dumps(question.input_requests, ensure_ascii=False, separators=(",", ":")),
             "request_state": question.request_state,
             "card_chat_id": question.card_chat_id,
             "card_message_id": question.card_message_id,
