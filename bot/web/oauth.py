@@ -59,6 +59,9 @@ class SignInFleet:
         """The callback's outcome: the sign-in finished (by this process or the one whose flow waits), or why not."""
         try:
             key = await self.pending.returned(params)
+            if key is None and self.signins.holds(params.get("state", "")):
+                # Its row could not be written when it began (`SignIns` logged it): this instance alone has it.
+                return await self.signins.deliver(params).exchanged()
             if key is None:
                 return Delivery(False, UNKNOWN)
             if self.signins.holds(params.get("state", "")):
