@@ -20,7 +20,7 @@ from bot.telegram.surface import TelegramSurface
 from bot.web import Webhook, WebServer, build_app, metrics_registry
 from bot.web.gateway import Gateway
 from bot.web.miniapp import MiniApp
-from bot.web.oauth import callback_routes
+from bot.web.oauth import SignInFleet, callback_routes
 
 __all__ = ["run_bot", "serve", "web_endpoint"]
 
@@ -73,17 +73,29 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
         return await parts.watch.reachable(app.bot)
 
     gateway = _gateway(parts)
+    mini, mini_routes = _mini_app(config, parts.prompts, surface, parts)
+    fleet = parts.fleet
+    signin_fleet = None
+    if fleet is not None and fleet.signins is not None and parts.signins is not None:
+        signin_fleet = SignInFleet(parts.signins, fleet.signins)
     web_app = build_app(
         running=lambda: app.running and not parts.stop.is_set(),
         draining=leaving.is_set,
         reachable=reachable,
         metrics=metrics_registry(parts.prompts, parts.hub, parts.watch, webhook),
         webhook=webhook,
-        routes=_mini_app(config, parts.prompts, surface)
-        + ([] if parts.signins is None else callback_routes(parts.signins, lambda: app.bot.username))
+        routes=mini_routes
+        + (
+            []
+            if parts.signins is None
+            else callback_routes(parts.signins, lambda: app.bot.username, signin_fleet)
+        )
         + ([] if gateway is None else gateway.routes()),
     )
     services = [] if gateway is None else [gateway.run]
+    services += [] if mini is None else mini.services()
+    services += [] if signin_fleet is None else [signin_fleet.run]
+    services += [] if fleet is None else [fleet.bus.run]  # last: everything above has subscribed
     return WebServer(web_app, config.web.listen, config.web.port, services)
 
 
@@ -102,12 +114,17 @@ def _version() -> str:
         return "0"
 
 
-def _mini_app(config: Config, prompts: PromptRegistry, surface: TelegramSurface) -> list[BaseRoute]:
-    """Long forms' Mini App pages (`[miniapp]`, with `[web] public_url`): routes, and the surface's link."""
+def _mini_app(
+    config: Config, prompts: PromptRegistry, surface: TelegramSurface, parts: EndpointParts
+) -> tuple[MiniApp | None, list[BaseRoute]]:
+    """Long forms' Mini App pages (`[miniapp]`, with `[web] public_url`): the app and its routes, and the
+    surface's link."""
     if not config.miniapp_on:
-        return []
+        return None, []
     assert config.web is not None and config.web.public_url is not None  # miniapp_on says so
     token = config.require_telegram().get()
-    mini = MiniApp(prompts, surface.answer_from_page, token, config.miniapp, config.web.public_url)
+    mini = MiniApp(
+        prompts, surface.answer_from_page, token, config.miniapp, config.web.public_url, fleet=parts.fleet
+    )
     surface.form_link = mini.url_for
-    return mini.routes()
+    return mini, mini.routes()

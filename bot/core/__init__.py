@@ -9,7 +9,7 @@ from bot.core.events import Observer
 from bot.core.prompt import Keeper, Prompt
 from bot.core.registry import PromptRegistry
 from bot.core.rounds import Era, KeptQuestion, RoundBook
-from bot.core.signins import Account, SignInBook
+from bot.core.signins import Account, SignInBook, SignInRelay
 from bot.core.surface import Surface
 from bot.core.values import (
     OUTCOME_TEXT,
@@ -40,6 +40,7 @@ __all__ = [
     "RoundBook",
     "ServerStatus",
     "SignInBook",
+    "SignInRelay",
     "Surface",
     "ToolInfo",
     "ToolOutcome",

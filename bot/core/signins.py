@@ -11,7 +11,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["Account", "SignInBook"]
+__all__ = ["Account", "SignInBook", "SignInRelay"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,4 +60,26 @@ class SignInBook(Protocol):
         """Held around a refresh of the person's tokens for `server` (read, refresh, write): one at a time per
         (user, server), in this process and in every other on the same database. A rotating refresh token
         works once: a second refresh with it would be refused, and the person signed out."""
+        ...
+
+
+class SignInRelay(Protocol):
+    """Where a fleet keeps the sign-ins waiting for their browser (`bot.store.fleet_state.PendingSignIns`), so
+    a callback landing on another instance finds its sign-in. The PKCE verifier stays in the process whose flow
+    waits (the SDK keeps it there); only the state's hash, the person, the server and the expiry are written."""
+
+    async def opened(self, state: str, user_id: int, server: str, expires: float) -> None:
+        """A sign-in card is out, waiting for the browser to come back with `state` until `expires` (Unix time).
+
+        Raises:
+            BookUnavailable: the row could not be written (the sign-in still works on this instance).
+        """
+        ...
+
+    async def closed(self, state: str) -> None:
+        """The flow of `state` is over here: forget it.
+
+        Raises:
+            BookUnavailable: the row could not be deleted (it expires anyway).
+        """
         ...

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.core import Era, KeptQuestion, Origin
 from bot.store.audit import canonical_json
+from bot.store.errors import unavailable_as
 from bot.store.tables import rounds
 from bot.store.writer import Prepared, StoreWriter
 
@@ -84,9 +85,11 @@ class RoundStore:
             "agent": question.origin.agent,
             "token": question.token,
             "deadline": question.deadline,
+            # In the server's order (not canonical JSON's sorted keys): a form's fields keep their order when
+            # the card is placed again after a restart, or the page is served by another instance.
             "input_requests": None
             if question.input_requests is None
-            else canonical_json(question.input_requests),
+            else json.dumps(question.input_requests, ensure_ascii=False, separators=(",", ":")),
             "request_state": question.request_state,
             "card_chat_id": question.card_chat_id,
             "card_message_id": question.card_message_id,
@@ -149,6 +152,13 @@ class RoundStore:
 
     def rolled_back(self, exc: SQLAlchemyError, attempt: int) -> bool:
         return False
+
+    @unavailable_as("finding a kept question")
+    async def by_token(self, token: str) -> KeptQuestion | None:
+        """The open question whose card has `token` (a Mini App page's prompt, held by another instance)."""
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(rounds).where(rounds.c.token == token))).first()
+        return None if row is None else _question(row._asdict())
 
     async def open_questions(self) -> list[KeptQuestion]:
         async with self.engine.connect() as conn:

@@ -29,9 +29,13 @@ __all__ = [
     "audit_checkpoints",
     "audit_seal",
     "metadata",
+    "miniapp_answers",
+    "miniapp_launches",
     "oauth_accounts",
+    "oauth_pending",
     "rounds",
     "telegram_budget",
+    "tool_lists",
     "updates_seen",
 ]
 
@@ -108,6 +112,7 @@ rounds = Table(
     Column("agent", String(32), comment="the agent (token name) whose gateway call asked; null: the chat's"),
 )
 Index("ix_rounds_round_id", rounds.c.round_id)
+Index("ix_rounds_token", rounds.c.token)
 
 approvals = Table(
     "approvals",
@@ -230,3 +235,52 @@ telegram_budget = Table(
         comment="the overall row: Unix time before which no instance sends (after a 429); 0: not paused",
     ),
 )
+
+miniapp_launches = Table(
+    "miniapp_launches",
+    metadata,
+    Column("launch", String(64), primary_key=True, comment="SHA-256 of the launch data's signature"),
+    Column(
+        "used", Float, nullable=False, comment="Unix time it answered a form (the row is the compare-and-set)"
+    ),
+    Column("expires", Float, nullable=False, comment="Unix time after which the launch is too old anyway"),
+)
+Index("ix_miniapp_launches_expires", miniapp_launches.c.expires)
+
+miniapp_answers = Table(
+    "miniapp_answers",
+    metadata,
+    Column("id", String(36), primary_key=True, comment="a uuid4; the payload of the bus topic 'miniapp'"),
+    Column("token", String(32), nullable=False, comment="the prompt's token (as in the page's address)"),
+    Column("user_id", BigInteger, nullable=False, comment="who answered (checked against the prompt again)"),
+    Column("answer", Text, nullable=False, comment="JSON: ok, and the content or the reason"),
+    Column("state", String(16), nullable=False, comment="sent, claimed, taken, gone (ended), expired"),
+    Column("created", Float, nullable=False, comment="Unix time"),
+)
+Index("ix_miniapp_answers_created", miniapp_answers.c.created)
+
+oauth_pending = Table(
+    "oauth_pending",
+    metadata,
+    Column("state", String(64), primary_key=True, comment="SHA-256 of the sign-in's OAuth state"),
+    Column("user_id", BigInteger, nullable=False),
+    Column("server", String(64), nullable=False),
+    Column("created", Float, nullable=False, comment="Unix time"),
+    Column("expires", Float, nullable=False, comment="Unix time the card expires"),
+    Column("status", String(16), nullable=False, comment="waiting, returned, taken, done, failed"),
+    Column("params", Text, comment="sealed JSON ([storage] secret_key): the browser's code, state, iss"),
+    Column("reason", Text, comment="why the sign-in failed (the browser's page says it)"),
+)
+Index("ix_oauth_pending_expires", oauth_pending.c.expires)
+
+tool_lists = Table(
+    "tool_lists",
+    metadata,
+    Column("token", String(16), primary_key=True, comment="random; in the list's callback data"),
+    Column("user_id", BigInteger, nullable=False, comment="who asked for the list: only they may tap it"),
+    Column("chat_id", BigInteger, nullable=False, comment="where the calls run"),
+    Column("server", String(64), nullable=False),
+    Column("tools", Text, nullable=False, comment="JSON list of tool names, in the buttons' order"),
+    Column("created", Float, nullable=False, comment="Unix time"),
+)
+Index("ix_tool_lists_created", tool_lists.c.created)

@@ -30,6 +30,7 @@ from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, sign_ins
 from bot.store import Store, open_configured_store
 from bot.store.budget import fleet_budget
+from bot.store.fleet_state import FleetState
 from bot.store.inbox import InboxStore
 from bot.telegram.access import Access, Refusals
 from bot.telegram.api_watch import ApiWatch
@@ -72,6 +73,9 @@ class EndpointParts:
     """The agent tokens (with a database): the gateway of `[gateway]` checks them."""
     inbox: InboxStore | None = None
     """The updates delivered (with a database): the webhook records each before handling it, once."""
+    fleet: FleetState | None = None
+    """In a fleet (webhook mode on PostgreSQL): Mini App answers and sign-in returns reach the instance holding
+    their prompt through it; its bus runs as a service of the web endpoint."""
 
 
 class Endpoint(Protocol):
@@ -136,6 +140,7 @@ async def serve(
             if store is None
             else sign_ins(config, store.signins, prompts, store.audit_sign_in, book=store.rounds)
         )
+        fleet = None if store is None else FleetState.of(config, store)
         auth = None if signins is None else signins.auth_for
         signed_in = None if signins is None else signins.signed_in
         service, no_approver = _approval_service(config, store)
@@ -168,6 +173,7 @@ async def serve(
                 approvals,
                 signins,
                 drain,
+                fleet,
             )
 
 
@@ -187,11 +193,13 @@ async def _serve(
     approvals: TelegramApprovals | None,
     signins: SignIns | None = None,
     drain: anyio.Event | None = None,
+    fleet: FleetState | None = None,
 ) -> None:
     draining = drain or anyio.Event()
     async with anyio.create_task_group() as tg:
         runner = ToolRunner(hub, prompts, surface, allowed)
-        deps = Deps(config.telegram, allowed, hub, prompts, surface, runner, ToolButtons())
+        buttons = ToolButtons(lists=None if fleet is None else fleet.tool_lists)
+        deps = Deps(config.telegram, allowed, hub, prompts, surface, runner, buttons)
         if approvals is not None:
             app.add_handlers(approval_taps.name_handlers(approvals, allowed, config.approvers), group=-2)
         app.add_handlers(access.handlers(allowed, Refusals(clock=clock), config.approvers), group=-1)
@@ -222,6 +230,7 @@ async def _serve(
                 draining,
                 agents=None if store is None else store.agents,
                 inbox=None if store is None else store.inbox,
+                fleet=fleet,
             )
         )
         async with app:

@@ -27,6 +27,8 @@ from bot.core import (
 )
 from bot.core.call_args import ArgumentCheck, asking_again, check_arguments, sub_schema, to_ask, unknown_text
 from bot.servers.hub import Flight, Hub, Unavailable
+from bot.store.errors import StoreUnavailable
+from bot.store.fleet_state import ToolLists
 from bot.telegram.access import Access
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.flood import Withdrawn, unless
@@ -50,6 +52,8 @@ CHUNK: Final = 3500
 MAX_MESSAGES: Final = 4
 PROGRESS_EVERY_S: Final = 1.0
 """Telegram allows about one message per second per chat; progress edits never go faster."""
+LIST_KEEP_S: Final = 7 * 24 * 3600.0
+"""How long a `/tools` list's buttons work in a fleet (`ToolButtons`)."""
 RERUNS_KEPT: Final = 5000
 """**Run again** buttons remembered (oldest forgotten)."""
 STATUS_AFTER_S: Final = 1.0
@@ -125,25 +129,48 @@ def _split(text: str, size: int, limit: int) -> tuple[list[str], int]:
 
 
 class ToolButtons:
-    """`/tools` buttons: short random tokens -> (server, tool, where and for whom); bounded, oldest forgotten.
+    """`/tools` lists: a short random token per list -> (server, tool names, where and for whom); each button
+    names its tool by its place in the list. Bounded in memory, oldest forgotten.
 
     The chat and the person are kept with the token: only whoever asked for the list may use its buttons, and
     the call runs where the list was asked for, whatever happened to the list's message since.
+
+    In a fleet (`lists`, in the database) a tap may be handled by another instance than the one that sent the
+    list (a takeover moved the person): that instance finds the list there. A list is kept `LIST_KEEP_S` (a
+    week): the chat shows it for as long as the person scrolls, and a week-old list still reads as the tools
+    the person may run; an older one says it expired, and `/tools` gives a fresh one.
     """
 
-    def __init__(self, capacity: int = 5000) -> None:
-        self._entries: OrderedDict[str, tuple[str, str, Origin]] = OrderedDict()
+    def __init__(self, capacity: int = 5000, lists: ToolLists | None = None) -> None:
+        self._entries: OrderedDict[str, tuple[str, list[str], Origin]] = OrderedDict()
         self._capacity = capacity
+        self._lists = lists
 
-    def add(self, server: str, tool: str, origin: Origin) -> str:
+    async def add(self, server: str, tools: list[str], origin: Origin) -> str:
+        """Keep the list; its token."""
         token = secrets.token_urlsafe(9)
-        self._entries[token] = (server, tool, origin)
+        self._entries[token] = (server, tools, origin)
         while len(self._entries) > self._capacity:
             self._entries.popitem(last=False)
+        if self._lists is not None:
+            try:
+                await self._lists.keep(token, server, tools, origin, LIST_KEEP_S)
+            except StoreUnavailable as exc:  # the list works here; a takeover would find it gone
+                logger.warning("a /tools list is kept by this instance only: %s", exc)
         return token
 
-    def get(self, token: str) -> tuple[str, str, Origin] | None:
-        return self._entries.get(token)
+    async def get(self, token: str, index: int) -> tuple[str, str, Origin] | None:
+        """The server, the tool at `index` and who asked where; None when the list is unknown or expired."""
+        entry = self._entries.get(token)
+        if entry is None and self._lists is not None:
+            try:
+                entry = await self._lists.get(token, LIST_KEEP_S)
+            except StoreUnavailable as exc:
+                logger.warning("could not read a /tools list: %s", exc)
+        if entry is None or not 0 <= index < len(entry[1]):
+            return None
+        server, tools, origin = entry
+        return server, tools[index], origin
 
 
 @dataclass(slots=True)

@@ -22,7 +22,18 @@ from pydantic import ValidationError
 
 from bot.config import Config, ServerConfig
 from bot.core import Account as AccountRow
-from bot.core import Era, KeptQuestion, Origin, Outcome, Prompt, PromptRegistry, RoundBook, SignInBook
+from bot.core import (
+    Era,
+    KeptQuestion,
+    Origin,
+    Outcome,
+    Prompt,
+    PromptRegistry,
+    RoundBook,
+    SignInBook,
+    SignInRelay,
+)
+from bot.core.approvals import BookUnavailable
 from bot.servers.keeper import RoundKeeper
 from bot.servers.oauth.account import Account, BoundAuth
 from bot.servers.oauth.naming import (
@@ -102,6 +113,18 @@ class SignIns:
         self._accounts: dict[tuple[int, str], Account] = {}
         self._pending: dict[str, Pending] = {}
         self.stopping = False
+        self.relay: SignInRelay | None = None
+        """In a fleet: where each sign-in waiting for its browser is written, so the callback finds it on any
+        instance (which hands the browser's return back here through `deliver`)."""
+
+    def waiting_states(self) -> list[str]:
+        """The states of this process's sign-ins still waiting for their browser."""
+        return [state for state, pending in self._pending.items() if not pending.done.is_set()]
+
+    def holds(self, state: str) -> bool:
+        """Whether this process's flow waits for the browser to come back with `state`."""
+        pending = self._pending.get(state)
+        return pending is not None and not pending.done.is_set()
 
     def stop(self) -> None:
         """Shutdown: every sign-in still waiting for its browser ends now (its connect, and its call, too)."""
@@ -192,6 +215,7 @@ class SignIns:
         )
         self._pending[state] = pending
         try:
+            await self._relay_opened(pending)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._ask, pending)
                 async with anyio.create_task_group() as watch:
@@ -205,9 +229,10 @@ class SignIns:
                     self.prompts.answer(prompt, Answer(id=prompt.request.id, ok=True))
         finally:
             del self._pending[state]
-            if keeper is not None and not self._left(pending):
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                if keeper is not None and not self._left(pending):
                     await keeper.close()
+                await self._relay_closed(state)
         if self._left(pending):
             raise SignInFailed(
                 account.server.name,
@@ -230,6 +255,24 @@ class SignIns:
             ended = Outcome.SHUTDOWN if self.stopping else Outcome.EXPIRED if timed_out else Outcome.CANCELLED
             await self.prompts.settle_completed(prompt, ended)
         raise SignInFailed(account.server.name, pending.failure)
+
+    async def _relay_opened(self, pending: Pending) -> None:
+        """Written for the fleet before the card shows its link; a failed write leaves it to this instance."""
+        if self.relay is None:
+            return
+        expires = time.time() + max(0.0, pending.deadline - time.monotonic())
+        try:
+            await self.relay.opened(pending.state, pending.user_id, pending.server, expires)
+        except BookUnavailable as exc:
+            logger.warning("sign-in to %s: only this instance can take its return: %s", pending.server, exc)
+
+    async def _relay_closed(self, state: str) -> None:
+        if self.relay is None:
+            return
+        try:
+            await self.relay.closed(state)
+        except BookUnavailable as exc:
+            logger.warning("could not forget a pending sign-in (it expires anyway): %s", exc)
 
     async def record(self, event: str, user_id: int, server: str, detail: dict[str, str]) -> None:
         """Into the audit log, when there is one."""

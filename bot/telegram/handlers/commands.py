@@ -126,7 +126,7 @@ def handlers(deps: Deps, more_help: list[str] | None = None) -> list[BaseHandler
                     update, f"⚠️ <b>{esc(name, NAME_CLIP)}</b> is unavailable: {esc(exc.reason, TEXT_CLIP)}"
                 )
                 continue
-            await reply(update, *_tool_list(deps, name, listed, origin))
+            await reply(update, *await _tool_list(deps, name, listed, origin))
 
     async def call(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """/call <server> <tool> [args] or /call <tool> [args]."""
@@ -190,19 +190,21 @@ def handlers(deps: Deps, more_help: list[str] | None = None) -> list[BaseHandler
     ]
 
 
-def _tool_list(deps: Deps, server: str, tools: list[ToolInfo], origin: Origin) -> tuple[str, Keyboard | None]:
+async def _tool_list(
+    deps: Deps, server: str, tools: list[ToolInfo], origin: Origin
+) -> tuple[str, Keyboard | None]:
     if not tools:
         return f"<b>{esc(server, NAME_CLIP)}</b> has no tools.", None
     lines = [f"<b>{esc(server, NAME_CLIP)}</b> — tap a tool to run it:"]
     rows = []
-    for tool in tools[:90]:
+    token = await deps.tool_buttons.add(server, [tool.name for tool in tools[:90]], origin)
+    for index, tool in enumerate(tools[:90]):
         summary = (tool.description or "").strip().splitlines()[0] if (tool.description or "").strip() else ""
         lines.append(
             f"• <b>{esc(tool.title or tool.name, NAME_CLIP)}</b>"
             + (f" — {esc(summary, 120)}" if summary else "")
         )
-        token = deps.tool_buttons.add(server, tool.name, origin)
-        data = Button(Kind.TOOL, token, 0, Action.CALL).pack()
+        data = Button(Kind.TOOL, token, 0, Action.CALL, index).pack()
         rows.append([callback_button(button_label(tool.title or tool.name), data)])
     if len(tools) > 90:
         lines.append(f"… and {len(tools) - 90} more; use /call for those.")

@@ -24,7 +24,7 @@ def handlers(deps: Deps) -> list[BaseHandler]:  # type: ignore[type-arg]  # noqa
             await query.answer(EXPIRED, show_alert=True)
             return
         if button.kind is Kind.TOOL:
-            entry = deps.tool_buttons.get(button.token)
+            entry = await deps.tool_buttons.get(button.token, button.arg or 0)
             if entry is None:
                 await query.answer(EXPIRED, show_alert=True)
                 return

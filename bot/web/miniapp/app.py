@@ -11,34 +11,58 @@ POST carries the page's `initData`; it is checked first (401 when forged, stale 
 learns nothing about tokens), then the person (403 unless it is the prompt's), then the prompt (410 once it
 has ended). An accepted answer goes through `answer` (the surface's own path, which settles the card in the
 chat as usual); a second answer from the same launch gets 409. Nothing changes on any 4xx.
+
+In a fleet (`FleetState`: webhook mode on PostgreSQL) the load balancer sends the page's requests to any
+instance, and only one holds the prompt. Another finds it among the kept questions by its token (the form, who may
+answer, the deadline: enough for /form, /check and the checks of /answer), marks the launch used in its row (once,
+fleet-wide), and sends the answer through the database (`MiniAppRelay`): the holder claims it, answers the prompt,
+and says whether it was taken; the page hears that as if it had landed on the holder. When no instance claims it
+within `relay_wait_s` (its holder is gone, a takeover under way) the answer is taken back and the page gets 503:
+nothing was answered, and the person may submit again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from importlib.resources import files
 from typing import Any, Final
 
+import anyio
+from anyio.abc import TaskStatus
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot.config import MiniAppConfig
-from bot.core import Prompt, PromptRegistry
+from bot.core import KeptQuestion, Prompt, PromptRegistry
+from bot.store.errors import StoreUnavailable
+from bot.store.fleet_state import ANSWER_TOPIC, Announcements, FleetState
 from bot.web.bounded_json import TooDeep, loads
 from bot.web.miniapp.forms import page_form, read_answers, read_value, wants_page
 from bot.web.miniapp.initdata import Launch, Refused, check_init_data
-from mapping import DECLINED, Answer, FieldError
+from mapping import (
+    DECLINED,
+    Answer,
+    FieldError,
+    MappingError,
+    RequestKind,
+    elicitation_to_request,
+    parse_schema,
+)
 
-__all__ = ["APP_PATH", "MAX_BODY", "MiniApp"]
+__all__ = ["APP_PATH", "MAX_BODY", "RELAY_WAIT_S", "MiniApp"]
 
 logger = logging.getLogger(__name__)
 
 APP_PATH: Final = "/app"
 MAX_BODY: Final = 256 * 1024
 """Bytes of a page's request: a form's values, a few kilobytes."""
+RELAY_WAIT_S: Final = 10.0
+"""How long a page's answer for a prompt held by another instance waits for that instance to take it."""
+_ENDED: Final = "this form is no longer open: it was answered, cancelled or expired"
 _STATIC: Final = {"page.js": "text/javascript", "page.css": "text/css"}
 _HEADERS: Final = {
     "Cache-Control": "no-store",
@@ -71,6 +95,8 @@ class MiniApp:
         public_url: str,
         *,
         clock: Callable[[], float] = time.time,
+        fleet: FleetState | None = None,
+        relay_wait_s: float = RELAY_WAIT_S,
     ) -> None:
         self._prompts = prompts
         self._answer = answer
@@ -82,6 +108,41 @@ class MiniApp:
         """Launches (by signature) that answered a prompt, until they are too old to be taken anyway."""
         self._assets = {name: _asset(name) for name in _STATIC}
         self._page = _asset("page.html")
+        self._fleet = fleet
+        self._relay_wait_s = relay_wait_s
+        self._heard = None if fleet is None else Announcements(fleet.bus, ANSWER_TOPIC)
+
+    def services(self) -> list[Callable[..., Any]]:
+        """What runs beside the routes (`bot.web.server.Service`): in a fleet, taking answers sent to this
+        instance's prompts by the others."""
+        return [] if self._fleet is None else [self.run]
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Take each answer the bus announces whose prompt this instance holds; after the bus (re)connects, every
+        answer still unclaimed (one may have been announced while it was away)."""
+        fleet, heard = self._fleet, self._heard
+        assert fleet is not None and heard is not None
+        await heard.serve(self._take, fleet.miniapp.waiting, task_status=task_status)
+
+    async def _take(self, answer_id: str) -> None:
+        """The answer `answer_id`, when its prompt is held here: claimed (once, fleet-wide), given to the prompt,
+        and whether it was taken written back for the instance that took the page's request."""
+        fleet = self._fleet
+        assert fleet is not None
+        try:
+            sent = await fleet.miniapp.unclaimed(answer_id)
+            prompt = None if sent is None else self._prompts.get(sent.token)
+            if sent is None or prompt is None or prompt.origin.user_id != sent.user_id:
+                return  # not this instance's (or already claimed)
+            if not await fleet.miniapp.claim(answer_id):
+                return
+            if sent.ok:
+                answer = Answer(prompt.request.id, ok=True, data=sent.content)
+            else:
+                answer = Answer(prompt.request.id, ok=False, reason=sent.reason)
+            await fleet.miniapp.settled(answer_id, self._answer(prompt, answer))
+        except StoreUnavailable as exc:
+            logger.warning("mini app: could not take an answer sent by another instance: %s", exc)
 
     def url_for(self, prompt: Prompt) -> str | None:
         """The page of `prompt` when it is a long form in a private chat (`wants_page`), else None."""
@@ -136,9 +197,7 @@ class MiniApp:
             return found
         prompt, launch, body = found
         if launch.hash in self._used:
-            return _refuse(
-                409, "this form was already answered from this window; open it again from the chat"
-            )
+            return _used()
         action = body.get("action")
         if action == "accept":
             assert prompt.form is not None
@@ -151,9 +210,38 @@ class MiniApp:
             answer = Answer(prompt.request.id, ok=False, reason=reason)
         else:
             return _refuse(400, "action must be accept, decline or cancel")
+        if self._fleet is not None:
+            return await self._answer_in_fleet(prompt, launch, answer, action)
         if not self._answer(prompt, answer):
-            return _refuse(410, "this form is no longer open: it was answered, cancelled or expired")
+            return _refuse(410, _ENDED)
         self._remember(launch)
+        return _json({"ok": True, "action": action})
+
+    async def _answer_in_fleet(self, prompt: Prompt, launch: Launch, answer: Answer, action: str) -> Response:
+        """The answer with the launch used once fleet-wide; straight to the prompt when it is held here, else
+        through the database to the instance that holds it."""
+        fleet = self._fleet
+        assert fleet is not None
+        try:
+            if not await fleet.miniapp.use_launch(
+                launch.hash, launch.auth_date + self._config.max_age_s + 120
+            ):
+                return _used()
+            if self._prompts.get(prompt.token) is prompt:
+                taken: bool | None = self._answer(prompt, answer)
+            else:
+                data = answer.data if answer.ok else None
+                sent = await fleet.miniapp.send(prompt.token, launch.user_id, answer.ok, data, answer.reason)
+                taken = await fleet.miniapp.outcome(sent, self._relay_wait_s)
+            if not taken:
+                await fleet.miniapp.release_launch(launch.hash)
+        except StoreUnavailable as exc:
+            logger.warning("mini app: an answer could not be passed on: %s", exc)
+            return _refuse(503, "the bot cannot take this answer right now; try again in a moment")
+        if taken is None:
+            return _refuse(503, "the bot could not reach this form just now; nothing was sent: try again")
+        if not taken:
+            return _refuse(410, _ENDED)
         return _json({"ok": True, "action": action})
 
     async def _open(self, request: Request) -> tuple[Prompt, Launch, dict[str, Any]] | Response:
@@ -166,12 +254,19 @@ class MiniApp:
         )
         if isinstance(launch, Refused):
             return _refuse(401, launch.reason)
-        prompt = self._prompts.get(request.path_params["token"])
+        token = request.path_params["token"]
+        prompt = self._prompts.get(token)
+        if prompt is None and self._fleet is not None:
+            try:
+                prompt = _kept_prompt(await self._fleet.rounds.by_token(token), self._clock())
+            except StoreUnavailable as exc:
+                logger.warning("mini app: could not look for a form held by another instance: %s", exc)
+                return _refuse(503, "the bot cannot open this form right now; try again in a moment")
         if prompt is not None and launch.user_id != prompt.origin.user_id:
             logger.info("mini app: user %s tried another person's form", launch.user_id)
             return _refuse(403, "this form is for the person who started the call")
         if prompt is None or not wants_page(prompt, self._config):
-            return _refuse(410, "this form is no longer open: it was answered, cancelled or expired")
+            return _refuse(410, _ENDED)
         return prompt, launch, body
 
     def _remember(self, launch: Launch) -> None:
@@ -179,6 +274,31 @@ class MiniApp:
         horizon = self._config.max_age_s + 120
         self._used = {h: at for h, at in self._used.items() if now - at <= horizon}
         self._used[launch.hash] = launch.auth_date
+
+
+def _kept_prompt(question: KeptQuestion | None, now: float) -> Prompt | None:
+    """A question kept by the instance that holds it, as a prompt to render and check a page against (never to
+    answer: only its holder does); None when there is none, it has been answered or expired, or it is no form."""
+    if question is None or question.answer is not None or question.deadline <= now:
+        return None
+    wire = (question.input_requests or {}).get(question.input_key)
+    params = wire.get("params") if isinstance(wire, dict) else None
+    if not isinstance(params, dict):
+        return None
+    try:
+        request = dataclasses.replace(elicitation_to_request(params), id=question.id)
+        if request.kind is not RequestKind.INPUT:
+            return None
+        form = parse_schema((request.data or {}).get("schema"))
+    except MappingError:
+        return None
+    return Prompt(
+        request=request, origin=question.origin, server=question.server, form=form, token=question.token
+    )
+
+
+def _used() -> Response:
+    return _refuse(409, "this form was already answered from this window; open it again from the chat")
 
 
 async def _body(request: Request) -> dict[str, Any] | Response:
