@@ -117,6 +117,9 @@ class Partitions:
         """Partition -> epoch, of what this instance owns now."""
         return dict(self._owned)
 
+    def owned_count(self) -> int:
+        return len(self._owned)
+
     def on_acquired(self, callback: Callable[[Mapping[int, int]], None]) -> None:
         """Call `callback(partition -> epoch)` with the partitions each heartbeat takes (runs on the event loop;
         must not block: start a task for the work)."""

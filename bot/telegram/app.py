@@ -10,6 +10,7 @@ this host and the web endpoint are layers of one level and do not import each ot
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 from telegram.ext import Application, ApplicationBuilder
 
 from bot.config import Config, ServerConfig, TelegramMode
@@ -29,12 +30,16 @@ from bot.core.approval_service import ApprovalService
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, sign_ins
 from bot.store import Store, open_configured_store
+from bot.store.bus import FleetBus
+from bot.store.engine import database_url
+from bot.store.fleet import Partitions, partition_of
 from bot.store.inbox import InboxStore
 from bot.telegram.access import Access, Refusals
 from bot.telegram.api_watch import ApiWatch
 from bot.telegram.approvals import TelegramApprovals
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.drain import drain, take_answers
+from bot.telegram.fleet import Takeovers
 from bot.telegram.flood import FloodLimiter
 from bot.telegram.handlers import access, agents, audit, commands, forms, signin
 from bot.telegram.handlers import approvals as approval_taps
@@ -71,6 +76,10 @@ class EndpointParts:
     """The agent tokens (with a database): the gateway of `[gateway]` checks them."""
     inbox: InboxStore | None = None
     """The updates delivered (with a database): the webhook records each before handling it, once."""
+    partitions: Partitions | None = None
+    """In a fleet (PostgreSQL, webhook mode): the users this instance owns; the webhook routes the others'."""
+    bus: FleetBus | None = None
+    """In a fleet: the wake-ups between instances (running once the endpoint's services start)."""
 
 
 class Endpoint(Protocol):
@@ -197,6 +206,7 @@ async def _serve(
         admin = [] if store is None else audit.handlers(config.telegram.admins, store.audit, surface)
         gated = [] if approvals is None else approval_taps.handlers(approvals)
         signing = [] if signins is None else signin.handlers(allowed, signins, hub, surface)
+        fleet = _fleet(config, store, prompts, runner, surface, hub, approvals)
         tokens = agents.handlers(config, None if store is None else store.agents, surface)
         app.add_handlers(
             gated
@@ -220,15 +230,17 @@ async def _serve(
                 draining,
                 agents=None if store is None else store.agents,
                 inbox=None if store is None else store.inbox,
+                partitions=None if fleet is None else fleet.partitions,
+                bus=None if fleet is None else fleet.bus,
             )
         )
+        fleet_done = anyio.Event()
         async with app:
             await app.bot.set_my_commands(commands.menu(agents.menu(config)))
             await app.start()
             try:
-                if store is not None:  # before updates (polled or delivered): a tap on a kept card finds it
-                    servers = set(hub.server_names())
-                    await restore_kept(store.rounds, surface, runner, store.observer, tg, servers=servers)
+                # Before updates (polled or delivered): a tap on a kept card finds it.
+                await _restore(store, fleet, surface, runner, hub, tg, fleet_done)
                 if approvals is not None:
                     await approvals.start(tg)
                 if web is not None:
@@ -240,6 +252,10 @@ async def _serve(
                 if ready is not None:
                     ready.set()
                 await _first(stop, draining)
+                if fleet is not None:
+                    fleet.partitions.draining = (
+                        True  # takes nothing more; what it holds is given back at the end
+                    )
                 if draining.is_set() and not stop.is_set():
                     await _drain(config, app, runner, prompts, surface, stop)
                 logger.info("stopping: cancelling pending prompts")
@@ -252,6 +268,7 @@ async def _serve(
                 await hub.aclose()  # settles every card while Telegram is still reachable
                 await surface.settle_parked()  # and answered ones still waiting for a result
             finally:
+                fleet_done.set()  # the partitions are given back (and the bus closed) as the task group ends
                 with anyio.CancelScope(shield=True):
                     if approvals is not None:
                         approvals.stop()  # PTB's stop waits for the calls' tasks, some maybe waiting here
@@ -292,6 +309,92 @@ async def _drain(
             polling.start_soon(take_answers, app, surface.answers_a_card, ALLOWED_UPDATES)
         await drain(app, runner, prompts, config.run.drain_s, stop)
         polling.cancel_scope.cancel()
+
+
+async def _restore(
+    store: Store | None,
+    fleet: _Fleet | None,
+    surface: TelegramSurface,
+    runner: ToolRunner,
+    hub: Hub,
+    tg: TaskGroup,
+    done: anyio.Event,
+) -> None:
+    """The questions kept from before, taken back up: all of them, or in a fleet those of the partitions owned
+    (the partitions first: their first heartbeat takes a fair share; they and the bus run until `done`)."""
+    if fleet is not None:
+        await tg.start(_until, done, fleet.partitions.run)
+        await fleet.takeovers.restore(tg)
+        await tg.start(_until, done, functools.partial(fleet.takeovers.run, tg))
+        await tg.start(_until, done, fleet.bus.run)
+    elif store is not None:
+        servers = set(hub.server_names())
+        await restore_kept(store.rounds, surface, runner, store.observer, tg, servers=servers)
+
+
+@dataclass(frozen=True, slots=True)
+class _Fleet:
+    partitions: Partitions
+    bus: FleetBus
+    takeovers: Takeovers
+
+
+def _fleet(
+    config: Config,
+    store: Store | None,
+    prompts: PromptRegistry,
+    runner: ToolRunner,
+    surface: TelegramSurface,
+    hub: Hub,
+    approvals: TelegramApprovals | None,
+) -> _Fleet | None:
+    """This instance's part in a fleet, when it may be one of several: PostgreSQL and webhook mode. Otherwise
+    (SQLite, polling) it is the only instance and owns every user."""
+    if store is None or config.storage is None or config.telegram.mode is not TelegramMode.WEBHOOK:
+        return None
+    url = config.storage.url.get()
+    if not database_url(url).drivername.startswith("postgresql"):
+        return None
+
+    def busy(partition: int) -> bool:
+        """Something live in the partition: an open question or a running call (never given back)."""
+        return any(partition_of(p.origin.user_id) == partition for p in prompts.pending()) or any(
+            partition_of(user) == partition for user in runner.users_running()
+        )
+
+    partitions = Partitions(url, config.bot_id(), busy=busy)
+    store.rounds.fence = partitions  # kept-question writes carry this instance's epochs
+    takeovers = Takeovers(
+        partitions,
+        store.rounds,
+        surface,
+        runner,
+        prompts,
+        store.observer,
+        set(hub.server_names()),
+        _approval_adopter(approvals),
+    )
+    return _Fleet(partitions, FleetBus(url, config.bot_id()), takeovers)
+
+
+def _approval_adopter(approvals: TelegramApprovals | None) -> Callable[[Callable[[int], bool]], None] | None:
+    """What adopts the approval waits of users taken over: `ApprovalService.adopt(owned)` (the fleet's approvals;
+    until the service has it, nothing is adopted here)."""
+    if approvals is None:
+        return None
+    adopt: Callable[[Callable[[int], bool]], None] | None = getattr(approvals.service, "adopt", None)
+    return adopt
+
+
+async def _until(
+    done: anyio.Event, run: Callable[..., Any], *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """`run` (a service with `task_status`) started, and cancelled once `done` is set."""
+    async with anyio.create_task_group() as inner:
+        await inner.start(run)
+        task_status.started()
+        await done.wait()
+        inner.cancel_scope.cancel()
 
 
 def _approval_service(config: Config, store: Store | None) -> tuple[ApprovalService | None, str]:
