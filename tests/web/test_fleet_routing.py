@@ -88,7 +88,9 @@ async def instance(url: str, tg: anyio.abc.TaskGroup, *, bus_now: bool = True) -
         yield Instance(partitions, bus, routing, queue, client)
 
 
-async def test_an_update_delivered_to_another_instance_is_handled_by_the_owner_once(postgresql_url: str) -> None:
+async def test_an_update_delivered_to_another_instance_is_handled_by_the_owner_once(
+    postgresql_url: str,
+) -> None:
     async with anyio.create_task_group() as tg:
         async with instance(postgresql_url, tg) as a, instance(postgresql_url, tg) as b:
             assert a.partitions.owns(ALICE_ID) and not b.partitions.owns(ALICE_ID)
