@@ -62,6 +62,7 @@ class Takeovers:
     async def restore(self, tg: TaskGroup) -> int:
         """The start's restore: the kept questions of the users owned now (resumed rounds run in `tg`). Returns
         how many rounds were taken back up."""
+        self._taken.update(self._partitions.owned)
         return await self._take(tg)
 
     async def run(self, tg: TaskGroup, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
