@@ -26,7 +26,8 @@ from bot.store.engine import open_engine
 from bot.store.fleet import Partitions
 from bot.store.inbox import InboxStore
 from bot.web.webhook import SECRET_HEADER, Routing, Webhook
-from tests.web.test_webhook import ALICE_ID, an_update
+from tests.telegram.harness import ALICE_ID
+from tests.web.test_webhook import an_update
 
 pytestmark = pytest.mark.anyio
 
