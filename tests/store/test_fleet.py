@@ -166,3 +166,20 @@ async def test_a_stalled_holder_is_ended_and_its_late_writes_are_refused(
         await a.tick()
     assert a.owned == {} and zombie_seen.lost == set(range(PARTITIONS))
     assert partition_of(kept.origin.user_id) in b.owned
+
+
+async def test_a_drained_instance_gives_everything_back_and_takes_nothing_meanwhile(
+    postgresql_url: str, engine: AsyncEngine, fleet: list[Partitions]
+) -> None:
+    a = await joined(fleet, postgresql_url)
+    a.draining = True  # SIGTERM: from now on it takes nothing
+    b = await joined(fleet, postgresql_url)
+    await a.release_all()  # the drain's end
+    assert a.owned == {} and all(owner is None for owner, _ in (await epochs(engine)).values())
+    await b.tick()
+    assert len(b.owned) == PARTITIONS and b.takeovers == 0  # given back, not taken over
+    c = await joined(fleet, postgresql_url)
+    c.draining = True
+    await b.tick()  # B is over its share of two and gives back half...
+    await c.tick()  # ...which the draining C does not take
+    assert c.owned == {}
