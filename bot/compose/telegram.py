@@ -21,6 +21,7 @@ from bot.web import Webhook, WebServer, build_app, metrics_registry
 from bot.web.gateway import Gateway
 from bot.web.miniapp import MiniApp
 from bot.web.oauth import SignInFleet, callback_routes
+from bot.web.webhook import Routing
 
 __all__ = ["run_bot", "serve", "web_endpoint"]
 
@@ -54,12 +55,15 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
     if config.web is None:
         return None
     webhook = None
+    routing = None
     if config.telegram.mode is TelegramMode.WEBHOOK:
         assert config.telegram.webhook_secret is not None  # checked by the config
 
         def takes(update: Update) -> bool:
             return not leaving.is_set() or surface.answers_a_card(update)
 
+        if parts.partitions is not None and parts.bus is not None and parts.inbox is not None:
+            routing = Routing(parts.partitions, parts.bus, parts.inbox, app.bot, app.update_queue)
         webhook = Webhook(
             config.telegram.webhook_secret.get(),
             app.bot,
@@ -67,6 +71,7 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
             takes,
             parts.inbox,
             config.bot_id(),
+            routing,
         )
 
     async def reachable() -> bool:
@@ -82,7 +87,8 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
         running=lambda: app.running and not parts.stop.is_set(),
         draining=leaving.is_set,
         reachable=reachable,
-        metrics=metrics_registry(parts.prompts, parts.hub, parts.watch, webhook),
+        metrics=metrics_registry(parts.prompts, parts.hub, parts.watch, webhook, parts.partitions, routing),
+        owning=None if parts.partitions is None else parts.partitions.owned_count,
         webhook=webhook,
         routes=mini_routes
         + (
@@ -93,9 +99,9 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
         + ([] if gateway is None else gateway.routes()),
     )
     services = [] if gateway is None else [gateway.run]
+    services += [] if routing is None else [routing.run]
     services += [] if mini is None else mini.services()
     services += [] if signin_fleet is None else [signin_fleet.run]
-    services += [] if fleet is None else [fleet.bus.run]  # last: everything above has subscribed
     return WebServer(web_app, config.web.listen, config.web.port, services)
 
 

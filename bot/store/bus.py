@@ -61,6 +61,7 @@ class FleetBus:
         """The backend of the listening connection while it is up (tests end it to see a reconnect)."""
         self.connects = 0
         """How many times the listener (re)connected."""
+        self._running = False
 
     def channel(self, topic: str) -> str:
         """The channel of `topic` for this bot.
@@ -80,7 +81,13 @@ class FleetBus:
     ) -> None:
         """Call `on_message(payload)` for each notification of `topic`, and `on_connect()` after every (re)connect
         of the listener (look for what may have been missed). Both run on the event loop and must not block.
-        Subscribe before `run`."""
+        Subscribe before `run`.
+
+        Raises:
+            RuntimeError: the bus runs already (its connection would not listen to the topic: a silent miss).
+        """
+        if self._running:
+            raise RuntimeError(f"bus topic {topic!r}: subscribe before the bus runs")
         self._subscribers.setdefault(self.channel(topic), []).append(_Subscriber(on_message, on_connect))
 
     async def publish(self, conn: AsyncConnection, topic: str, payload: str) -> None:
@@ -96,6 +103,7 @@ class FleetBus:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Listen until cancelled, connecting again after a loss. Started (`task_status`) once the first
         connection listens, or after the first failed attempt (the bot runs on; a later attempt may succeed)."""
+        self._running = True
         started = False
 
         def ready() -> None:

@@ -2,6 +2,7 @@
 
 StoreUnavailable   the database cannot be opened, migrated, read or written
 SecondInstance     another live bot holds the place this one would need on the database
+Fenced             a write refused: its user's partition was taken by another instance of the fleet
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from bot.core.approvals import BookUnavailable
 from bot.store.engine import failure_reason
 
-__all__ = ["SecondInstance", "StoreUnavailable", "unavailable", "unavailable_as"]
+__all__ = ["Fenced", "SecondInstance", "StoreUnavailable", "unavailable", "unavailable_as"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -31,6 +32,11 @@ class StoreUnavailable(BookUnavailable):
         super().__init__(message)
         self.file = file
         """A SQLite file (nothing to be "running"), not a database server."""
+
+
+class Fenced(Exception):
+    """A kept question's write refused: its user's partition has another epoch now (another instance of the fleet
+    took it over), so this process's view of the question is stale and must not reach the database."""
 
 
 class SecondInstance(Exception):

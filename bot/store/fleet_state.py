@@ -38,7 +38,7 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.config import Config, TelegramMode
+from bot.config import Config
 from bot.core import Origin
 from bot.store.bus import FleetBus
 from bot.store.crypto import Sealer, Unreadable
@@ -160,8 +160,7 @@ class _Wakeups:
 
 @dataclass(frozen=True, slots=True)
 class FleetState:
-    """What the instances of a fleet share through the database, and the bus that wakes them (run it, as a
-    service of the web endpoint, once everything has subscribed)."""
+    """What the instances of a fleet share through the database, and the bus that wakes them."""
 
     bus: FleetBus
     miniapp: MiniAppRelay
@@ -172,14 +171,10 @@ class FleetState:
     """With `[storage] secret_key` (which OAuth needs): sign-ins waiting for their browser."""
 
     @staticmethod
-    def of(config: Config, store: Store) -> FleetState | None:
-        """The fleet's shared state when the bot may run beside others: webhook mode on PostgreSQL. A single
-        instance (SQLite, or polling, which refuse a second one) keeps all of it in memory, as before."""
-        if config.telegram.mode is not TelegramMode.WEBHOOK or store.engine.dialect.name != "postgresql":
-            return None
-        assert config.storage is not None  # there is a store
-        bus = FleetBus(config.storage.url.get(), config.bot_id())
-        key = config.storage.secret_key
+    def of(config: Config, store: Store, bus: FleetBus) -> FleetState:
+        """The fleet's shared state, woken by the process's `bus` (the bot builds one only when it may run beside
+        others: webhook mode on PostgreSQL; a single instance keeps all of it in memory, as before)."""
+        key = config.storage.secret_key if config.storage is not None else None
         return FleetState(
             bus,
             MiniAppRelay(store.engine, bus),

@@ -28,6 +28,8 @@ __all__ = [
     "audit",
     "audit_checkpoints",
     "audit_seal",
+    "fleet_instances",
+    "fleet_partitions",
     "metadata",
     "miniapp_answers",
     "miniapp_launches",
@@ -212,6 +214,9 @@ updates_seen = Table(
     Column("bot_id", BigInteger, primary_key=True, comment="the bot whose update it is (its token's number)"),
     Column("update_id", BigInteger, primary_key=True, comment="Telegram's update_id"),
     Column("received", String(32), nullable=False, comment="UTC, ISO 8601 with microseconds"),
+    Column("payload", Text, comment="JSON: the update, while it waits for its partition's owner"),
+    Column("partition", Integer, comment="the partition of the update's user (chat) when routed"),
+    Column("handled", Boolean, comment="false: waiting for the owner of `partition`; null or true: handled"),
 )
 Index("ix_updates_seen_received", updates_seen.c.received)
 
@@ -284,3 +289,23 @@ tool_lists = Table(
     Column("created", Float, nullable=False, comment="Unix time"),
 )
 Index("ix_tool_lists_created", tool_lists.c.created)
+Index("ix_updates_seen_partition", updates_seen.c.bot_id, updates_seen.c.partition, updates_seen.c.handled)
+
+fleet_partitions = Table(
+    "fleet_partitions",
+    metadata,
+    Column("bot_id", BigInteger, primary_key=True, comment="the bot whose users are partitioned"),
+    Column("partition", Integer, primary_key=True, comment="user id % PARTITIONS"),
+    Column("owner", String(36), comment="the instance that holds it; null: released"),
+    Column("epoch", BigInteger, nullable=False, comment="bumped by every take: fenced writes compare it"),
+    Column("heartbeat", Float, comment="database time (Unix seconds) of the owner's last heartbeat"),
+)
+
+fleet_instances = Table(
+    "fleet_instances",
+    metadata,
+    Column("bot_id", BigInteger, primary_key=True),
+    Column("instance", String(36), primary_key=True, comment="a uuid4 per process"),
+    Column("pid", Integer, nullable=False, comment="the backend pid of its partition-lock session"),
+    Column("heartbeat", Float, nullable=False, comment="database time (Unix seconds) of its last heartbeat"),
+)

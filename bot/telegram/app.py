@@ -10,17 +10,18 @@ this host and the web endpoint are layers of one level and do not import each ot
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 from telegram.ext import Application, ApplicationBuilder
 
 from bot.config import Config, ServerConfig, TelegramMode
@@ -30,6 +31,9 @@ from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, sign_ins
 from bot.store import Store, open_configured_store
 from bot.store.budget import fleet_budget
+from bot.store.bus import FleetBus
+from bot.store.engine import database_url
+from bot.store.fleet import Partitions, partition_of
 from bot.store.fleet_state import FleetState
 from bot.store.inbox import InboxStore
 from bot.telegram.access import Access, Refusals
@@ -37,6 +41,7 @@ from bot.telegram.api_watch import ApiWatch
 from bot.telegram.approvals import TelegramApprovals
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.drain import drain, take_answers
+from bot.telegram.fleet import Takeovers
 from bot.telegram.flood import FloodLimiter
 from bot.telegram.handlers import access, agents, audit, commands, forms, signin
 from bot.telegram.handlers import approvals as approval_taps
@@ -75,7 +80,12 @@ class EndpointParts:
     """The updates delivered (with a database): the webhook records each before handling it, once."""
     fleet: FleetState | None = None
     """In a fleet (webhook mode on PostgreSQL): Mini App answers and sign-in returns reach the instance holding
-    their prompt through it; its bus runs as a service of the web endpoint."""
+    their prompt through it."""
+    partitions: Partitions | None = None
+    """In a fleet (PostgreSQL, webhook mode): the users this instance owns; the webhook routes the others'."""
+    bus: FleetBus | None = None
+    """In a fleet: the wake-ups between instances. Everything subscribes while the endpoint is built; the bus
+    runs once the partitions do (`_restore`)."""
 
 
 class Endpoint(Protocol):
@@ -140,10 +150,11 @@ async def serve(
             if store is None
             else sign_ins(config, store.signins, prompts, store.audit_sign_in, book=store.rounds)
         )
-        fleet = None if store is None else FleetState.of(config, store)
+        bus = _fleet_bus(config, store)  # one per process: every part of the fleet subscribes to it
+        fleet_state = None if store is None or bus is None else FleetState.of(config, store, bus)
         auth = None if signins is None else signins.auth_for
         signed_in = None if signins is None else signins.signed_in
-        service, no_approver = _approval_service(config, store)
+        service, no_approver = _approval_service(config, store, bus)
         async with Hub(
             config,
             prompts,
@@ -173,7 +184,8 @@ async def serve(
                 approvals,
                 signins,
                 drain,
-                fleet,
+                fleet_state,
+                bus,
             )
 
 
@@ -193,12 +205,13 @@ async def _serve(
     approvals: TelegramApprovals | None,
     signins: SignIns | None = None,
     drain: anyio.Event | None = None,
-    fleet: FleetState | None = None,
+    fleet_state: FleetState | None = None,
+    bus: FleetBus | None = None,
 ) -> None:
     draining = drain or anyio.Event()
     async with anyio.create_task_group() as tg:
         runner = ToolRunner(hub, prompts, surface, allowed)
-        buttons = ToolButtons(lists=None if fleet is None else fleet.tool_lists)
+        buttons = ToolButtons(lists=None if fleet_state is None else fleet_state.tool_lists)
         deps = Deps(config.telegram, allowed, hub, prompts, surface, runner, buttons)
         if approvals is not None:
             app.add_handlers(approval_taps.name_handlers(approvals, allowed, config.approvers), group=-2)
@@ -207,6 +220,7 @@ async def _serve(
         admin = [] if store is None else audit.handlers(config.telegram.admins, store.audit, surface)
         gated = [] if approvals is None else approval_taps.handlers(approvals)
         signing = [] if signins is None else signin.handlers(allowed, signins, hub, surface)
+        fleet = _fleet(config, store, bus, prompts, runner, surface, hub, approvals)
         tokens = agents.handlers(config, None if store is None else store.agents, surface)
         app.add_handlers(
             gated
@@ -230,16 +244,18 @@ async def _serve(
                 draining,
                 agents=None if store is None else store.agents,
                 inbox=None if store is None else store.inbox,
-                fleet=fleet,
+                fleet=fleet_state,
+                partitions=None if fleet is None else fleet.partitions,
+                bus=bus,
             )
         )
+        fleet_done = anyio.Event()
         async with app:
             await app.bot.set_my_commands(commands.menu(agents.menu(config)))
             await app.start()
             try:
-                if store is not None:  # before updates (polled or delivered): a tap on a kept card finds it
-                    servers = set(hub.server_names())
-                    await restore_kept(store.rounds, surface, runner, store.observer, tg, servers=servers)
+                # Before updates (polled or delivered): a tap on a kept card finds it.
+                await _restore(store, fleet, surface, runner, hub, tg, fleet_done)
                 if approvals is not None:
                     await approvals.start(tg)
                 if web is not None:
@@ -251,6 +267,10 @@ async def _serve(
                 if ready is not None:
                     ready.set()
                 await _first(stop, draining)
+                if fleet is not None:
+                    fleet.partitions.draining = (
+                        True  # takes nothing more; what it holds is given back at the end
+                    )
                 if draining.is_set() and not stop.is_set():
                     await _drain(config, app, runner, prompts, surface, stop)
                 logger.info("stopping: cancelling pending prompts")
@@ -263,6 +283,7 @@ async def _serve(
                 await hub.aclose()  # settles every card while Telegram is still reachable
                 await surface.settle_parked()  # and answered ones still waiting for a result
             finally:
+                fleet_done.set()  # the partitions are given back (and the bus closed) as the task group ends
                 with anyio.CancelScope(shield=True):
                     if approvals is not None:
                         approvals.stop()  # PTB's stop waits for the calls' tasks, some maybe waiting here
@@ -305,14 +326,116 @@ async def _drain(
         polling.cancel_scope.cancel()
 
 
-def _approval_service(config: Config, store: Store | None) -> tuple[ApprovalService | None, str]:
+async def _restore(
+    store: Store | None,
+    fleet: _Fleet | None,
+    surface: TelegramSurface,
+    runner: ToolRunner,
+    hub: Hub,
+    tg: TaskGroup,
+    done: anyio.Event,
+) -> None:
+    """The questions kept from before, taken back up: all of them, or in a fleet those of the partitions owned
+    (the partitions first: their first heartbeat takes a fair share; they and the bus run until `done`)."""
+    if fleet is not None:
+        await tg.start(_until, done, fleet.partitions.run)
+        await fleet.takeovers.restore(tg)
+        await tg.start(_until, done, functools.partial(fleet.takeovers.run, tg))
+        await tg.start(_until, done, fleet.bus.run)
+    elif store is not None:
+        servers = set(hub.server_names())
+        await restore_kept(store.rounds, surface, runner, store.observer, tg, servers=servers)
+
+
+@dataclass(frozen=True, slots=True)
+class _Fleet:
+    partitions: Partitions
+    bus: FleetBus
+    takeovers: Takeovers
+
+
+def _fleet_bus(config: Config, store: Store | None) -> FleetBus | None:
+    """The process's fleet bus when it may be one of several: PostgreSQL and webhook mode. Otherwise (SQLite,
+    polling: a second instance is refused) there is nobody to wake."""
+    if store is None or config.storage is None or config.telegram.mode is not TelegramMode.WEBHOOK:
+        return None
+    url = config.storage.url.get()
+    if not database_url(url).drivername.startswith("postgresql"):
+        return None
+    return FleetBus(url, config.bot_id())
+
+
+def _fleet(
+    config: Config,
+    store: Store | None,
+    bus: FleetBus | None,
+    prompts: PromptRegistry,
+    runner: ToolRunner,
+    surface: TelegramSurface,
+    hub: Hub,
+    approvals: TelegramApprovals | None,
+) -> _Fleet | None:
+    """This instance's part in a fleet, when it may be one of several: PostgreSQL and webhook mode. Otherwise
+    (SQLite, polling) it is the only instance and owns every user."""
+    if store is None or bus is None or config.storage is None:
+        return None
+
+    def busy(partition: int) -> bool:
+        """Something live in the partition: an open question or a running call (never given back)."""
+        return any(partition_of(p.origin.user_id) == partition for p in prompts.pending()) or any(
+            partition_of(user) == partition for user in runner.users_running()
+        )
+
+    partitions = Partitions(config.storage.url.get(), config.bot_id(), busy=busy)
+    if approvals is not None:
+        approvals.service.owns = partitions.owns  # where nobody waits, the requester's owner carries it out
+    store.rounds.fence = partitions  # kept-question writes carry this instance's epochs
+    takeovers = Takeovers(
+        partitions,
+        store.rounds,
+        surface,
+        runner,
+        prompts,
+        store.observer,
+        set(hub.server_names()),
+        _approval_adopter(approvals),
+    )
+    return _Fleet(partitions, bus, takeovers)
+
+
+def _approval_adopter(
+    approvals: TelegramApprovals | None,
+) -> Callable[[Callable[[int], bool]], Awaitable[None]] | None:
+    """What adopts the approval waits of users taken over (`ApprovalService.adopt`): their deadline timers, and
+    the decided requests whose waiting call died with the previous owner, carried out once."""
+    return None if approvals is None else approvals.service.adopt
+
+
+async def _until(
+    done: anyio.Event, run: Callable[..., Any], *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """`run` (a service with `task_status`) started, and cancelled once `done` is set."""
+    async with anyio.create_task_group() as inner:
+        await inner.start(run)
+        task_status.started()
+        await done.wait()
+        inner.cancel_scope.cancel()
+
+
+def _approval_service(
+    config: Config, store: Store | None, bus: FleetBus | None = None
+) -> tuple[ApprovalService | None, str]:
     """The hub's approver for `[[approvals]]` (it needs the database: a request must outlive the process), or
     None and why gated calls are refused."""
     if not config.approvals:
         return None, "this host cannot ask approvers"
     if store is None:
         return None, "approvals need the database ([storage])"
-    return ApprovalService(store.approvals), ""
+    service = ApprovalService(store.approvals)
+    if bus is not None:  # a fleet: decisions wake the process whose call waits, wherever they are taken
+        store.approvals.bus = bus
+        service.listen(bus)
+    return service, ""
 
 
 async def _start_updates(app: Application, config: Config, watch: ApiWatch) -> None:  # type: ignore[type-arg]

@@ -7,6 +7,9 @@ bot was down". A legacy question died with its connection: its card says so, wit
 the same arguments, for the same person: `ToolRunner.run_again`). A sign-in whose browser had not come back
 cannot be finished by this process (the SDK kept its PKCE verifier in the process before): its card says the
 link no longer works, and a new sign-in starts for that person and server, its card (with a fresh link) below.
+
+In a fleet an instance restores only the questions of the users it owns (`owns`): at start, and again for the
+partitions it takes over from a dead (or stalled) instance. Another live instance's questions are never touched.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import dataclasses
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from anyio.abc import TaskGroup
@@ -39,14 +43,18 @@ async def restore_kept(
     tg: TaskGroup,
     *,
     servers: set[str],
+    owns: Callable[[KeptQuestion], bool] | None = None,
 ) -> int:
-    """Settle or take back up every kept question; resumed rounds run in `tg`. Returns how many rounds were
-    taken back up. Call once Telegram is reachable and before updates are taken."""
+    """Settle or take back up every kept question (in a fleet: those `owns` says are this instance's);
+    resumed rounds run in `tg`. Returns how many rounds were taken back up. Call once Telegram is reachable and
+    before updates are taken (of those users)."""
     try:
         questions = await book.open_questions()
     except Exception:
         logger.exception("could not read the questions kept from before the restart")
         return 0
+    if owns is not None:
+        questions = [q for q in questions if owns(q)]
     rounds: defaultdict[str, list[KeptQuestion]] = defaultdict(list)
     for question in questions:
         rounds[question.round_id].append(question)

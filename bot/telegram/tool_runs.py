@@ -237,6 +237,10 @@ class ToolRunner:
             if not self._running[key]:
                 del self._running[key]
 
+    def users_running(self) -> set[int]:
+        """The people with a call of theirs running here (a fleet never gives away their partition)."""
+        return {origin.user_id for origin, _ in self._running}
+
     @property
     def busy(self) -> bool:
         """Whether a run has work a drain waits for: a call running, a result on its way, a question that cannot

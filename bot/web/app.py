@@ -2,7 +2,8 @@
 
 POST /telegram   the webhook (webhook mode only; see `bot.web.webhook`)
 GET  /healthz    200 while the bot runs and Telegram answers, else 503 (JSON says which part failed; "draining"
-                 from the first moment of a SIGTERM's drain, so a load balancer sends nothing more)
+                 from the first moment of a SIGTERM's drain, so a load balancer sends nothing more; in a fleet,
+                 "partitions": how many of the users' partitions this instance owns)
 GET  /metrics    Prometheus text
 /app/...         the Mini App's form pages, when given (`bot.web.miniapp`)
 """
@@ -19,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot.config import WEBHOOK_PATH
+from bot.store.fleet import PARTITIONS
 from bot.web.webhook import Webhook
 
 __all__ = ["build_app"]
@@ -32,15 +34,19 @@ def build_app(
     webhook: Webhook | None = None,
     routes: Sequence[BaseRoute] = (),
     draining: Callable[[], bool] = lambda: False,
+    owning: Callable[[], int] | None = None,
 ) -> Starlette:
     """The app: `running` says whether the bot is up, `reachable` whether Telegram answers (it may ask),
-    `draining` whether it is on its way out (SIGTERM); `routes` are more of them (the Mini App's)."""
+    `draining` whether it is on its way out (SIGTERM), `owning` how many partitions it owns (in a fleet); `routes`
+    are more of them (the Mini App's)."""
 
     async def healthz(request: Request) -> Response:
         up, leaving = running(), draining()
         telegram = up and await reachable()
         state = "draining" if leaving else "running" if up else "stopped"
-        body = {"bot": state, "telegram": "reachable" if telegram else "unreachable"}
+        body: dict[str, Any] = {"bot": state, "telegram": "reachable" if telegram else "unreachable"}
+        if owning is not None:  # in a fleet: how many of the users' partitions this instance owns
+            body["partitions"] = {"owned": owning(), "of": PARTITIONS}
         healthy = telegram and not leaving
         return JSONResponse(body, status_code=200 if healthy else 503, headers={"Cache-Control": "no-store"})
 

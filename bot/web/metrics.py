@@ -11,14 +11,14 @@ from collections.abc import Iterator, Mapping
 from typing import Final, Protocol
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
 from bot.core import CallStatus, PromptRegistry
 from bot.servers.hub import AGENT_OUTCOMES, Hub
 from bot.servers.limits import Limit
 
-__all__ = ["ACTIONS", "ApiCounts", "Redeliveries", "metrics_registry"]
+__all__ = ["ACTIONS", "ApiCounts", "FleetCounts", "InboxCounts", "Redeliveries", "metrics_registry"]
 
 ACTIONS: Final = ("accept", "decline", "cancel")
 """The wire actions an answer can carry (always shown, 0 included, so a dashboard sees each series)."""
@@ -48,14 +48,49 @@ class Redeliveries(Protocol):
         ...
 
 
+class FleetCounts(Protocol):
+    """What this instance of a fleet owns and took over (`bot.store.fleet.Partitions`)."""
+
+    @property
+    def owned(self) -> Mapping[int, int]:
+        """Partition -> epoch, owned now."""
+        ...
+
+    @property
+    def takeovers(self) -> int:
+        """Partitions taken from another instance that still named itself their owner."""
+        ...
+
+
+class InboxCounts(Protocol):
+    """What the fleet's routing counts of updates another instance recorded (`bot.web.webhook.Routing`)."""
+
+    @property
+    def claimed(self) -> int: ...
+
+    @property
+    def lag_s(self) -> float: ...
+
+    @property
+    def lag_total_s(self) -> float: ...
+
+
 class _BotCollector(Collector):
     def __init__(
-        self, prompts: PromptRegistry, hub: Hub, watch: ApiCounts, webhook: Redeliveries | None
+        self,
+        prompts: PromptRegistry,
+        hub: Hub,
+        watch: ApiCounts,
+        webhook: Redeliveries | None,
+        fleet: FleetCounts | None = None,
+        inbox: InboxCounts | None = None,
     ) -> None:
         self._prompts = prompts
         self._hub = hub
         self._watch = watch
         self._webhook = webhook
+        self._fleet = fleet
+        self._inbox = inbox
 
     def collect(self) -> Iterator[Metric]:
         yield GaugeMetricFamily(
@@ -114,12 +149,42 @@ class _BotCollector(Collector):
                 "Webhook deliveries of an update already recorded: answered 200, not handled again.",
                 self._webhook.redelivered,
             )
+        if self._fleet is not None:
+            yield GaugeMetricFamily(
+                "toolnexus_partitions_owned",
+                "Partitions of the users this instance of the fleet owns.",
+                len(self._fleet.owned),
+            )
+            yield CounterMetricFamily(
+                "toolnexus_takeovers",
+                "Partitions this instance took over from another (dead or stalled) instance.",
+                self._fleet.takeovers,
+            )
+        if self._inbox is not None:
+            yield GaugeMetricFamily(
+                "toolnexus_inbox_lag_seconds",
+                "Seconds the last update recorded by another instance waited in the inbox for this one.",
+                self._inbox.lag_s,
+            )
+            lag = SummaryMetricFamily(
+                "toolnexus_inbox_wait_seconds",
+                "Updates recorded by another instance and handled here, and the seconds they waited.",
+                count_value=self._inbox.claimed,
+                sum_value=self._inbox.lag_total_s,
+            )
+            yield lag
 
 
 def metrics_registry(
-    prompts: PromptRegistry, hub: Hub, watch: ApiCounts, webhook: Redeliveries | None = None
+    prompts: PromptRegistry,
+    hub: Hub,
+    watch: ApiCounts,
+    webhook: Redeliveries | None = None,
+    fleet: FleetCounts | None = None,
+    inbox: InboxCounts | None = None,
 ) -> CollectorRegistry:
-    """A fresh registry with the bot's collector in it (and the webhook's redeliveries in webhook mode)."""
+    """A fresh registry with the bot's collector in it (and the webhook's redeliveries in webhook mode; the
+    partitions and the inbox's lag in a fleet)."""
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(_BotCollector(prompts, hub, watch, webhook))
+    registry.register(_BotCollector(prompts, hub, watch, webhook, fleet, inbox))
     return registry

@@ -128,3 +128,11 @@ def test_topics_are_lowercase_identifiers(postgresql_url: str) -> None:
     assert bus.channel("approvals") == "tnx_42_approvals"
     with pytest.raises(ValueError, match="lowercase"):
         bus.channel("Approvals; drop table")
+
+
+async def test_a_subscriber_after_the_start_is_refused_not_missed(postgresql_url: str) -> None:
+    bus = FleetBus(postgresql_url, 7)
+    bus.subscribe("inbox", Heard().message)
+    async with running(bus):
+        with pytest.raises(RuntimeError, match="before the bus runs"):
+            bus.subscribe("approvals", Heard().message)

@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from bot.store.engine import open_engine
 from tests.telegram.harness import Chat, bot_scene
-from tests.web.test_webhook import an_update, free_port, post, scrape, webhook_mode
+from tests.web.test_webhook import an_update, free_port, get, post, scrape, webhook_mode
 
 pytestmark = pytest.mark.anyio
 
@@ -91,3 +91,18 @@ async def test_an_update_the_database_cannot_record_gets_503_and_is_handled_when
         assert (await post(port, json=an_update(3001))).status_code == 200
         await handled_up_to(s, port, 3003)
         assert helps(s) == 1
+
+
+async def test_a_fleet_instance_alone_owns_every_partition_and_says_so(postgresql_url: str) -> None:
+    """On PostgreSQL in webhook mode the bot is an instance of a fleet: alone, it owns all 64 partitions, handles
+    its updates, and /healthz and /metrics say so."""
+    port = free_port()
+    async with bot_scene(storage=postgresql_url, **webhook_mode(port)) as s:
+        assert (await post(port, json=an_update(3001))).status_code == 200
+        await s.fake.next_message(s.alice, containing=HELP_SAYS)
+        health = (await get(port, "/healthz")).json()
+        figures = await scrape(port)
+    assert health["partitions"] == {"owned": 64, "of": 64}
+    assert figures[("toolnexus_partitions_owned", ())] == 64
+    assert figures[("toolnexus_takeovers_total", ())] == 0
+    assert figures[("toolnexus_inbox_wait_seconds_count", ())] == 0  # its own deliveries: none waited

@@ -10,7 +10,7 @@ so the two run side by side during a rolling deploy. Rows decided before, or by 
 claimed (the version that decided them carried them out, as it always did).
 
 Revision ID: 0012
-Revises: 0009
+Revises: 0011
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Expand only (new tables, a new index): a process of the version before neither r
 two run side by side during a rolling deploy.
 
 Revision ID: 0013
-Revises: 0009
+Revises: 0012
 """
 
 from __future__ import annotations

@@ -1,0 +1,353 @@
+"""Which instance of a fleet owns which users: partitions held through PostgreSQL advisory locks. Does I/O.
+
+Users are split into `PARTITIONS` partitions (`partition_of`). An instance owns a partition while its lock
+session holds the partition's session advisory lock (`pg_try_advisory_lock`) and its row in `fleet_partitions`
+names it. The lock ends with the session, so a killed process (SIGKILL included) frees its partitions at once
+and another instance takes them at its next heartbeat. A paused process (SIGSTOP) keeps its session: once its
+heartbeat is older than `takeover_s`, another instance ends that session (`pg_terminate_backend`, the pid from
+`pg_locks`) and takes the partitions.
+
+Every take bumps the row's `epoch` (a compare-and-set under `FOR UPDATE`). The owner remembers the epoch it took
+a partition with, and its kept-question writes carry it (`bot.store.rounds`: the row is read `FOR SHARE` in the
+write's transaction), so a zombie's late write after a takeover finds another epoch and is refused.
+
+Each instance takes free partitions up to a fair share (ceil of `PARTITIONS` over the live instances: an
+instance row with a fresh heartbeat and a live lock session), and one over its share gives back partitions with
+nothing live in them (`busy`), never one with a question, an approval wait or a call running. A drain gives back
+everything at its end. Heartbeats and takes use the database's clock, so the machines' clocks need not agree.
+
+Only for a fleet (PostgreSQL, webhook mode): a single instance owns every user and builds none of this.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final, Protocol
+
+import anyio
+import asyncpg
+from anyio.abc import TaskStatus
+
+from bot.store.engine import database_url, display_url, failure_reason
+from bot.store.locks import advisory_key
+
+__all__ = ["PARTITIONS", "Fence", "Partitions", "partition_of"]
+
+logger = logging.getLogger(__name__)
+
+PARTITIONS: Final = 64
+"""Partitions of users: enough to spread over a few instances, few enough to heartbeat in one statement."""
+HEARTBEAT_S: Final = 1.0
+TAKEOVER_S: Final = 5.0
+"""A partition whose heartbeat is older than this is taken from its holder, even if its session lives on."""
+_NOW: Final = "extract(epoch from clock_timestamp())"
+
+
+def partition_of(user_id: int) -> int:
+    """The partition of a user (for an update: the user it is from, else its chat)."""
+    return user_id % PARTITIONS
+
+
+class Fence(Protocol):
+    """What fenced writes compare with the database: the epochs this instance took its partitions with."""
+
+    bot_id: int
+
+    def epoch(self, partition: int) -> int | None: ...
+
+
+class Partitions:
+    """This process's partitions of the bot `bot_id` on the PostgreSQL database at `url`.
+
+    `run` (in a task group) for the process's life; `owns`/`epoch` read the in-memory view, which callbacks
+    (`on_acquired`, `on_lost`) report the changes of. Tests drive it by hand: `connect`, then `tick`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        bot_id: int,
+        *,
+        instance: str | None = None,
+        heartbeat_s: float = HEARTBEAT_S,
+        takeover_s: float = TAKEOVER_S,
+        retry_s: float = 1.0,
+        busy: Callable[[int], bool] = lambda partition: False,
+    ) -> None:
+        self._dsn = database_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        self._shown = display_url(url)
+        self.bot_id = bot_id
+        self.instance = instance or str(uuid.uuid4())
+        self.heartbeat_s = heartbeat_s
+        self.takeover_s = takeover_s
+        self.retry_s = retry_s
+        self.busy = busy
+        """Whether a partition holds something live (a question, an approval wait, a running call): never given
+        back to even out the shares."""
+        self._keys = [advisory_key(f"partition {bot_id} {n}") for n in range(PARTITIONS)]
+        self._owned: dict[int, int] = {}
+        self._conn: asyncpg.Connection | None = None
+        self._acquired: list[Callable[[Mapping[int, int]], None]] = []
+        self._lost: list[Callable[[frozenset[int]], None]] = []
+        self.draining = False
+        """Set at the start of a drain: nothing more is taken (what is held is given back at its end)."""
+        self.takeovers = 0
+        """Partitions taken from another instance that still named itself their owner (`/metrics`)."""
+        self.pid: int | None = None
+        """The backend of the lock session while it is up (tests end it to see a loss)."""
+
+    # The in-memory view.
+
+    def owns(self, user_id: int) -> bool:
+        return partition_of(user_id) in self._owned
+
+    def owns_partition(self, partition: int) -> bool:
+        return partition in self._owned
+
+    def epoch(self, partition: int) -> int | None:
+        """The epoch this instance took `partition` with; None when it does not own it."""
+        return self._owned.get(partition)
+
+    @property
+    def owned(self) -> Mapping[int, int]:
+        """Partition -> epoch, of what this instance owns now."""
+        return dict(self._owned)
+
+    def owned_count(self) -> int:
+        return len(self._owned)
+
+    def on_acquired(self, callback: Callable[[Mapping[int, int]], None]) -> None:
+        """Call `callback(partition -> epoch)` with the partitions each heartbeat takes (runs on the event loop;
+        must not block: start a task for the work)."""
+        self._acquired.append(callback)
+
+    def on_lost(self, callback: Callable[[frozenset[int]], None]) -> None:
+        """Call `callback(partitions)` when partitions are given back or lost (the lock session died: all)."""
+        self._lost.append(callback)
+
+    # The lock session.
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Heartbeat until cancelled, connecting again after a loss. Started (`task_status`) after the first
+        heartbeat (or the first failed attempt: the bot runs on owning nothing, and tries again)."""
+        started = False
+        try:
+            while True:
+                try:
+                    if self._conn is None:
+                        await self.connect()
+                    await self.tick()
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                    logger.warning(
+                        "partitions: the lock session on %s failed: %s", self._shown, failure_reason(exc)
+                    )
+                if not started:
+                    task_status.started()
+                    started = True
+                await anyio.sleep(self.heartbeat_s if self._conn is not None else self.retry_s)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.release_all()
+
+    async def connect(self) -> None:
+        """Open the lock session and make sure every partition has its row."""
+        conn = await asyncpg.connect(self._dsn)
+        try:
+            await conn.execute(
+                "INSERT INTO fleet_partitions (bot_id, partition, owner, epoch, heartbeat) "
+                "SELECT $1, n, NULL, 0, NULL FROM generate_series(0, $2 - 1) AS n ON CONFLICT DO NOTHING",
+                self.bot_id,
+                PARTITIONS,
+            )
+        except BaseException:
+            conn.terminate()
+            raise
+        conn.add_termination_listener(lambda _conn: self._lose_all())
+        self._conn = conn
+        self.pid = conn.get_server_pid()
+
+    async def tick(self) -> None:
+        """One heartbeat: tell the fleet this instance and its partitions live, learn what it lost, then take
+        free partitions up to its share or give back what is over it.
+
+        Raises:
+            OSError, asyncpg.PostgresError, asyncpg.InterfaceError: the lock session failed (every partition is
+                lost with it; `connect` again).
+        """
+        try:
+            await self._tick(self._require())
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            self._lose_all()
+            raise
+
+    async def _tick(self, conn: asyncpg.Connection) -> None:
+        beaten = await conn.fetch(
+            f"UPDATE fleet_partitions SET heartbeat = {_NOW} WHERE bot_id = $1 AND owner = $2 "
+            "RETURNING partition, epoch",
+            self.bot_id,
+            self.instance,
+        )
+        held = {row["partition"]: row["epoch"] for row in beaten}
+        gone = frozenset(p for p, e in self._owned.items() if held.get(p) != e)
+        if gone:  # taken meanwhile (cannot happen while the session holds the locks; said if it does)
+            logger.warning("partitions: %d taken by another instance", len(gone))
+            await self._unlock(conn, gone)
+            self._forget(gone)
+        await conn.execute(
+            "INSERT INTO fleet_instances (bot_id, instance, pid, heartbeat) "
+            f"VALUES ($1, $2, pg_backend_pid(), {_NOW}) "
+            "ON CONFLICT (bot_id, instance) DO UPDATE SET pid = excluded.pid, heartbeat = excluded.heartbeat",
+            self.bot_id,
+            self.instance,
+        )
+        if self.draining:
+            return
+        share = math.ceil(PARTITIONS / max(1, await self._live(conn)))
+        if len(self._owned) > share:
+            await self._give_back(conn, len(self._owned) - share)
+        elif len(self._owned) < share:
+            await self._take(conn, share - len(self._owned))
+
+    async def release_all(self) -> None:
+        """Give back every partition (the end of a drain, or of the process) and close the lock session."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            if self._owned and not conn.is_closed():
+                await self._release(conn, frozenset(self._owned))
+            await conn.execute(
+                "DELETE FROM fleet_instances WHERE bot_id = $1 AND instance = $2", self.bot_id, self.instance
+            )
+            await conn.close(timeout=2)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+            conn.terminate()
+        self._lose_all()
+
+    # The steps.
+
+    async def _live(self, conn: asyncpg.Connection) -> int:
+        """Instances alive: a fresh heartbeat and a lock session still there (a killed one's ended at once)."""
+        count = await conn.fetchval(
+            "SELECT count(*) FROM fleet_instances AS i WHERE i.bot_id = $1 "
+            f"AND (i.instance = $2 OR (i.heartbeat > {_NOW} - $3 "
+            "AND EXISTS (SELECT 1 FROM pg_stat_activity AS a WHERE a.pid = i.pid)))",
+            self.bot_id,
+            self.instance,
+            self.takeover_s,
+        )
+        return int(count)
+
+    async def _take(self, conn: asyncpg.Connection, wanted: int) -> None:
+        rows = await conn.fetch(
+            f"SELECT partition, owner, heartbeat < {_NOW} - $2 AS stale FROM fleet_partitions WHERE bot_id = $1",
+            self.bot_id,
+            self.takeover_s,
+        )
+        locked = await self._locked(conn)
+        candidates = [r for r in rows if r["partition"] not in self._owned]
+        start = random.randrange(PARTITIONS)  # instances starting together try different partitions first
+        candidates.sort(key=lambda r: (r["partition"] - start) % PARTITIONS)
+        taken: dict[int, int] = {}
+        for row in candidates:
+            if len(taken) >= wanted:
+                break
+            partition, key = row["partition"], self._keys[row["partition"]]
+            holder = locked.get(key)
+            if holder is not None:
+                if holder == self.pid or not (row["owner"] is not None and row["stale"]):
+                    continue  # held by a live owner (or being taken right now)
+                # The holder is paused: its heartbeat stopped but its session lives. End the session.
+                logger.warning("partitions: ending the session of a stalled owner of partition %d", partition)
+                await conn.fetchval("SELECT pg_terminate_backend($1, 2000)", holder)
+            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
+                continue
+            epoch = await self._claim(conn, partition)
+            taken[partition] = epoch
+            if row["owner"] is not None and row["owner"] != self.instance:
+                self.takeovers += 1
+        if taken:
+            self._owned.update(taken)
+            logger.info("partitions: took %d (%d owned)", len(taken), len(self._owned))
+            for callback in self._acquired:
+                callback(dict(taken))
+
+    async def _claim(self, conn: asyncpg.Connection, partition: int) -> int:
+        """Name this instance the owner, bumping the epoch (compare-and-set under `FOR UPDATE`, so a fenced write
+        of the old owner in flight finishes first or sees the new epoch)."""
+        async with conn.transaction():
+            before = await conn.fetchval(
+                "SELECT epoch FROM fleet_partitions WHERE bot_id = $1 AND partition = $2 FOR UPDATE",
+                self.bot_id,
+                partition,
+            )
+            epoch = await conn.fetchval(
+                f"UPDATE fleet_partitions SET epoch = epoch + 1, owner = $3, heartbeat = {_NOW} "
+                "WHERE bot_id = $1 AND partition = $2 AND epoch = $4 RETURNING epoch",
+                self.bot_id,
+                partition,
+                self.instance,
+                before,
+            )
+        assert epoch is not None  # the row is locked: nobody changed it between the two statements
+        return int(epoch)
+
+    async def _locked(self, conn: asyncpg.Connection) -> dict[int, int]:
+        """The advisory locks held in this database: key -> the holder's backend pid."""
+        rows = await conn.fetch(
+            "SELECT classid, objid, pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
+        held: dict[int, int] = {}
+        for row in rows:
+            # A bigint key is kept as two oids: its high 32 bits in classid, its low 32 bits in objid.
+            unsigned = (int(row["classid"]) << 32) | int(row["objid"])
+            held[unsigned - (1 << 64) if unsigned >= 1 << 63 else unsigned] = int(row["pid"])
+        return held
+
+    async def _give_back(self, conn: asyncpg.Connection, extra: int) -> None:
+        idle = [p for p in sorted(self._owned) if not self.busy(p)][:extra]
+        if idle:
+            await self._release(conn, frozenset(idle))
+            logger.info("partitions: gave back %d (%d owned)", len(idle), len(self._owned))
+
+    async def _release(self, conn: asyncpg.Connection, partitions: frozenset[int]) -> None:
+        await conn.execute(
+            "UPDATE fleet_partitions SET owner = NULL WHERE bot_id = $1 AND owner = $2 AND partition = ANY($3)",
+            self.bot_id,
+            self.instance,
+            sorted(partitions),
+        )
+        await self._unlock(conn, partitions)
+        self._forget(partitions)
+
+    async def _unlock(self, conn: asyncpg.Connection, partitions: Iterable[int]) -> None:
+        for partition in partitions:
+            await conn.fetchval("SELECT pg_advisory_unlock($1)", self._keys[partition])
+
+    def _forget(self, partitions: frozenset[int]) -> None:
+        for partition in partitions:
+            self._owned.pop(partition, None)
+        if partitions:
+            for callback in self._lost:
+                callback(partitions)
+
+    def _lose_all(self) -> None:
+        """The lock session ended (or failed): every lock went with it."""
+        conn, self._conn, self.pid = self._conn, None, None
+        if conn is not None and not conn.is_closed():
+            conn.terminate()
+        if self._owned:
+            logger.warning(
+                "partitions: lost the lock session; %d partition(s) no longer owned", len(self._owned)
+            )
+        self._forget(frozenset(self._owned))
+
+    def _require(self) -> asyncpg.Connection:
+        if self._conn is None:
+            raise asyncpg.InterfaceError("the lock session is not open")
+        return self._conn

@@ -1,0 +1,185 @@
+"""The fleet's partitions on a real PostgreSQL, two instances in one test (two lock sessions, two engines): the
+users are split, a killed holder's partitions are taken at once, a stalled one's after its heartbeat is stale (its
+session ended), and the stalled one's late writes are refused by the epoch. Heartbeats are driven by hand
+(`tick`), so nothing waits on time."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+
+import asyncpg
+import pytest
+from sqlalchemy import select, text, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.store.engine import open_engine
+from bot.store.errors import Fenced
+from bot.store.fleet import PARTITIONS, Partitions, partition_of
+from bot.store.rounds import RoundStore
+from bot.store.tables import fleet_instances, fleet_partitions, rounds
+from tests.store.test_rounds import question
+
+pytestmark = pytest.mark.anyio
+
+BOT = 4242
+
+
+@pytest.fixture
+async def engine(postgresql_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = await open_engine(postgresql_url)  # migrated
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+async def fleet(postgresql_url: str, engine: AsyncEngine) -> AsyncIterator[list[Partitions]]:
+    """Instances made by the test (closed at its end)."""
+    made: list[Partitions] = []
+    yield made
+    for instance in made:
+        await instance.release_all()
+
+
+async def joined(fleet: list[Partitions], url: str, **options: object) -> Partitions:
+    instance = Partitions(url, BOT, **options)  # type: ignore[arg-type]
+    fleet.append(instance)
+    await instance.connect()
+    await instance.tick()
+    return instance
+
+
+class Seen:
+    """What an instance's callbacks were told."""
+
+    def __init__(self, instance: Partitions) -> None:
+        self.acquired: dict[int, int] = {}
+        self.lost: set[int] = set()
+        instance.on_acquired(self.took)
+        instance.on_lost(self.lost.update)
+
+    def took(self, epochs: Mapping[int, int]) -> None:
+        self.acquired.update(epochs)
+
+
+async def epochs(engine: AsyncEngine) -> dict[int, tuple[str | None, int]]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            select(fleet_partitions.c.partition, fleet_partitions.c.owner, fleet_partitions.c.epoch).where(
+                fleet_partitions.c.bot_id == BOT
+            )
+        )
+        return {partition: (owner, epoch) for partition, owner, epoch in rows}
+
+
+async def test_two_instances_split_the_users(
+    postgresql_url: str, engine: AsyncEngine, fleet: list[Partitions]
+) -> None:
+    a = await joined(fleet, postgresql_url)
+    assert len(a.owned) == PARTITIONS and a.owns(1001)  # alone: everything
+    b = await joined(fleet, postgresql_url)
+    assert b.owned == {}  # every partition is held by a live owner: nothing is taken from it
+    await a.tick()  # now over its share of two: gives back half
+    await b.tick()
+    assert len(a.owned) == len(b.owned) == PARTITIONS // 2
+    assert set(a.owned).isdisjoint(b.owned) and set(a.owned) | set(b.owned) == set(range(PARTITIONS))
+    assert all(a.owns(user) != b.owns(user) for user in range(1000, 1200))
+    rows = await epochs(engine)
+    assert {p: e for p, e in b.owned.items()} == {p: rows[p][1] for p in b.owned}
+    assert all(rows[p][0] == b.instance for p in b.owned) and all(rows[p][0] == a.instance for p in a.owned)
+    assert a.takeovers == b.takeovers == 0  # given back, not taken over
+
+
+async def test_partitions_with_live_state_are_not_given_back(
+    postgresql_url: str, fleet: list[Partitions]
+) -> None:
+    a = await joined(fleet, postgresql_url, busy=lambda partition: partition % 2 == 0)
+    b = await joined(fleet, postgresql_url)
+    await a.tick()
+    await b.tick()
+    # Over its share, A gives back only partitions with nothing live: the odd ones (32 of them, its whole excess).
+    assert set(b.owned) == {p for p in range(PARTITIONS) if p % 2}
+    a.busy = lambda partition: True
+    c = await joined(
+        fleet, postgresql_url
+    )  # a share of 22 now: A is over it, but everything it holds is busy
+    await a.tick()
+    await c.tick()
+    assert set(a.owned) == {p for p in range(PARTITIONS) if p % 2 == 0} and len(c.owned) == 0
+
+
+async def test_a_killed_holder_frees_its_partitions_at_once(
+    postgresql_url: str, engine: AsyncEngine, fleet: list[Partitions]
+) -> None:
+    a = await joined(fleet, postgresql_url)
+    b = await joined(fleet, postgresql_url)
+    await a.tick()
+    await b.tick()
+    seen, before = Seen(b), await epochs(engine)
+    lost = dict(a.owned)
+    async with engine.begin() as conn:  # as SIGKILL does: A's session ends, and its locks with it
+        await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": a.pid})
+    await b.tick()  # no wait for A's heartbeat to go stale: its session is gone
+    assert len(b.owned) == PARTITIONS and b.takeovers == len(lost)
+    assert seen.acquired == {p: before[p][1] + 1 for p in lost}  # each take bumped the epoch once
+
+
+async def test_a_stalled_holder_is_ended_and_its_late_writes_are_refused(
+    postgresql_url: str, engine: AsyncEngine, fleet: list[Partitions]
+) -> None:
+    a = await joined(fleet, postgresql_url)
+    zombie_seen = Seen(a)
+    zombie_book, book = RoundStore(engine), RoundStore(engine)
+    zombie_book.fence = a
+    kept = question(1)  # user 1001
+    await zombie_book.keep(kept)
+    await zombie_book.progress(kept.id, {"version": 1})  # the owner writes
+    b = await joined(fleet, postgresql_url)
+    book.fence = b
+    with pytest.raises(Fenced):  # not B's partition (yet): B cannot write it either
+        await book.progress(kept.id, {"version": 99})
+    assert b.owned == {}  # A's heartbeat is fresh: nothing is taken from it
+
+    # A stalls (SIGSTOP): its session lives on, its heartbeats stop. Seen from B, they are older than takeover_s.
+    async with engine.begin() as conn:
+        await conn.execute(update(fleet_partitions).values(heartbeat=fleet_partitions.c.heartbeat - 10))
+        await conn.execute(update(fleet_instances).values(heartbeat=fleet_instances.c.heartbeat - 10))
+    paused_pid = a.pid
+    await b.tick()
+    assert len(b.owned) == PARTITIONS and b.takeovers == PARTITIONS
+    async with engine.connect() as conn:
+        alive = await conn.execute(
+            text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"), {"pid": paused_pid}
+        )
+        assert alive.scalar_one() == 0  # B ended the stalled session
+
+    # A wakes up (SIGCONT) believing it owns the partition: its late write is refused, B's goes through.
+    with pytest.raises(Fenced):
+        await zombie_book.progress(kept.id, {"version": 2})
+    with pytest.raises(Fenced):
+        await zombie_book.close(kept.id)
+    await book.progress(kept.id, {"version": 3})
+    async with engine.connect() as conn:
+        progress = (await conn.execute(select(rounds.c.progress).where(rounds.c.id == kept.id))).scalar_one()
+    assert progress == '{"version":3}'
+    # And its next heartbeat learns it lost everything.
+    with pytest.raises((OSError, asyncpg.PostgresError, asyncpg.InterfaceError)):
+        await a.tick()
+    assert a.owned == {} and zombie_seen.lost == set(range(PARTITIONS))
+    assert partition_of(kept.origin.user_id) in b.owned
+
+
+async def test_a_drained_instance_gives_everything_back_and_takes_nothing_meanwhile(
+    postgresql_url: str, engine: AsyncEngine, fleet: list[Partitions]
+) -> None:
+    a = await joined(fleet, postgresql_url)
+    a.draining = True  # SIGTERM: from now on it takes nothing
+    b = await joined(fleet, postgresql_url)
+    await a.release_all()  # the drain's end
+    assert a.owned == {} and all(owner is None for owner, _ in (await epochs(engine)).values())
+    await b.tick()
+    assert len(b.owned) == PARTITIONS and b.takeovers == 0  # given back, not taken over
+    c = await joined(fleet, postgresql_url)
+    c.draining = True
+    await b.tick()  # B is over its share of two and gives back half...
+    await c.tick()  # ...which the draining C does not take
+    assert c.owned == {}
