@@ -5,9 +5,9 @@ config, webhook mode, the fake Bot API delivering to a round-robin proxy in fron
 in its own process (2026-07-28 as `d`, 2025-era as `l`), a real PostgreSQL. Every call's arrival is counted at
 the server (`stamp` writes each call down) and every result in the chat.
 
-Tests that need the fleet's partition ownership (a user's updates handled by the instance that owns them, the
-takeover of a dead instance's questions) are marked `xfail(strict=True)`: they turn green, and must then lose the
-mark, when that part merges.
+The people are split between the instances by partition (`bot.store.fleet`): a tap landing on the instance that
+does not own its person is handled by the owner; a killed (SIGKILL) or stalled (SIGSTOP) instance's questions are
+taken over by the other one, and a stalled one's late writes are refused.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from tests.telegram.harness import is_result, result_body
 
 pytestmark = pytest.mark.anyio
 
-NEEDS_PARTITIONS = "needs partition ownership (fleetcore)"
 OPS, CAROL = -7001, 3003
 APPROVALS = (
     f'[[approvals]]\nservers = ["d"]\ntools = ["stamp"]\napprovers = [{BOB}, {CAROL}]\nquorum = 1\n'
@@ -149,7 +148,6 @@ async def test_a_rolling_restart_under_a_stream_of_calls_loses_and_repeats_nothi
         assert not fleet.fake.unexpected_errors, fleet.fake.unexpected_errors
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_PARTITIONS)
 async def test_a_tap_landing_on_the_other_instance_answers_the_question(
     tmp_path: Path, postgresql_url: str
 ) -> None:
@@ -172,7 +170,6 @@ async def test_a_tap_landing_on_the_other_instance_answers_the_question(
         assert fleet.received("confirm") == [{"tool": "confirm", "action": "accept", "data": {"sure": True}}]
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_PARTITIONS)
 async def test_questions_of_a_killed_instance_are_taken_over_by_the_other(
     tmp_path: Path, postgresql_url: str
 ) -> None:
@@ -193,6 +190,11 @@ async def test_questions_of_a_killed_instance_are_taken_over_by_the_other(
         legacy = await fleet.fake.wait_for(
             lambda m: "Really rollback?" in m.text and bool(m.buttons), timeout=WAIT_S
         )
+        fleet.proxy.send_next_to(0)
+        await fleet.bob.press(
+            legacy, "Yes", timeout=WAIT_S
+        )  # its redraw comes after the card's place was kept
+        await fleet.fake.wait_for(lambda m: m is legacy and "Submit" in str(m.buttons), timeout=WAIT_S)
         await fleet.bots[0].kill()
         answer = await fleet.alice.press(card, "✅ Submit", timeout=WAIT_S)  # only instance 1 is left
         assert not answer.show_alert, answer.text
@@ -208,7 +210,6 @@ async def test_questions_of_a_killed_instance_are_taken_over_by_the_other(
         assert asked == [card]
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_PARTITIONS)
 async def test_a_paused_instance_loses_its_questions_and_its_late_writes_are_refused(
     tmp_path: Path, postgresql_url: str
 ) -> None:
