@@ -66,13 +66,25 @@ def _use_httpx() -> None:
 
     import bot.telegram.bot
     from bot.telegram.request import POOL_TIMEOUT_S
+    from bot.telegram.updates import UpdatesRequest
 
     def httpx_request(*, connections: int, written_hook: bool = True) -> HTTPXRequest:
         """PTB's own client with the pool the aiohttp client gets (and its pool timeout); it has no hook for
         the flood limiter's `on_written` either way."""
         return HTTPXRequest(connection_pool_size=connections, pool_timeout=POOL_TIMEOUT_S)
 
+    class HttpxUpdates(HTTPXRequest):
+        """The getUpdates client on httpx, cutting the updates as the aiohttp one does (a like-for-like count)."""
+
+        @staticmethod
+        def parse_json_payload(payload: bytes) -> dict[str, Any]:
+            return UpdatesRequest.parse_json_payload(payload)
+
+    def httpx_updates(*, connections: int, written_hook: bool = True) -> HTTPXRequest:
+        return HttpxUpdates(connection_pool_size=connections, pool_timeout=POOL_TIMEOUT_S)
+
     bot.telegram.bot.AiohttpRequest = httpx_request  # type: ignore[assignment,misc]
+    bot.telegram.bot.UpdatesRequest = httpx_updates  # type: ignore[assignment,misc]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ from bot.core import PromptRegistry
 from bot.telegram import app as telegram_app
 from bot.telegram.app import EndpointParts
 from bot.telegram.surface import TelegramSurface
+from bot.telegram.updates import lean
 from bot.web import Webhook, WebServer, build_app, metrics_registry
 from bot.web.gateway import Gateway
 from bot.web.miniapp import MiniApp
@@ -67,6 +68,7 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
             takes,
             parts.inbox,
             config.bot_id(),
+            lean,
         )
 
     async def reachable() -> bool:

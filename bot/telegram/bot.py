@@ -5,7 +5,8 @@ makes: send, edit and delete an HTML message (link previews off). Their paramete
 already (`bot.telegram.render` builds keyboards as JSON), and the answer is read for a message id at most, so
 they go through PTB's public `Bot.do_api_request` rather than its object layer, which would build every
 button and the whole echoed message as objects only to throw them away. Taps are answered with PTB's
-`CallbackQuery.answer` everywhere.
+`CallbackQuery.answer` everywhere. getUpdates has a client of its own (`bot.telegram.updates.UpdatesRequest`),
+which cuts what the bot never reads out of the updates before PTB builds them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from telegram.warnings import PTBUserWarning
 
 from bot.telegram.render import Keyboard
 from bot.telegram.request import AiohttpRequest
+from bot.telegram.updates import UpdatesRequest
 
 __all__ = ["POOL_CONNECTIONS", "CardBot", "build_bot", "file_url"]
 
@@ -100,7 +102,7 @@ def build_bot(token: str, base_url: str, rate_limiter: BaseRateLimiter[Any]) -> 
         warnings.filterwarnings("ignore", message=f"Please use 'Bot.{endpoint}'", category=PTBUserWarning)
     calls, updates = (
         AiohttpRequest(connections=POOL_CONNECTIONS),
-        AiohttpRequest(connections=1, written_hook=False),
+        UpdatesRequest(connections=1, written_hook=False),
     )
     return CardBot(
         token,

@@ -47,13 +47,17 @@ class Webhook:
         takes: Callable[[Update], bool] = lambda u: True,
         inbox: InboxStore | None = None,
         bot_id: int = 0,
+        lean: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
+        """`lean` cuts, in place, what the bot never reads out of an update before PTB builds it (the Telegram
+        host's `bot.telegram.updates.lean`, passed in by `bot.compose`)."""
         self._secret = secret.encode()
         self._bot = bot
         self._queue = queue
         self._takes = takes
         self._inbox = inbox
         self._bot_id = bot_id
+        self._lean = lean
         self.redelivered = 0
         """Deliveries answered 200 without being handled: their update was recorded before (`/metrics`)."""
 
@@ -105,6 +109,8 @@ class Webhook:
         if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
             return None
         try:
+            if self._lean is not None:
+                self._lean(data)
             return Update.de_json(data, self._bot)
         except (TypeError, ValueError, KeyError, AttributeError):
             # PTB builds objects from whatever the JSON holds; a malformed part fails in one of these ways.
