@@ -1,0 +1,125 @@
+"""`bot.telegram.updates`: what of a tap's update reaches PTB, through the bot's own getUpdates client against
+the fake Bot API (the echo Telegram sends, cut before PTB builds it) and through the webhook endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Route
+from telegram import Bot, MaybeInaccessibleMessage, Message, Update
+
+from bot.telegram.bot import build_bot
+from bot.telegram.callback_data import Action, Button, Kind
+from bot.telegram.flood import FloodLimiter
+from bot.telegram.updates import lean
+from bot.web.webhook import SECRET_HEADER, Webhook
+from tests.fakes.telegram import FakeTelegram
+
+pytestmark = pytest.mark.anyio
+
+ALICE = 1001
+CARD_TAP = Button(Kind.PROMPT, "tok", 1, Action.CHOOSE, 0).pack()
+AGENTS_TAP = Button(Kind.AGENT, "7", 0, Action.REVOKE, ALICE).pack()
+KEYBOARD = [[{"text": f"Option {n}", "callback_data": CARD_TAP} for n in range(4)]]
+
+
+async def test_a_tap_on_a_card_reaches_ptb_without_the_echoed_message_and_a_list_tap_with_its_identity() -> None:
+    """A card's tap keeps its data and its person and loses the message it echoes (the token finds the card); a
+    tap on the /agents list keeps where its message is (id, chat: it is edited in place), not what it says;
+    a person's message is untouched."""
+    async with FakeTelegram() as fake:
+        alice = fake.user(id=ALICE, first_name="Alice")
+        bot = build_bot(fake.token, fake.base_url, FloodLimiter())
+        async with bot:
+            sent = await bot.send_html(ALICE, "<b>Pick one</b>", KEYBOARD)
+            card = fake.messages(ALICE, from_bot=True)[-1]
+            assert card.message_id == sent
+            updates: list[Update] = []
+
+            async def next_update() -> Update:
+                offset = updates[-1].update_id + 1 if updates else None
+                (update,) = await bot.get_updates(offset=offset, timeout=5)
+                updates.append(update)
+                return update
+
+            for data in (CARD_TAP, AGENTS_TAP):
+                press = asyncio.create_task(alice.press_data(card, data))
+                query = (await next_update()).callback_query
+                assert query is not None
+                await query.answer()
+                await press
+            await alice.send("hello there")
+            await next_update()
+    card_tap, agents_tap, message = updates
+    assert card_tap.callback_query is not None and agents_tap.callback_query is not None
+    assert card_tap.callback_query.data == CARD_TAP and card_tap.callback_query.from_user.id == ALICE
+    assert card_tap.callback_query.message is None
+    kept = agents_tap.callback_query.message
+    assert agents_tap.callback_query.data == AGENTS_TAP
+    assert kept is not None and kept.message_id == sent and kept.chat.id == ALICE
+    assert kept.is_accessible  # a message with its date, not an inaccessible one
+    assert says(kept) == (None, (), None, None)
+    assert message.message is not None and message.message.text == "hello there"
+
+
+def says(message: MaybeInaccessibleMessage) -> tuple[object, ...]:
+    """What a message says and who sent it: its text, entities, sender and buttons."""
+    assert isinstance(message, Message)
+    return (message.text, message.entities, message.from_user, message.reply_markup)
+
+
+def tap_update(data: str) -> dict[str, Any]:
+    return {
+        "update_id": 77,
+        "callback_query": {
+            "id": "4000000000000001",
+            "from": {"id": ALICE, "is_bot": False, "first_name": "Alice"},
+            "chat_instance": "-1",
+            "data": data,
+            "message": {
+                "message_id": 9,
+                "date": 1_700_000_000,
+                "chat": {"id": ALICE, "type": "private", "first_name": "Alice"},
+                "from": {"id": 123, "is_bot": True, "first_name": "Bot"},
+                "text": "Pick one",
+                "reply_markup": {"inline_keyboard": KEYBOARD},
+            },
+        },
+    }
+
+
+@pytest.mark.parametrize(("data", "kept"), [(CARD_TAP, False), (AGENTS_TAP, True)])
+async def test_the_webhook_cuts_a_tap_as_polling_does(data: str, kept: bool) -> None:
+    """The webhook hands PTB's queue the same cut update (what `bot.compose` wires in)."""
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    webhook = Webhook("secret", Bot("123:SECRET"), queue, lean=lean)
+    app = Starlette(routes=[Route("/telegram", webhook.handle, methods=["POST"])])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://bot") as client:
+        answer = await client.post(
+            "/telegram", content=json.dumps(tap_update(data)), headers={SECRET_HEADER: "secret"}
+        )
+    assert answer.status_code == 200
+    update = queue.get_nowait()
+    assert isinstance(update, Update) and update.callback_query is not None
+    assert update.callback_query.data == data
+    message = update.callback_query.message
+    if kept:
+        assert isinstance(message, Message) and (message.message_id, message.chat.id) == (9, ALICE)
+        assert says(message) == (None, (), None, None)
+    else:
+        assert message is None
+
+
+def test_data_that_is_not_ours_keeps_its_message_identity() -> None:
+    """A forged or foreign tap is not a card's: its message keeps where it is (a stranger's refusal is rationed
+    per chat)."""
+    for data in ("not ours", "zz:tok:1:c", None):
+        update = tap_update("x") | {}
+        update["callback_query"]["data"] = data
+        lean(update)
+        assert update["callback_query"]["message"].keys() == {"message_id", "chat", "date"}
