@@ -16,6 +16,7 @@ from telegram import Bot, MaybeInaccessibleMessage, Message, Update
 from bot.telegram.bot import build_bot
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.flood import FloodLimiter
+from bot.telegram.render import Keyboard
 from bot.telegram.updates import lean
 from bot.web.webhook import SECRET_HEADER, Webhook
 from tests.fakes.telegram import FakeTelegram
@@ -25,10 +26,10 @@ pytestmark = pytest.mark.anyio
 ALICE = 1001
 CARD_TAP = Button(Kind.PROMPT, "tok", 1, Action.CHOOSE, 0).pack()
 AGENTS_TAP = Button(Kind.AGENT, "7", 0, Action.REVOKE, ALICE).pack()
-KEYBOARD = [[{"text": f"Option {n}", "callback_data": CARD_TAP} for n in range(4)]]
+KEYBOARD: Keyboard = [[{"text": f"Option {n}", "callback_data": CARD_TAP} for n in range(4)]]
 
 
-async def test_a_tap_on_a_card_reaches_ptb_without_the_echoed_message_and_a_list_tap_with_its_identity() -> None:
+async def test_a_card_tap_reaches_ptb_without_its_echoed_message_a_list_tap_with_its_identity() -> None:
     """A card's tap keeps its data and its person and loses the message it echoes (the token finds the card); a
     tap on the /agents list keeps where its message is (id, chat: it is edited in place), not what it says;
     a person's message is untouched."""
@@ -118,8 +119,7 @@ async def test_the_webhook_cuts_a_tap_as_polling_does(data: str, kept: bool) -> 
 def test_data_that_is_not_ours_keeps_its_message_identity() -> None:
     """A forged or foreign tap is not a card's: its message keeps where it is (a stranger's refusal is rationed
     per chat)."""
-    for data in ("not ours", "zz:tok:1:c", None):
-        update = tap_update("x") | {}
-        update["callback_query"]["data"] = data
+    for data in ("not ours", "zz:tok:1:c", ""):
+        update = tap_update(data)
         lean(update)
         assert update["callback_query"]["message"].keys() == {"message_id", "chat", "date"}
