@@ -19,6 +19,7 @@ from telegram.constants import ParseMode
 from telegram.ext import BaseRateLimiter, ExtBot
 from telegram.warnings import PTBUserWarning
 
+from bot.telegram.access import Access
 from bot.telegram.render import Keyboard
 from bot.telegram.request import AiohttpRequest
 from bot.telegram.updates import UpdatesRequest
@@ -94,15 +95,18 @@ def file_url(base_url: str) -> str:
     return f"{head}/file{bot}{tail}" if bot else f"{base_url.rstrip('/')}/file/bot"
 
 
-def build_bot(token: str, base_url: str, rate_limiter: BaseRateLimiter[Any]) -> CardBot:
-    """The bot for `base_url` (`.../bot`), on the aiohttp client (proxies from the environment)."""
+def build_bot(
+    token: str, base_url: str, rate_limiter: BaseRateLimiter[Any], access: Access | None = None
+) -> CardBot:
+    """The bot for `base_url` (`.../bot`), on the aiohttp client (proxies from the environment); `access` is
+    whose taps on cards arrive without their echoed message (`bot.telegram.updates`; None: nobody's)."""
     # PTB nudges callers of `do_api_request` towards its typed method for a known endpoint; the card calls
     # choose the plain one on purpose (see the module docstring), and only their nudge is silenced.
     for endpoint in _CARD_CALLS:
         warnings.filterwarnings("ignore", message=f"Please use 'Bot.{endpoint}'", category=PTBUserWarning)
     calls, updates = (
         AiohttpRequest(connections=POOL_CONNECTIONS),
-        UpdatesRequest(connections=1, written_hook=False),
+        UpdatesRequest(connections=1, written_hook=False, access=access),
     )
     return CardBot(
         token,

@@ -50,7 +50,7 @@ class Webhook:
         lean: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         """`lean` cuts, in place, what the bot never reads out of an update before PTB builds it (the Telegram
-        host's `bot.telegram.updates.lean`, passed in by `bot.compose`)."""
+        host's `bot.telegram.updates.Lean`, passed in by `bot.compose`)."""
         self._secret = secret.encode()
         self._bot = bot
         self._queue = queue

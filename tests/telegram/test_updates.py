@@ -13,17 +13,19 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from telegram import Bot, MaybeInaccessibleMessage, Message, Update
 
+from bot.telegram.access import Access
 from bot.telegram.bot import build_bot
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.flood import FloodLimiter
 from bot.telegram.render import Keyboard
-from bot.telegram.updates import lean
+from bot.telegram.updates import Lean, lean
 from bot.web.webhook import SECRET_HEADER, Webhook
 from tests.fakes.telegram import FakeTelegram
 
 pytestmark = pytest.mark.anyio
 
-ALICE = 1001
+ALICE, MALLORY = 1001, 6666
+ALLOWED = Access(frozenset({ALICE}))
 CARD_TAP = Button(Kind.PROMPT, "tok", 1, Action.CHOOSE, 0).pack()
 AGENTS_TAP = Button(Kind.AGENT, "7", 0, Action.REVOKE, ALICE).pack()
 KEYBOARD: Keyboard = [[{"text": f"Option {n}", "callback_data": CARD_TAP} for n in range(4)]]
@@ -35,7 +37,7 @@ async def test_a_card_tap_reaches_ptb_without_its_echoed_message_a_list_tap_with
     a person's message is untouched."""
     async with FakeTelegram() as fake:
         alice = fake.user(id=ALICE, first_name="Alice")
-        bot = build_bot(fake.token, fake.base_url, FloodLimiter())
+        bot = build_bot(fake.token, fake.base_url, FloodLimiter(), ALLOWED)
         async with bot:
             sent = await bot.send_html(ALICE, "<b>Pick one</b>", KEYBOARD)
             card = fake.messages(ALICE, from_bot=True)[-1]
@@ -74,12 +76,12 @@ def says(message: MaybeInaccessibleMessage) -> tuple[object, ...]:
     return (message.text, message.entities, message.from_user, message.reply_markup)
 
 
-def tap_update(data: str) -> dict[str, Any]:
+def tap_update(data: str, person: int = ALICE) -> dict[str, Any]:
     return {
         "update_id": 77,
         "callback_query": {
             "id": "4000000000000001",
-            "from": {"id": ALICE, "is_bot": False, "first_name": "Alice"},
+            "from": {"id": person, "is_bot": False, "first_name": "Someone"},
             "chat_instance": "-1",
             "data": data,
             "message": {
@@ -98,7 +100,7 @@ def tap_update(data: str) -> dict[str, Any]:
 async def test_the_webhook_cuts_a_tap_as_polling_does(data: str, kept: bool) -> None:
     """The webhook hands PTB's queue the same cut update (what `bot.compose` wires in)."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
-    webhook = Webhook("secret", Bot("123:SECRET"), queue, lean=lean)
+    webhook = Webhook("secret", Bot("123:SECRET"), queue, lean=Lean(ALLOWED))
     app = Starlette(routes=[Route("/telegram", webhook.handle, methods=["POST"])])
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://bot") as client:
         answer = await client.post(
@@ -116,10 +118,24 @@ async def test_the_webhook_cuts_a_tap_as_polling_does(data: str, kept: bool) -> 
         assert message is None
 
 
-def test_data_that_is_not_ours_keeps_its_message_identity() -> None:
-    """A forged or foreign tap is not a card's: its message keeps where it is (a stranger's refusal is rationed
-    per chat)."""
-    for data in ("not ours", "zz:tok:1:c", ""):
-        update = tap_update(data)
-        lean(update)
-        assert update["callback_query"]["message"].keys() == {"message_id", "chat", "date"}
+@pytest.mark.parametrize(
+    ("data", "person"),
+    [("not ours", ALICE), ("zz:tok:1:c", ALICE), ("", ALICE), (CARD_TAP, MALLORY), (CARD_TAP, None)],
+)
+def test_a_tap_not_ours_or_not_an_allowed_persons_keeps_its_message_identity(
+    data: str, person: int | None
+) -> None:
+    """Forged or foreign data is not a card's; a stranger's tap on a card is refused, and refusals are rationed
+    per chat: both keep where their message is, not what it says."""
+    update = tap_update(data, MALLORY if person is None else person)
+    if person is None:
+        del update["callback_query"]["from"]
+    lean(update, ALLOWED)
+    assert update["callback_query"]["message"].keys() == {"message_id", "chat", "date"}
+
+
+def test_without_an_allow_list_no_tap_loses_its_message() -> None:
+    """`UpdatesRequest` without `access` (and `Access()`) allows nobody: a card's tap keeps its identity."""
+    update = tap_update(CARD_TAP)
+    lean(update, Access())
+    assert update["callback_query"]["message"].keys() == {"message_id", "chat", "date"}
