@@ -65,14 +65,35 @@ def _use_httpx() -> None:
     from telegram.request import HTTPXRequest
 
     import bot.telegram.bot
+    from bot.telegram.access import Access
     from bot.telegram.request import POOL_TIMEOUT_S
+    from bot.telegram.updates import Lean
 
     def httpx_request(*, connections: int, written_hook: bool = True) -> HTTPXRequest:
         """PTB's own client with the pool the aiohttp client gets (and its pool timeout); it has no hook for
         the flood limiter's `on_written` either way."""
         return HTTPXRequest(connection_pool_size=connections, pool_timeout=POOL_TIMEOUT_S)
 
+    class HttpxUpdates(HTTPXRequest):
+        """The getUpdates client on httpx, cutting the updates as the aiohttp one does (a like-for-like count)."""
+
+        def __init__(self, access: Access | None, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.lean = Lean(access or Access())
+
+        def parse_json_payload(self, payload: bytes) -> dict[str, Any]:
+            decoded = super().parse_json_payload(payload)
+            for update in decoded.get("result") or []:
+                self.lean(update)
+            return decoded
+
+    def httpx_updates(
+        *, connections: int, written_hook: bool = True, access: Access | None = None
+    ) -> HTTPXRequest:
+        return HttpxUpdates(access, connection_pool_size=connections, pool_timeout=POOL_TIMEOUT_S)
+
     bot.telegram.bot.AiohttpRequest = httpx_request  # type: ignore[assignment,misc]
+    bot.telegram.bot.UpdatesRequest = httpx_updates  # type: ignore[assignment,misc]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,8 +15,10 @@ from telegram import Update
 from bot.config import Config, ServerConfig, TelegramMode
 from bot.core import PromptRegistry
 from bot.telegram import app as telegram_app
+from bot.telegram.access import Access
 from bot.telegram.app import EndpointParts
 from bot.telegram.surface import TelegramSurface
+from bot.telegram.updates import Lean
 from bot.web import Webhook, WebServer, build_app, metrics_registry
 from bot.web.gateway import Gateway
 from bot.web.miniapp import MiniApp
@@ -72,6 +74,7 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
             parts.inbox,
             config.bot_id(),
             routing,
+            Lean(Access.of(config.telegram)),
         )
 
     async def reachable() -> bool:

@@ -107,7 +107,7 @@ def build_application(config: Config, watch: ApiWatch) -> Application:  # type: 
     # 429 would otherwise surface as that warning (an error under strict warning filters).
     os.environ.setdefault("PTB_TIMEDELTA", "true")
     token = config.require_telegram().get()
-    bot = build_bot(token, config.telegram.api_base_url, watch)
+    bot = build_bot(token, config.telegram.api_base_url, watch, Access.of(config.telegram))
     builder = ApplicationBuilder().bot(bot).concurrent_updates(True)
     if config.telegram.mode is TelegramMode.WEBHOOK:
         builder = builder.updater(None)

@@ -5,7 +5,8 @@ makes: send, edit and delete an HTML message (link previews off). Their paramete
 already (`bot.telegram.render` builds keyboards as JSON), and the answer is read for a message id at most, so
 they go through PTB's public `Bot.do_api_request` rather than its object layer, which would build every
 button and the whole echoed message as objects only to throw them away. Taps are answered with PTB's
-`CallbackQuery.answer` everywhere.
+`CallbackQuery.answer` everywhere. getUpdates has a client of its own (`bot.telegram.updates.UpdatesRequest`),
+which cuts what the bot never reads out of the updates before PTB builds them.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from telegram.constants import ParseMode
 from telegram.ext import BaseRateLimiter, ExtBot
 from telegram.warnings import PTBUserWarning
 
+from bot.telegram.access import Access
 from bot.telegram.render import Keyboard
 from bot.telegram.request import AiohttpRequest
+from bot.telegram.updates import UpdatesRequest
 
 __all__ = ["POOL_CONNECTIONS", "CardBot", "build_bot", "file_url"]
 
@@ -92,15 +95,18 @@ def file_url(base_url: str) -> str:
     return f"{head}/file{bot}{tail}" if bot else f"{base_url.rstrip('/')}/file/bot"
 
 
-def build_bot(token: str, base_url: str, rate_limiter: BaseRateLimiter[Any]) -> CardBot:
-    """The bot for `base_url` (`.../bot`), on the aiohttp client (proxies from the environment)."""
+def build_bot(
+    token: str, base_url: str, rate_limiter: BaseRateLimiter[Any], access: Access | None = None
+) -> CardBot:
+    """The bot for `base_url` (`.../bot`), on the aiohttp client (proxies from the environment); `access` is
+    whose taps on cards arrive without their echoed message (`bot.telegram.updates`; None: nobody's)."""
     # PTB nudges callers of `do_api_request` towards its typed method for a known endpoint; the card calls
     # choose the plain one on purpose (see the module docstring), and only their nudge is silenced.
     for endpoint in _CARD_CALLS:
         warnings.filterwarnings("ignore", message=f"Please use 'Bot.{endpoint}'", category=PTBUserWarning)
     calls, updates = (
         AiohttpRequest(connections=POOL_CONNECTIONS),
-        AiohttpRequest(connections=1, written_hook=False),
+        UpdatesRequest(connections=1, written_hook=False, access=access),
     )
     return CardBot(
         token,

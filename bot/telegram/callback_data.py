@@ -92,6 +92,23 @@ def unpack(data: str | None) -> Button | None:
     return Button(kind, parts[1], version, action, arg)
 
 
+FOUND_BY_TOKEN: Final = frozenset({Kind.PROMPT, Kind.TOOL, Kind.APPROVAL, Kind.RERUN})
+"""Kinds whose tap is handled from its data and its sender alone: the token finds the card, list or call, and
+with it the chat. Only the /agents list (`AGENT`) is edited where it was tapped, by the tap's message."""
+
+
+def kind_of(data: object) -> Kind | None:
+    """The kind a button's data names, from its prefix alone (None: not ours). A cheap look, not a check:
+    `unpack` decides whether the data is valid."""
+    if not isinstance(data, str):
+        return None
+    prefix, colon, _ = data.partition(":")
+    return _KINDS.get(prefix) if colon else None
+
+
+_KINDS: Final = {kind.value: kind for kind in Kind}
+
+
 def is_approval(data: object) -> bool:
     """A tap on an approval card (the one kind of tap an approver who may not use the bot gets through)."""
     button = unpack(data) if isinstance(data, str) else None

@@ -61,7 +61,10 @@ class Webhook:
         inbox: InboxStore | None = None,
         bot_id: int = 0,
         routing: Routing | None = None,
+        lean: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
+        """`lean` cuts, in place, what the bot never reads out of an update before PTB builds it (the Telegram
+        host's `bot.telegram.updates.Lean`, passed in by `bot.compose`)."""
         self._secret = secret.encode()
         self._bot = bot
         self._queue = queue
@@ -71,6 +74,7 @@ class Webhook:
         self._routing = routing
         self.routed = 0
         """Updates recorded for another instance (the owner of their user) to handle."""
+        self._lean = lean
         self.redelivered = 0
         """Deliveries answered 200 without being handled: their update was recorded before (`/metrics`)."""
 
@@ -126,6 +130,8 @@ class Webhook:
         if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
             return None
         try:
+            if self._lean is not None:
+                self._lean(data)
             return Update.de_json(data, self._bot)
         except (TypeError, ValueError, KeyError, AttributeError):
             # PTB builds objects from whatever the JSON holds; a malformed part fails in one of these ways.

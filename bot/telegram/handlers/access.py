@@ -81,8 +81,8 @@ def _refusal(update: Update, refusals: Refusals) -> Awaitable[None] | None:
     text = refusal_text(user.id)
     query = update.callback_query
     if query is not None:
-        # A tap's update carries no message (bot.telegram.bot): its chat is unknown, so taps are rationed per
-        # person, in the person's own "chat".
+        # A stranger's tap keeps its message's chat (bot.telegram.updates); one without a message (inline mode)
+        # is rationed per person, in the person's own "chat".
         if not refusals.take(chat.id if chat is not None else user.id, user.id):
             return None
         return _quietly(
