@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final, Protocol
@@ -44,6 +45,9 @@ PARTITIONS: Final = 64
 HEARTBEAT_S: Final = 1.0
 TAKEOVER_S: Final = 5.0
 """A partition whose heartbeat is older than this is taken from its holder, even if its session lives on."""
+QUIET_S: Final = 30.0
+"""A partition an update of which was handed to this instance this recently is not given back to even out the
+shares: the update's work (a question, a call) may not have started yet."""
 _NOW: Final = "extract(epoch from clock_timestamp())"
 
 
@@ -90,6 +94,8 @@ class Partitions:
         back to even out the shares."""
         self._keys = [advisory_key(f"partition {bot_id} {n}") for n in range(PARTITIONS)]
         self._owned: dict[int, int] = {}
+        self._touched: dict[int, float] = {}
+        """Partition -> when (monotonic) an update of it was last handed to this instance's handlers."""
         self._conn: asyncpg.Connection | None = None
         self._acquired: list[Callable[[Mapping[int, int]], None]] = []
         self._lost: list[Callable[[frozenset[int]], None]] = []
@@ -107,6 +113,15 @@ class Partitions:
 
     def owns_partition(self, partition: int) -> bool:
         return partition in self._owned
+
+    def touch(self, partition: int) -> None:
+        """An update of `partition` goes to this instance's handlers now: the partition is not given back for
+        `QUIET_S` (the update may not have made a question or a call yet, which `busy` would see)."""
+        self._touched[partition] = time.monotonic()
+
+    def _quiet(self, partition: int) -> bool:
+        touched = self._touched.get(partition)
+        return touched is None or time.monotonic() - touched >= QUIET_S
 
     def epoch(self, partition: int) -> int | None:
         """The epoch this instance took `partition` with; None when it does not own it."""
@@ -310,7 +325,7 @@ class Partitions:
         return held
 
     async def _give_back(self, conn: asyncpg.Connection, extra: int) -> None:
-        idle = [p for p in sorted(self._owned) if not self.busy(p)][:extra]
+        idle = [p for p in sorted(self._owned) if self._quiet(p) and not self.busy(p)][:extra]
         if idle:
             await self._release(conn, frozenset(idle))
             logger.info("partitions: gave back %d (%d owned)", len(idle), len(self._owned))

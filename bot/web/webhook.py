@@ -176,6 +176,7 @@ class Routing:
         """How `update` waits for its owner, or None when this instance owns its user (it handles it now)."""
         partition = partition_of(_user_of(update))
         if self._partitions.owns_partition(partition):
+            self._partitions.touch(partition)
             return None
         return Waiting(partition, body.decode(), self._wake)
 
@@ -220,6 +221,7 @@ class Routing:
             now = self._clock()
             for claimed in batch:
                 update = Update.de_json(json.loads(claimed.payload), self._bot)
+                self._partitions.touch(partition_of(_user_of(update)))
                 self.lag_s = max(0.0, (now - claimed.received).total_seconds())
                 self.lag_total_s += self.lag_s
                 self.claimed += 1

@@ -107,6 +107,20 @@ async def test_partitions_with_live_state_are_not_given_back(
     assert set(a.owned) == {p for p in range(PARTITIONS) if p % 2 == 0} and len(c.owned) == 0
 
 
+async def test_a_partition_whose_update_was_just_handed_on_is_not_given_back(
+    postgresql_url: str, fleet: list[Partitions]
+) -> None:
+    """An update handed to the handlers has made no question or call yet (`busy` cannot see it): its partition
+    stays until it has been quiet for `QUIET_S`, so its work is not done by an instance that no longer owns it."""
+    a = await joined(fleet, postgresql_url)
+    for partition in range(0, PARTITIONS, 2):
+        a.touch(partition)
+    b = await joined(fleet, postgresql_url)
+    await a.tick()
+    await b.tick()
+    assert set(a.owned) == {p for p in range(PARTITIONS) if p % 2 == 0}
+
+
 async def test_a_killed_holder_frees_its_partitions_at_once(
     postgresql_url: str, engine: AsyncEngine, fleet: list[Partitions]
 ) -> None:
