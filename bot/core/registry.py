@@ -42,6 +42,9 @@ class PromptRegistry:
         """Per person and server, how many places hold one of their prompts (`_pending`, `_awaiting`; a prompt
         may briefly be in both). `asking` is asked once a second for every running call, so it must not walk
         all pending prompts."""
+        self._of_user: dict[int, dict[str, Prompt]] = {}
+        """`_pending` by person: a question's limit check counts that person's open prompts, which under a
+        flood of a thousand would otherwise walk all of them for each new question."""
         self.answers: Counter[str] = Counter()
         """Answers that went back to servers, by wire action (accept, decline, cancel)."""
         self._shields: set[anyio.CancelScope] = set()
@@ -92,6 +95,10 @@ class PromptRegistry:
             and (origin is None or p.origin == origin)
         ]
 
+    def open_for(self, user_id: int) -> int:
+        """How many prompts of this person can still be answered (those of every chat and server)."""
+        return sum(1 for p in self._of_user.get(user_id, {}).values() if p.pending)
+
     def asking(self, origin: Origin, server: str) -> bool:
         """Whether `server` has a card out for `origin`: asked and not settled yet, or a link the person
         consented to open whose flow is not complete yet."""
@@ -129,6 +136,7 @@ class PromptRegistry:
         if not restored:
             prompt.deadline = time.monotonic() + self.timeout_s
         self._pending[prompt.token] = prompt
+        self._of_user.setdefault(prompt.origin.user_id, {})[prompt.token] = prompt
         self._count(prompt, +1)
         try:
             if not restored:
@@ -196,6 +204,10 @@ class PromptRegistry:
 
     def _forget(self, prompt: Prompt) -> None:
         del self._pending[prompt.token]
+        mine = self._of_user[prompt.origin.user_id]
+        del mine[prompt.token]
+        if not mine:
+            del self._of_user[prompt.origin.user_id]
         self._count(prompt, -1)
 
     def _count(self, prompt: Prompt, delta: int) -> None:

@@ -266,7 +266,7 @@ class Elicitations:
         if self.stopping:
             return ErrorData(code=types.INVALID_REQUEST, message="the client is shutting down")
         if self.limits is not None:
-            open_now = sum(1 for p in self.prompts.pending() if p.origin.user_id == origin.user_id)
+            open_now = self.prompts.open_for(origin.user_id)
             refusal = self.limits.question(origin.user_id, open_now)
             if refusal is not None:
                 if refusal.tell:
@@ -333,7 +333,7 @@ class Elicitations:
         a restart: the agent's call ends with the process. Cancelled under it, the agent stopped waiting (the
         bot stopping aborts it as such first)."""
         if self.limits is not None:
-            open_now = sum(1 for p in self.prompts.pending() if p.origin.user_id == origin.user_id)
+            open_now = self.prompts.open_for(origin.user_id)
             refusal = self.limits.question(origin.user_id, open_now)
             if refusal is not None:
                 return refusal.reason
