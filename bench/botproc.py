@@ -34,8 +34,8 @@ def _unthrottle() -> None:
         many requests be in flight.
         """
 
-        def __init__(self) -> None:
-            super().__init__(overall_per_s=0, group_burst=0, chat_burst=0)
+        def __init__(self, fleet: Any = None) -> None:
+            super().__init__(overall_per_s=0, group_burst=0, chat_burst=0, fleet=fleet)
             self._slots = asyncio.Semaphore(IN_FLIGHT)
 
         async def process_request(
