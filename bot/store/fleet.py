@@ -331,6 +331,9 @@ class Partitions:
             logger.info("partitions: gave back %d (%d owned)", len(idle), len(self._owned))
 
     async def _release(self, conn: asyncpg.Connection, partitions: frozenset[int]) -> None:
+        # Not ours in memory first: an update arriving while the database is told waits in the inbox for the next
+        # owner, instead of being handled here and its question written under an epoch about to be taken.
+        self._forget(partitions)
         await conn.execute(
             "UPDATE fleet_partitions SET owner = NULL WHERE bot_id = $1 AND owner = $2 AND partition = ANY($3)",
             self.bot_id,
@@ -338,7 +341,6 @@ class Partitions:
             sorted(partitions),
         )
         await self._unlock(conn, partitions)
-        self._forget(partitions)
 
     async def _unlock(self, conn: asyncpg.Connection, partitions: Iterable[int]) -> None:
         for partition in partitions:
