@@ -268,8 +268,11 @@ async def fleet_flood(
                 run.killed_at = time.monotonic()
                 await bots[0].process.wait()
                 for person in people:
-                    if person.finished is None and run.instance_of_call(person) == 0:
-                        its_people.append(person)
+                    if person.finished is None:
+                        if run.instance_of_call(person) == 0:
+                            its_people.append(person)
+                        # Everyone unfinished gets the same bound: the instance that handled a /call is its
+                        # owner, not always the one the proxy delivered it to.
                         person.scope.deadline = min(
                             person.scope.deadline, anyio.current_time() + takeover_wait_s
                         )
