@@ -13,36 +13,19 @@ import argparse
 import cProfile
 import signal
 import sys
-from typing import Any, Final
-
-IN_FLIGHT: Final = 32
-"""Bot API requests in flight at once when unthrottled (the shipped flood control keeps it lower still)."""
+from typing import Any
 
 
 def _unthrottle() -> None:
-    import asyncio
-
     import bot.telegram.app
     from bot.telegram.flood import FloodLimiter
 
     class Unthrottled(FloodLimiter):
-        """The shipped flood control with every limit off (429s still waited out), and a cap on requests in
-        flight.
-
-        The cap matches the bot's HTTP pool (bot.telegram.bot.POOL_CONNECTIONS), so a burst of a thousand sends
-        waits here rather than in the pool, whose wait is bounded; the shipped 25/s limit never lets that
-        many requests be in flight.
-        """
+        """The shipped flood control with every limit off (429s still waited out): only its cap on requests
+        in flight (`bot.telegram.flood.IN_FLIGHT`, cards first) is left."""
 
         def __init__(self, fleet: Any = None) -> None:
             super().__init__(overall_per_s=0, group_burst=0, chat_burst=0, fleet=fleet)
-            self._slots = asyncio.Semaphore(IN_FLIGHT)
-
-        async def process_request(
-            self, callback: Any, args: Any, kwargs: Any, endpoint: str, data: Any, rate_limit_args: Any
-        ) -> Any:
-            async with self._slots:
-                return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
 
     bot.telegram.app.FloodLimiter = Unthrottled  # type: ignore[misc,assignment]
 

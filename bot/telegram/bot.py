@@ -20,14 +20,16 @@ from telegram.ext import BaseRateLimiter, ExtBot
 from telegram.warnings import PTBUserWarning
 
 from bot.telegram.access import Access
+from bot.telegram.flood import IN_FLIGHT
 from bot.telegram.render import Keyboard
 from bot.telegram.request import AiohttpRequest
 from bot.telegram.updates import UpdatesRequest
 
 __all__ = ["POOL_CONNECTIONS", "CardBot", "build_bot", "file_url"]
 
-POOL_CONNECTIONS: Final = 32
-"""Connections for Bot API calls at once (the flood limiter keeps far fewer in flight); getUpdates has its own."""
+POOL_CONNECTIONS: Final = IN_FLIGHT
+"""Connections for Bot API calls at once, as many as the flood limiter lets be in flight (a burst waits there, in
+its order); getUpdates has its own."""
 _NO_PREVIEW: Final = {"is_disabled": True}
 _CARD_CALLS: Final = ("sendMessage", "editMessageText", "deleteMessage")
 

@@ -7,7 +7,10 @@ someone is waiting to be asked) may overtake, overall, requests to other chats t
 MAX_OVERTAKEN times each; a request made `unless(withdraw)` that is moot when its turn comes books no place.
 Overall, requests are also counted as they go, so that no second holds more than the bucket allows in one
 even after the event loop was held up. A 429 all the same (Telegram keeps its own count) pauses every
-request for its `retry_after`; then the refused request is sent again, up to MAX_RETRIES times.
+request for its `retry_after`; then the refused request is sent again, up to MAX_RETRIES times. At most
+IN_FLIGHT requests are in flight at once (the HTTP pool's connections): a burst past that (the end of a 429's
+pause, a bot whose overall limit is off) waits here, cards first, rather than in the pool, unordered and with
+its wait bounded by the pool's timeout.
 
 In a fleet (several instances of one bot on PostgreSQL, webhook mode) Telegram still counts the bot's messages,
 not each instance's: the overall rate and the group buckets are then booked in the database as well (`fleet`,
@@ -62,6 +65,8 @@ CHAT_PERIOD_S: Final = 10.0
 MAX_RETRIES: Final = 8
 RETRY_MARGIN_S: Final = 0.1
 """Added to a 429's retry_after, which Telegram rounds down to whole seconds."""
+IN_FLIGHT: Final = 32
+"""Requests in flight at once: the Bot API client's pool has as many connections (`bot.telegram.bot`)."""
 _BUCKETED: Final = frozenset({"sendMessage", "sendPhoto", "sendDocument", "copyMessage", "forwardMessage"})
 """What counts against a private chat's bucket: new messages (edits and tap answers count only overall)."""
 FLEET_LATE_S: Final = 0.1
@@ -154,6 +159,63 @@ class _Bucket:
         self._full_at = max(self._full_at, at + self._tolerance)
 
 
+class _InFlight:
+    """At most `limit` requests in flight: a slot freed goes to a waiting card first (unless its chat has other
+    requests waiting, which keep their order), then to the others in arrival order. A slot is handed from the
+    request that frees it to the one it wakes, so nothing arriving meanwhile takes it."""
+
+    __slots__ = ("_cards", "_free", "_others", "_waiting_chats")
+
+    def __init__(self, limit: int) -> None:
+        self._free = limit
+        self._cards: deque[anyio.Event] = deque()
+        self._others: deque[tuple[anyio.Event, object]] = deque()
+        self._waiting_chats: Counter[object] = Counter()
+        """The chats of the waiting requests a card must not overtake (None for those a card may)."""
+
+    async def acquire(self, card: bool, chat: object) -> None:
+        """Wait for a slot; `chat` is None for a request a card to its chat may overtake."""
+        if self._free and not self._cards and not self._others:
+            self._free -= 1
+            return
+        event = anyio.Event()
+        first = card and not self._waiting_chats[chat]
+        if first:
+            self._cards.append(event)
+        else:
+            self._others.append((event, chat))
+            if chat is not None:
+                self._waiting_chats[chat] += 1
+        try:
+            await event.wait()
+        except BaseException:
+            if event.is_set():  # handed a slot as it was cancelled: pass it on
+                self.release()
+            elif first:
+                self._cards.remove(event)
+            else:
+                self._others.remove((event, chat))
+                self._unwait(chat)
+            raise
+
+    def release(self) -> None:
+        if self._cards:
+            self._cards.popleft().set()
+        elif self._others:
+            event, chat = self._others.popleft()
+            self._unwait(chat)
+            event.set()
+        else:
+            self._free += 1
+
+    def _unwait(self, chat: object) -> None:
+        if chat is None:
+            return
+        self._waiting_chats[chat] -= 1
+        if not self._waiting_chats[chat]:
+            del self._waiting_chats[chat]
+
+
 class _Went:
     """When a request counted overall went: when its turn came, then (called) when its body was written."""
 
@@ -174,13 +236,15 @@ class FloodLimiter(BaseRateLimiter[int]):
     count against that chat's bucket, and new messages to a private chat against that chat's. A limit of 0
     turns its buckets off. `rate_limit_args`, where PTB passes it, overrides `max_retries` for one call.
     `clock` and `sleep` are the time it goes by (tests pass in a virtual one). `fleet` (None on a single
-    instance) shares the overall and group buckets with the bot's other instances.
+    instance) shares the overall and group buckets with the bot's other instances. `in_flight` caps the requests
+    sent and not yet answered (0: no cap).
 
     Overall, a card (`card_first`) books its place when it arrives; any other request waits in one queue, in
     arrival order, and books its place only when the bucket has room at once (no card is waiting for it), or
     once `max_overtaken` cards have booked since it arrived; from then on, a card arriving books the next
     place for the queue's first request before its own. A card joins that queue instead when its chat has
-    requests in it (within one chat, order is kept).
+    requests in it (within one chat, order is kept). The same order holds for the requests whose turn came
+    while `in_flight` were out: a freed slot goes to a card first.
     """
 
     def __init__(
@@ -197,6 +261,7 @@ class FloodLimiter(BaseRateLimiter[int]):
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         fleet: FleetBudget | None = None,
+        in_flight: int = IN_FLIGHT,
     ) -> None:
         self._overall = (
             _Bucket(overall_burst, overall_burst / overall_per_s, late_share=OVERALL_LATE_SHARE)
@@ -230,6 +295,7 @@ class FloodLimiter(BaseRateLimiter[int]):
         """Places booked by a card for the queue's first request, once it may be overtaken no more."""
         self._withdraws: dict[int, Callable[[], bool]] = {}
         """The waiting tickets made `unless(withdraw)`: whether each is moot now."""
+        self._in_flight = _InFlight(in_flight) if in_flight else None
         self._fleet = fleet
         self._fleet_interval = (1 + FLEET_LATE_S) / overall_per_s if overall_per_s else 0.0
         self._fleet_gate = anyio.Lock()
@@ -265,9 +331,12 @@ class FloodLimiter(BaseRateLimiter[int]):
                 raise Withdrawn(endpoint) from None
             if overall and self._fleet is not None:
                 await self._fleet_turn()
-            if withdraw is not None and withdraw():
-                raise Withdrawn(endpoint)
+            slots = self._in_flight
+            if slots is not None:
+                await slots.acquire(card, chat_id if withdraw is None else None)
             try:
+                if withdraw is not None and withdraw():  # looked at once more after the wait for a slot
+                    raise Withdrawn(endpoint)
                 if not overall:
                     return await callback(*args, **kwargs)
                 with on_written(await self._within_second()):
@@ -282,6 +351,9 @@ class FloodLimiter(BaseRateLimiter[int]):
                 self._resume_at = max(self._resume_at, self._clock() + pause)
                 if self._fleet is not None:
                     await self._fleet.pause(pause)  # every instance's, from the database's now
+            finally:
+                if slots is not None:
+                    slots.release()
 
     async def _turn(
         self,

@@ -481,3 +481,46 @@ async def test_in_a_fleet_whose_buckets_cannot_be_reached_this_instances_own_buc
     # bucket (2 a minute: one every 30 s).
     assert [at - 1000.0 for _, _, at in sent] == pytest.approx([0.0, 0.25, 0.5 + 3 + RETRY_MARGIN_S, 30.0])
     assert fleet.paused == [3 + RETRY_MARGIN_S]
+
+
+async def test_past_the_requests_in_flight_a_freed_slot_goes_to_a_card_first_and_a_moot_request_is_not_sent() -> (
+    None
+):
+    """With one request in flight, a status (made moot meanwhile), a result to another chat and a card wait for
+    the slot: the card goes first, the result next, and the moot status is withdrawn."""
+    limiter = FloodLimiter(overall_per_s=0, group_burst=0, chat_burst=0, in_flight=1)
+    release, order = anyio.Event(), []
+    moot = False
+
+    async def send(name: str) -> str:
+        if name == "first":
+            await release.wait()
+        order.append(name)
+        return name
+
+    async def request(name: str, chat: int, *, card: bool = False, status: bool = False) -> None:
+        data = {"chat_id": chat}
+        try:
+            if card:
+                with card_first():
+                    await limiter.process_request(send, (name,), {}, "sendMessage", data, None)
+            elif status:
+                with unless(lambda: moot):
+                    await limiter.process_request(send, (name,), {}, "sendMessage", data, None)
+            else:
+                await limiter.process_request(send, (name,), {}, "sendMessage", data, None)
+        except Withdrawn:
+            order.append(f"{name} withdrawn")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(request, "first", 1)
+        await anyio.wait_all_tasks_blocked()
+        tg.start_soon(functools.partial(request, "status", 2, status=True))
+        await anyio.wait_all_tasks_blocked()
+        tg.start_soon(request, "result", 3)
+        await anyio.wait_all_tasks_blocked()
+        tg.start_soon(functools.partial(request, "card", 2, card=True))
+        await anyio.wait_all_tasks_blocked()
+        moot = True
+        release.set()
+    assert order == ["first", "card", "status withdrawn", "result"]
