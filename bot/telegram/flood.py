@@ -175,7 +175,7 @@ class _InFlight:
 
     async def acquire(self, card: bool, chat: object) -> None:
         """Wait for a slot; `chat` is None for a request a card to its chat may overtake."""
-        if self._free and not self._cards and not self._others:
+        if self._free:  # a slot freed while requests wait is handed to one of them, never left free
             self._free -= 1
             return
         event = anyio.Event()

@@ -512,15 +512,16 @@ async def test_past_the_requests_in_flight_a_freed_slot_goes_to_a_card_first_and
         except Withdrawn:
             order.append(f"{name} withdrawn")
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(request, "first", 1)
-        await anyio.wait_all_tasks_blocked()
-        tg.start_soon(functools.partial(request, "status", 2, status=True))
-        await anyio.wait_all_tasks_blocked()
-        tg.start_soon(request, "result", 3)
-        await anyio.wait_all_tasks_blocked()
-        tg.start_soon(functools.partial(request, "card", 2, card=True))
-        await anyio.wait_all_tasks_blocked()
-        moot = True
-        release.set()
+    with anyio.fail_after(5):  # a card never woken would hang: fail instead
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(request, "first", 1)
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(functools.partial(request, "status", 2, status=True))
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(request, "result", 3)
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(functools.partial(request, "card", 2, card=True))
+            await anyio.wait_all_tasks_blocked()
+            moot = True
+            release.set()
     assert order == ["first", "card", "status withdrawn", "result"]
