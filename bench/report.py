@@ -208,7 +208,7 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:  # noqa: C
                 s,
                 "messages sent per prompt shown",
                 sent,
-                "the card, and a status message for each call not asking within a second",
+                "the card; a call not asking within a second gets a status once no card went for a second",
             )
     d = results.get("flood")
     if d:

@@ -4,7 +4,8 @@ Telegram lets a bot send about 30 messages a second overall, 20 a minute to one 
 chat a short burst, then about one a second. Each limit is a bucket here; a request is sent once every bucket
 that applies to it has room, in the order requests arrive, except that a new card (sent inside `card_first()`:
 someone is waiting to be asked) may overtake, overall, requests to other chats that are still waiting, up to
-MAX_OVERTAKEN times each; a request made `unless(withdraw)` that is moot when its turn comes books no place.
+MAX_OVERTAKEN times each; a request made `unless(withdraw)` that is moot when its turn comes books no place,
+and one made `after_cards()` (a courtesy) is withdrawn while cards are going out.
 Overall, requests are also counted as they go, so that no second holds more than the bucket allows in one
 even after the event loop was held up. A 429 all the same (Telegram keeps its own count) pauses every
 request for its `retry_after`; then the refused request is sent again, up to MAX_RETRIES times. At most
@@ -67,6 +68,9 @@ RETRY_MARGIN_S: Final = 0.1
 """Added to a 429's retry_after, which Telegram rounds down to whole seconds."""
 IN_FLIGHT: Final = 32
 """Requests in flight at once: the Bot API client's pool has as many connections (`bot.telegram.bot`)."""
+CARDS_QUIET_S: Final = 1.0
+"""How long after the last card went a request made `after_cards` is still withdrawn: in a flood of questions
+the cards come one after another, with moments between them when none is out."""
 _BUCKETED: Final = frozenset({"sendMessage", "sendPhoto", "sendDocument", "copyMessage", "forwardMessage"})
 """What counts against a private chat's bucket: new messages (edits and tap answers count only overall)."""
 FLEET_LATE_S: Final = 0.1
@@ -82,6 +86,7 @@ _FORGET_AFTER: Final = 1024
 
 _CARD: ContextVar[bool] = ContextVar("flood_card", default=False)
 _UNLESS: ContextVar[Callable[[], bool] | None] = ContextVar("flood_unless", default=None)
+_AFTER_CARDS: ContextVar[bool] = ContextVar("flood_after_cards", default=False)
 
 
 class FleetBudget(Protocol):
@@ -122,6 +127,19 @@ def unless(withdraw: Callable[[], bool]) -> Iterator[None]:
         yield
     finally:
         _UNLESS.reset(token)
+
+
+@contextmanager
+def after_cards() -> Iterator[None]:
+    """Requests made inside this block are withdrawn (`Withdrawn`, as with `unless`) when, at their turn, cards
+    are on their way (made inside `card_first()` and not yet answered) or one went less than `CARDS_QUIET_S`
+    ago: a courtesy such as a call's "Running" status is not worth a card's wait, nor the bot's time in a flood
+    of them; its caller tries again later."""
+    token = _AFTER_CARDS.set(True)
+    try:
+        yield
+    finally:
+        _AFTER_CARDS.reset(token)
 
 
 class _Bucket:
@@ -296,6 +314,10 @@ class FloodLimiter(BaseRateLimiter[int]):
         self._withdraws: dict[int, Callable[[], bool]] = {}
         """The waiting tickets made `unless(withdraw)`: whether each is moot now."""
         self._in_flight = _InFlight(in_flight) if in_flight else None
+        self._cards_out = 0
+        """Cards (`card_first`) on their way: waiting here or sent and not yet answered (`after_cards`)."""
+        self._card_went_at = -CARDS_QUIET_S
+        """When the last card was answered."""
         self._fleet = fleet
         self._fleet_interval = (1 + FLEET_LATE_S) / overall_per_s if overall_per_s else 0.0
         self._fleet_gate = anyio.Lock()
@@ -317,10 +339,41 @@ class FloodLimiter(BaseRateLimiter[int]):
         data: dict[str, Any],
         rate_limit_args: int | None,
     ) -> Any:
+        card, withdraw = _CARD.get(), _UNLESS.get()
+        if _AFTER_CARDS.get():
+            withdraw = self._after_cards(withdraw)
+        self._cards_out += card
+        try:
+            return await self._process(
+                callback, args, kwargs, endpoint, data, rate_limit_args, card, withdraw
+            )
+        finally:
+            if card:
+                self._cards_out -= 1
+                self._card_went_at = self._clock()
+
+    def _after_cards(self, withdraw: Callable[[], bool] | None) -> Callable[[], bool]:
+        def cards_going() -> bool:
+            return self._cards_out > 0 or self._clock() - self._card_went_at < CARDS_QUIET_S
+
+        if withdraw is None:
+            return cards_going
+        return lambda: cards_going() or withdraw()
+
+    async def _process(
+        self,
+        callback: Callable[..., Coroutine[Any, Any, Any]],
+        args: Any,
+        kwargs: dict[str, Any],
+        endpoint: str,
+        data: dict[str, Any],
+        rate_limit_args: int | None,
+        card: bool,
+        withdraw: Callable[[], bool] | None,
+    ) -> Any:
         chat_id = data.get("chat_id")
         retries = self._max_retries if rate_limit_args is None else rate_limit_args
         refused = 0
-        card, withdraw = _CARD.get(), _UNLESS.get()
         while True:
             shared_group = self._fleet is not None and await self._fleet_group(chat_id)
             buckets = self._buckets(endpoint, chat_id, group=not shared_group)

@@ -31,7 +31,7 @@ from bot.store.errors import StoreUnavailable
 from bot.store.fleet_state import ToolLists
 from bot.telegram.access import Access
 from bot.telegram.callback_data import Action, Button, Kind
-from bot.telegram.flood import Withdrawn, unless
+from bot.telegram.flood import Withdrawn, after_cards, unless
 from bot.telegram.render import (
     NAME_CLIP,
     TEXT_CLIP,
@@ -334,7 +334,8 @@ class ToolRunner:
                     return
                 # Until the status message is out, look again every second: the card waiting for this person
                 # (or, answered, for the result) stands for the call, and a status below it would push it up;
-                # and a status on its way gives way to a card that comes first (`unless` in `_keep_status`).
+                # and a status on its way gives way to a card that comes first (`unless` in `_keep_status`), and
+                # to cards on their way to anyone (`after_cards`: in a flood of questions, the cards go first).
                 timer = loop.call_later(STATUS_AFTER_S, status_due)
                 if not status.keeper and not self._card_stands_for(origin, tool.server):
                     show_status()
@@ -380,13 +381,13 @@ class ToolRunner:
                 with self.prompts.shielded_io():
                     try:
                         if status.message_id is None:
-                            with unless(functools.partial(self._status_moot, status)):
+                            with unless(functools.partial(self._status_moot, status)), after_cards():
                                 status.message_id = await self.surface.send(status.chat_id, screen)
                         else:
                             resent = await self.surface.edit(status.chat_id, status.message_id, screen)
                             status.message_id = resent or status.message_id
                     except Withdrawn:
-                        status.dirty = False  # a card came first; the timer looks again
+                        status.dirty = False  # cards came first: the timer looks again
                     except TelegramError:
                         logger.info("status message failed", exc_info=True)
         finally:

@@ -12,7 +12,15 @@ import anyio
 import pytest
 from telegram.error import RetryAfter
 
-from bot.telegram.flood import RETRY_MARGIN_S, FloodLimiter, Withdrawn, card_first, unless
+from bot.telegram.flood import (
+    CARDS_QUIET_S,
+    RETRY_MARGIN_S,
+    FloodLimiter,
+    Withdrawn,
+    after_cards,
+    card_first,
+    unless,
+)
 from bot.telegram.request import report_written
 
 pytestmark = pytest.mark.anyio
@@ -525,3 +533,43 @@ async def test_past_the_requests_in_flight_a_freed_slot_goes_to_a_card_first_and
             moot = True
             release.set()
     assert order == ["first", "card", "status withdrawn", "result"]
+
+
+async def test_a_courtesy_request_is_withdrawn_while_a_card_is_on_its_way_and_goes_once_none_went_for_a_while() -> (
+    None
+):
+    """`after_cards`: a status made while a card is out (here: sent and not yet answered), or less than
+    `CARDS_QUIET_S` after one was answered, is withdrawn at its turn, unsent, so that a flood of cards is not slowed
+    by statuses; once no card went for that long, the same request goes."""
+    now = 100.0
+    limiter = FloodLimiter(overall_per_s=0, group_burst=0, chat_burst=0, clock=lambda: now)
+    answered, sent = anyio.Event(), []
+
+    async def send(name: str) -> str:
+        if name == "card":
+            await answered.wait()
+        sent.append(name)
+        return name
+
+    async def card() -> None:
+        with card_first():
+            await limiter.process_request(send, ("card",), {}, "sendMessage", {"chat_id": 1}, None)
+
+    async def status() -> None:
+        with after_cards():
+            await limiter.process_request(send, ("status",), {}, "sendMessage", {"chat_id": 2}, None)
+
+    with anyio.fail_after(5):
+        await status()  # no card went yet
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(card)
+            await anyio.wait_all_tasks_blocked()
+            with pytest.raises(Withdrawn):
+                await status()
+            answered.set()
+        now += CARDS_QUIET_S - 0.01
+        with pytest.raises(Withdrawn):
+            await status()
+        now += 0.01
+        await status()
+    assert sent == ["status", "card", "status"]
