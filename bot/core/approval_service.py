@@ -37,7 +37,7 @@ import os
 import platform
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
 import anyio
@@ -385,10 +385,20 @@ class ApprovalService:
     def _lock(self, approval_id: str) -> anyio.Lock:
         return self._locks.setdefault(approval_id, anyio.Lock())
 
-    async def vote(self, approval_id: str, user_id: int, name: str, vote: Vote, generation: int = 0) -> Cast:
+    async def vote(
+        self,
+        approval_id: str,
+        user_id: int,
+        name: str,
+        vote: Vote,
+        generation: int = 0,
+        card: tuple[int, int] | None = None,
+    ) -> Cast:
         """One approver's Approve or Reject on the content drawn at `generation`: refused (not an approver,
         own request, already decided, stale content), or counted and committed; the cards are redrawn and a
-        decision is carried out."""
+        decision is carried out. `card` (chat, message) is the card tapped: redrawn as well when its place is
+        not stored (yet): in a fleet, the process that posted it may store it after this vote, or have died
+        between sending it and storing where it is."""
         self.seen(user_id, name)
         async with self._lock(approval_id):
             for _ in range(CAS_ATTEMPTS):
@@ -413,7 +423,12 @@ class ApprovalService:
             else:
                 return Cast("The request changed meanwhile; try again.", refused=True)
         if self._show is not None:
-            await self._show.redraw(updated)
+            shown = (
+                updated
+                if card is None or card in updated.cards
+                else replace(updated, cards=(*updated.cards, card))
+            )
+            await self._show.redraw(shown)
         if updated.state.status is not ApprovalStatus.PENDING:
             await self._decided(updated)
         if vote is Vote.REJECT:

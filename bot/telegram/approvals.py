@@ -55,15 +55,15 @@ class TelegramApprovals:
 
     # -- taps ------------------------------------------------------------------------------------------
 
-    async def on_tap(self, user: User, button: Button) -> TapAnswer:
-        """Approve, Reject or Change answer, forwarded to the service; its line as a toast, a refusal as an
-        alert (the cards are redrawn by the service through `redraw`)."""
+    async def on_tap(self, user: User, button: Button, card: tuple[int, int] | None = None) -> TapAnswer:
+        """Approve, Reject or Change answer on `card` (chat, message), forwarded to the service; its line as a
+        toast, a refusal as an alert (the cards are redrawn by the service through `redraw`)."""
         self.seen(user)
         if button.action is Action.EDIT:
             cast = await self.service.change(button.token, user.id)
         else:
             vote = Vote.APPROVE if button.action is Action.YES else Vote.REJECT
-            cast = await self.service.vote(button.token, user.id, user.first_name, vote, button.version)
+            cast = await self.service.vote(button.token, user.id, user.first_name, vote, button.version, card)
         return TapAnswer(cast.text, alert=cast.refused)
 
     # -- ApprovalShow ----------------------------------------------------------------------------------

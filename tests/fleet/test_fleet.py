@@ -274,3 +274,26 @@ async def test_an_approval_given_through_the_other_instance_runs_the_call_once(
             await call(fleet, fleet.alice, "l", n)
         assert stamps(fleet) == [1, 2, 3]
         assert stamp_results(fleet.fake, fleet.alice) == Counter([1, 2, 3])
+
+
+async def test_an_approval_pending_on_a_killed_instance_runs_its_call_once_when_approved_through_the_other(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """Alice's call waits for approval on instance 0 when it is SIGKILLed (the call's waiter dies with it). Bob
+    approves through instance 1, before or after it took Alice over: her new owner runs the call, once; its result
+    reaches Alice once, and the approval card says who approved. A later call runs after it, once as well."""
+    async with fleet_scene(tmp_path, postgresql_url, n=2, config=APPROVALS) as fleet:
+        carol = fleet.fake.user(id=CAROL, first_name="Carol")
+        fleet.fake.group(OPS, title="On-call", members=[fleet.alice, fleet.bob, carol])
+        fleet.proxy.send_next_to(0)
+        sent = await fleet.alice.send("/call d stamp n=1")
+        card = await fleet.fake.wait_for(lambda m: m.chat_id == OPS and bool(m.reply_markup), timeout=WAIT_S)
+        await fleet.bots[0].kill()
+        answer = await fleet.bob.press(card, "✅ Approve", timeout=WAIT_S)  # only instance 1 is left
+        assert not answer.show_alert, answer.text
+        result = await fleet.fake.wait_for(lambda m: is_result(m, sent), timeout=WAIT_S)
+        assert result_body(result).strip() == "stamp 1"
+        await fleet.fake.wait_for(lambda m: m is card and "Bob" in m.text and not m.buttons, timeout=WAIT_S)
+        await call(fleet, fleet.alice, "l", 2)
+        assert stamps(fleet) == [1, 2]
+        assert stamp_results(fleet.fake, fleet.alice) == Counter([1, 2])

@@ -37,7 +37,9 @@ def handlers(approvals: TelegramApprovals) -> list[BaseHandler]:  # type: ignore
         if button is None:
             await query.answer(GONE, show_alert=True)
             return
-        tap = await approvals.on_tap(query.from_user, button)
+        message = query.message
+        card = None if message is None else (message.chat.id, message.message_id)
+        tap = await approvals.on_tap(query.from_user, button, card)
         await query.answer(tap.text, show_alert=tap.alert)
 
     return [CallbackQueryHandler(on_tap, pattern=callback_data.is_approval)]
