@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 
+import anyio
 import asyncpg
 import pytest
 from sqlalchemy import select, text, update
@@ -197,3 +198,52 @@ async def test_a_drained_instance_gives_everything_back_and_takes_nothing_meanwh
     await b.tick()  # B is over its share of two and gives back half...
     await c.tick()  # ...which the draining C does not take
     assert c.owned == {}
+
+
+async def waiting_on_a_row_lock(engine: AsyncEngine, pid: int, statement: str) -> None:
+    """Return once session `pid` waits for a row lock in a statement starting with `statement`."""
+    query = text(
+        "SELECT count(*) FROM pg_stat_activity WHERE pid = :pid AND wait_event_type = 'Lock' "
+        "AND query LIKE :statement"
+    )
+    with anyio.fail_after(30):
+        while True:
+            async with engine.connect() as conn:
+                if (await conn.execute(query, {"pid": pid, "statement": statement + "%"})).scalar_one():
+                    return
+            await anyio.sleep(0.02)  # polling the condition (nothing else tells of a waiting session)
+
+
+async def test_a_partition_given_back_is_no_longer_owned_here_before_the_database_is_told(
+    postgresql_url: str, engine: AsyncEngine, fleet: list[Partitions]
+) -> None:
+    """While A's statement giving partitions back waits (here: for row locks the test holds), those partitions
+    are already not A's in memory, though the database still says they are: an update for their people arriving
+    meanwhile waits in the inbox for the next owner instead of being handled by A under an epoch about to be
+    taken. (Forgotten after the statement, such an update's question was fenced once B took the partition.)"""
+    a = await joined(fleet, postgresql_url)
+    seen = Seen(a)
+    await joined(fleet, postgresql_url)
+    assert a.pid is not None
+    async with engine.connect() as gate, engine.connect() as rows:
+        # A's heartbeat must pass before the rows are locked: hold A at its next statement (its own row) first.
+        gate_tx = await gate.begin()
+        await gate.execute(
+            select(fleet_instances).where(fleet_instances.c.instance == a.instance).with_for_update()
+        )
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(a.tick)
+            await waiting_on_a_row_lock(engine, a.pid, "INSERT INTO fleet_instances")
+            rows_tx = await rows.begin()
+            await rows.execute(
+                select(fleet_partitions).where(fleet_partitions.c.bot_id == BOT).with_for_update()
+            )
+            await gate_tx.rollback()
+            await waiting_on_a_row_lock(engine, a.pid, "UPDATE fleet_partitions SET owner = NULL")
+            given_back = set(range(PARTITIONS)) - set(a.owned)
+            assert len(given_back) == PARTITIONS // 2 and seen.lost == given_back
+            before = await epochs(engine)
+            assert all(before[p][0] == a.instance for p in given_back)  # the database is not told yet
+            await rows_tx.rollback()
+    after = await epochs(engine)
+    assert all(after[p][0] is None for p in given_back)
