@@ -276,15 +276,24 @@ async def test_an_approval_given_through_the_other_instance_runs_the_call_once(
         assert stamp_results(fleet.fake, fleet.alice) == Counter([1, 2, 3])
 
 
-async def test_an_approval_pending_on_a_killed_instance_runs_its_call_once_when_approved_through_the_other(
+async def test_a_killed_instance_s_half_filled_form_and_pending_approval_are_carried_on_by_the_other(
     tmp_path: Path, postgresql_url: str
 ) -> None:
-    """Alice's call waits for approval on instance 0 when it is SIGKILLed (the call's waiter dies with it). Bob
-    approves through instance 1, before or after it took Alice over: her new owner runs the call, once; its result
-    reaches Alice once, and the approval card says who approved. A later call runs after it, once as well."""
+    """Instance 0 holds Bob's half-filled 2026-07-28 form and Alice's call waiting for approval when it is
+    SIGKILLed (the call's waiter dies with it). Bob approves through instance 1, before or after it took Alice
+    over: her new owner runs the call, once; its result reaches Alice once, and the approval card says who
+    approved. Bob's form is finished on its old card: its tool runs once, nothing is asked twice."""
     async with fleet_scene(tmp_path, postgresql_url, n=2, config=APPROVALS) as fleet:
         carol = fleet.fake.user(id=CAROL, first_name="Carol")
         fleet.fake.group(OPS, title="On-call", members=[fleet.alice, fleet.bob, carol])
+        fleet.proxy.send_next_to(0)
+        asked = await fleet.bob.send("/call d confirm action=deploy")
+        form = await fleet.fake.wait_for(
+            lambda m: "Really deploy?" in m.text and bool(m.buttons), timeout=WAIT_S
+        )
+        fleet.proxy.send_next_to(0)
+        await fleet.bob.press(form, "Yes", timeout=WAIT_S)
+        await fleet.fake.wait_for(lambda m: m is form and "Submit" in str(m.buttons), timeout=WAIT_S)
         fleet.proxy.send_next_to(0)
         sent = await fleet.alice.send("/call d stamp n=1")
         card = await fleet.fake.wait_for(lambda m: m.chat_id == OPS and bool(m.reply_markup), timeout=WAIT_S)
@@ -294,6 +303,14 @@ async def test_an_approval_pending_on_a_killed_instance_runs_its_call_once_when_
         result = await fleet.fake.wait_for(lambda m: is_result(m, sent), timeout=WAIT_S)
         assert result_body(result).strip() == "stamp 1"
         await fleet.fake.wait_for(lambda m: m is card and "Bob" in m.text and not m.buttons, timeout=WAIT_S)
+        answer = await fleet.bob.press(form, "✅ Submit", timeout=WAIT_S)
+        assert not answer.show_alert, answer.text
+        done = await fleet.fake.wait_for(lambda m: is_result(m, asked), timeout=WAIT_S)
+        assert "deploy: done" in result_body(done)
         await call(fleet, fleet.alice, "l", 2)
         assert stamps(fleet) == [1, 2]
         assert stamp_results(fleet.fake, fleet.alice) == Counter([1, 2])
+        assert fleet.received("confirm") == [{"tool": "confirm", "action": "accept", "data": {"sure": True}}]
+        assert [m for m in fleet.fake.messages(fleet.bob, from_bot=True) if "Really deploy?" in m.text] == [
+            form
+        ]
