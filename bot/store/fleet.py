@@ -13,7 +13,8 @@ write's transaction), so a zombie's late write after a takeover finds another ep
 
 Each instance takes free partitions up to a fair share (ceil of `PARTITIONS` over the live instances: an
 instance row with a fresh heartbeat and a live lock session), and one over its share gives back partitions with
-nothing live in them (`busy`), never one with a question, an approval wait or a call running. A drain gives back
+nothing live in them (`busy`), never one with a question, an approval wait or a call running, nor one whose
+waiting updates are being read from the inbox (`held`) or that had an update in the last `QUIET_S`. A drain gives back
 everything at its end. Heartbeats and takes use the database's clock, so the machines' clocks need not agree.
 
 Only for a fleet (PostgreSQL, webhook mode): a single instance owns every user and builds none of this.
@@ -26,7 +27,9 @@ import math
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Final, Protocol
 
 import anyio
@@ -96,6 +99,8 @@ class Partitions:
         self._owned: dict[int, int] = {}
         self._touched: dict[int, float] = {}
         """Partition -> when (monotonic) an update of it was last handed to this instance's handlers."""
+        self._held: Counter[int] = Counter()
+        """Partitions whose waiting updates are being read from the inbox (`held`)."""
         self._conn: asyncpg.Connection | None = None
         self._acquired: list[Callable[[Mapping[int, int]], None]] = []
         self._lost: list[Callable[[frozenset[int]], None]] = []
@@ -118,6 +123,21 @@ class Partitions:
         """An update of `partition` goes to this instance's handlers now: the partition is not given back for
         `QUIET_S` (the update may not have made a question or a call yet, which `busy` would see)."""
         self._touched[partition] = time.monotonic()
+
+    @contextmanager
+    def held(self, partitions: Iterable[int]) -> Iterator[None]:
+        """While inside, `partitions` are not given back: their waiting updates are being read from the inbox, to be
+        handed to this instance's handlers (given back meanwhile, such an update would be handled by a process that
+        no longer owns its person, its question kept under an epoch about to be taken and asked again)."""
+        held = list(partitions)
+        self._held.update(held)
+        try:
+            yield
+        finally:
+            self._held.subtract(held)
+            for partition in held:
+                if self._held[partition] <= 0:
+                    del self._held[partition]
 
     def _quiet(self, partition: int) -> bool:
         touched = self._touched.get(partition)
@@ -325,7 +345,9 @@ class Partitions:
         return held
 
     async def _give_back(self, conn: asyncpg.Connection, extra: int) -> None:
-        idle = [p for p in sorted(self._owned) if self._quiet(p) and not self.busy(p)][:extra]
+        idle = [p for p in sorted(self._owned) if self._quiet(p) and not self._held[p] and not self.busy(p)][
+            :extra
+        ]
         if idle:
             await self._release(conn, frozenset(idle))
             logger.info("partitions: gave back %d (%d owned)", len(idle), len(self._owned))

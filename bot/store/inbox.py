@@ -62,6 +62,7 @@ class Claimed:
     update_id: int
     payload: str
     received: dt.datetime
+    partition: int
 
 
 def utc_now() -> dt.datetime:
@@ -112,7 +113,12 @@ class InboxStore:
         if not partitions:
             return []
         waiting = (
-            select(updates_seen.c.update_id, updates_seen.c.payload, updates_seen.c.received)
+            select(
+                updates_seen.c.update_id,
+                updates_seen.c.payload,
+                updates_seen.c.received,
+                updates_seen.c.partition,
+            )
             .where(
                 updates_seen.c.bot_id == bot_id,
                 updates_seen.c.partition.in_(sorted(partitions)),
@@ -133,7 +139,10 @@ class InboxStore:
                     )
                     .values(handled=True, payload=None)
                 )
-        return [Claimed(row.update_id, row.payload, dt.datetime.fromisoformat(row.received)) for row in rows]
+        return [
+            Claimed(row.update_id, row.payload, dt.datetime.fromisoformat(row.received), row.partition)
+            for row in rows
+        ]
 
     @unavailable_as("pruning the webhook's inbox")
     async def prune(self) -> int:

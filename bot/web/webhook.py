@@ -217,11 +217,13 @@ class Routing:
         """Hand the updates waiting for `partitions` to PTB; how many."""
         handed = 0
         while True:
-            batch = await self._inbox.claim(self._partitions.bot_id, partitions)
+            with self._partitions.held(partitions):  # not given back while the inbox is read
+                batch = await self._inbox.claim(self._partitions.bot_id, partitions)
+                for claimed in batch:
+                    self._partitions.touch(claimed.partition)
             now = self._clock()
             for claimed in batch:
                 update = Update.de_json(json.loads(claimed.payload), self._bot)
-                self._partitions.touch(partition_of(_user_of(update)))
                 self.lag_s = max(0.0, (now - claimed.received).total_seconds())
                 self.lag_total_s += self.lag_s
                 self.claimed += 1

@@ -247,3 +247,22 @@ async def test_a_partition_given_back_is_no_longer_owned_here_before_the_databas
             await rows_tx.rollback()
     after = await epochs(engine)
     assert all(after[p][0] is None for p in given_back)
+
+
+async def test_partitions_held_while_their_waiting_updates_are_read_are_not_given_back(
+    postgresql_url: str, fleet: list[Partitions]
+) -> None:
+    """A heartbeat while the inbox is read for partitions 0-31 (`held`, by the webhook's routing) gives back
+    others: an update about to be handed to this instance's handlers stays with the owner that handles it. Once
+    the read is over, they may go."""
+    a = await joined(fleet, postgresql_url)
+    b = await joined(fleet, postgresql_url)
+    with a.held(range(32)):
+        await a.tick()  # over its share of two: gives back 32 partitions, none of the held ones
+    assert set(a.owned) == set(range(32))
+    await b.tick()
+    assert set(b.owned) == set(range(32, PARTITIONS))
+    c = await joined(fleet, postgresql_url)
+    await a.tick()  # a share of 22 now: 10 of A's go back, held no more
+    await c.tick()
+    assert len(a.owned) == 22 and set(c.owned) <= set(range(32))
