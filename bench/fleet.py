@@ -12,6 +12,11 @@ partition ownership there are none. After the kill, "its people" are those whose
 took and who had not finished; the takeover time of each is from the kill to their first tap sent after it
 that was taken (no alert). Whoever has not finished `takeover_wait_s` after the kill (or `TIMEOUT_S` after
 a step) is lost.
+
+The flood starts once the instances have split the people between them (each `/healthz` says it owns its share
+of the partitions, up to `BALANCE_S`), as in a fleet that has been running: an instance gives back only partitions
+with nothing live in them, so a flood that starts within its first heartbeat would leave one instance owning
+nearly everyone until their questions end.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
+import httpx
 from port_for import select_random
 from pytest_postgresql.executors.proc import PostgreSQLExecutor
 from pytest_postgresql.janitor import DatabaseJanitor
@@ -59,6 +65,8 @@ fixed pause, people retapping in step would each land on the same instance of th
 CONNECTIONS: Final = 40
 """Telegram's default `max_connections` for a webhook: deliveries at once."""
 FIRST_USER_ID: Final = 200_000
+BALANCE_S: Final = 30.0
+"""How long the instances are given to split the partitions before the flood starts (then it starts anyway)."""
 PG_CTL: Final = Path(__file__).resolve().parent.parent / "tests" / "store" / "pg_ctl.sh"
 
 
@@ -219,7 +227,26 @@ async def _fleet(
         fake.deliver_via_webhook(
             f"{proxy.url}/telegram", secret_token=SECRET, retry=True, connections=CONNECTIONS
         )
+        await _balanced(ports)
         yield proxy, bots
+
+
+async def _balanced(ports: list[int]) -> dict[int, int]:
+    """Wait (up to `BALANCE_S`) until every instance owns its share of the partitions; what each owns then."""
+    owned: dict[int, int] = {}
+    async with httpx.AsyncClient(trust_env=False, timeout=5) as client:
+        with anyio.move_on_after(BALANCE_S):
+            while True:
+                for port in ports:
+                    body = (await client.get(f"http://127.0.0.1:{port}/healthz")).json()
+                    owned[port] = body["partitions"]["owned"]
+                share = -(-body["partitions"]["of"] // len(ports))
+                if all(n >= share - 1 for n in owned.values()):
+                    break
+                await anyio.sleep(
+                    0.2
+                )  # a heartbeat is a second: polling /healthz is what a deploy script does
+    return owned
 
 
 async def fleet_flood(
