@@ -92,9 +92,11 @@ def unpack(data: str | None) -> Button | None:
     return Button(kind, parts[1], version, action, arg)
 
 
-FOUND_BY_TOKEN: Final = frozenset({Kind.PROMPT, Kind.TOOL, Kind.APPROVAL, Kind.RERUN})
+FOUND_BY_TOKEN: Final = frozenset({Kind.PROMPT, Kind.TOOL, Kind.RERUN})
 """Kinds whose tap is handled from its data and its sender alone: the token finds the card, list or call, and
-with it the chat. Only the /agents list (`AGENT`) is edited where it was tapped, by the tap's message."""
+with it the chat. The /agents list (`AGENT`) is edited where it was tapped, by the tap's message, and an
+approval card (`APPROVAL`) is redrawn where it was tapped too when its place was not stored (in a fleet, its
+poster may have died between sending it and storing where it is)."""
 
 
 def kind_of(data: object) -> Kind | None:

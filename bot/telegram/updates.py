@@ -4,10 +4,11 @@ A tap's update (`callback_query`) echoes the whole message its button was on: th
 sender and every button. PTB builds each of them into an object (each attribute set through
 `TelegramObject.__setattr__`): for a card with eight buttons 1.9 M instructions, a tenth of what a whole
 question costs the bot (bench a), and two taps a question. The bot never reads that echo: an allowed person's tap
-on a card, a /tools list, an approval or a **Run again** is handled from its data and its sender (the token finds
-the card and its chat), so its update carries no message, as a tap on a message sent in inline mode does. Any
-other tap keeps its message's identity (id, chat, date, thread), without the text, the entities and the buttons:
-the /agents list is edited where it was tapped, and a stranger's refusal is rationed per chat. Used on
+on a card, a /tools list or a **Run again** is handled from its data and its sender (the token finds the card and
+its chat), so its update carries no message, as a tap on a message sent in inline mode does. Any other tap keeps
+its message's identity (id, chat, date, thread), without the text, the entities and the buttons: the /agents list
+is edited where it was tapped, an approval card is redrawn where it was tapped (`FOUND_BY_TOKEN`), and a
+stranger's refusal is rationed per chat. Used on
 getUpdates' answers (`UpdatesRequest`) and on the webhook's bodies (`bot.compose` passes `Lean` to
 `bot.web.webhook`).
 """

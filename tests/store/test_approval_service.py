@@ -159,6 +159,35 @@ async def asking(service: ApprovalService, tg: TaskGroup, shown: Shown, request:
     return asked
 
 
+@dataclass
+class WhereRedrawn(Shown):
+    """A host that writes down which cards each redraw is for; with `stored` False, where the cards were posted is
+    never known to the book (their poster died between sending them and storing their places)."""
+
+    stored: bool = True
+    cards: list[tuple[tuple[int, int], ...]] = field(default_factory=list)
+
+    async def post(self, record: ApprovalRecord) -> Sequence[tuple[int, int]]:
+        posted = await super().post(record)
+        return posted if self.stored else []
+
+    async def redraw(self, record: ApprovalRecord) -> None:
+        self.cards.append(record.cards)
+        await super().redraw(record)
+
+
+@pytest.mark.parametrize("stored", [True, False])
+async def test_a_vote_redraws_the_card_it_was_given_on_also_when_its_place_was_not_stored(
+    store: Store, stored: bool
+) -> None:
+    """Bob approves on the card at (-7001, 1): it is redrawn, once, whether or not the book knew it was there."""
+    shown = WhereRedrawn(stored=stored)
+    async with running(store.approvals, Clock(), shown) as (service, tg):
+        asked = await asking(service, tg, shown, ask())
+        await service.vote(asked.id, BOB, "Bob", Vote.APPROVE, card=(-7001, 1))
+    assert shown.cards[0] == ((-7001, 1),)
+
+
 async def test_a_quorum_of_two_decides_on_the_second_approval_and_wakes_the_call(store: Store) -> None:
     """Bob's approval counts (1 of 2) and decides nothing; Carol's makes the quorum: the waiting call gets
     "approved by Bob and Carol", the book says approved, the host is told once (the call is waiting)."""

@@ -28,6 +28,7 @@ ALICE, MALLORY = 1001, 6666
 ALLOWED = Access(frozenset({ALICE}))
 CARD_TAP = Button(Kind.PROMPT, "tok", 1, Action.CHOOSE, 0).pack()
 AGENTS_TAP = Button(Kind.AGENT, "7", 0, Action.REVOKE, ALICE).pack()
+APPROVAL_TAP = Button(Kind.APPROVAL, "req", 0, Action.YES).pack()
 KEYBOARD: Keyboard = [[{"text": f"Option {n}", "callback_data": CARD_TAP} for n in range(4)]]
 
 
@@ -96,7 +97,7 @@ def tap_update(data: str, person: int = ALICE) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize(("data", "kept"), [(CARD_TAP, False), (AGENTS_TAP, True)])
+@pytest.mark.parametrize(("data", "kept"), [(CARD_TAP, False), (AGENTS_TAP, True), (APPROVAL_TAP, True)])
 async def test_the_webhook_cuts_a_tap_as_polling_does(data: str, kept: bool) -> None:
     """The webhook hands PTB's queue the same cut update (what `bot.compose` wires in)."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
