@@ -195,6 +195,14 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:  # noqa: C
             f"{_fmt(c['request_to_card_ms_p50'])} | {_fmt(c['request_to_card_ms_p99'])}",
             f"max {_fmt(c['request_to_card_ms_max'])}; all cards shown in {c['all_cards_shown_s']} s",
         )
+        to_bot, to_card = c.get("request_to_bot_ms_p50_p99"), c.get("bot_to_card_ms_p50_p99")
+        if to_bot and to_card:
+            add(
+                s,
+                "of which: to the bot | bot to card ms p50",
+                f"{to_bot[0]:,} | {to_card[0]:,}",
+                f"p99 {to_bot[1]:,} | {to_card[1]:,}; split at the question's audit row (the bot has it, before the card)",
+            )
         busy = c["cpu_s_while_showing"]
         add(
             s,

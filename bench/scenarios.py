@@ -8,6 +8,7 @@ people, and returns plain figures (dicts of numbers) for `bench.report`. Correct
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import functools
 import os
 import re
@@ -534,16 +535,22 @@ async def pending_users(
                 answer_now.set()
             answered_s, answered_cpu = time.perf_counter() - t2, bot.cpu() - cpu2
             rows_written = audit_rows(bot.database) - rows_before
+            heard = questions_heard(bot.database, {u.id for u in people})
             if profile is not None:
                 bot.profile(False)
             peak = bot.memory()["VmHWM"]
         records = server.read_log()
     expected = {f"c{u.id}": {"colour": _choice(u)} for u in people}
     mine = [r for r in records if r["tag"] in expected]
-    delays = []
+    delays, to_bot, to_card = [], [], []
     for record in mine:
-        _, card = cards[int(record["tag"][1:])]
-        delays.append(fake.arrived[(card.chat_id, card.message_id)] - record["asked_at"])
+        user_id = int(record["tag"][1:])
+        _, card = cards[user_id]
+        arrived = fake.arrived[(card.chat_id, card.message_id)]
+        delays.append(arrived - record["asked_at"])
+        if user_id in heard:  # the bot's wall clock, on this machine's monotonic one
+            to_bot.append(heard[user_id] - record["asked_at"])
+            to_card.append(arrived - heard[user_id])
     per_row = await store_cost_per_row()
     per_kept = await kept_question_cost(protocol)
     per_prompt = await store_cost_per_prompt(protocol)
@@ -563,6 +570,8 @@ async def pending_users(
         "request_to_card_ms_p50": round(percentile(delays, 50) * 1000, 1),
         "request_to_card_ms_p99": round(percentile(delays, 99) * 1000, 1),
         "request_to_card_ms_max": round(max(delays, default=float("nan")) * 1000, 1),
+        "request_to_bot_ms_p50_p99": _p50_p99_ms(to_bot),
+        "bot_to_card_ms_p50_p99": _p50_p99_ms(to_card),
         "open_sessions_s": round(sessions_s, 2),
         "all_cards_shown_s": round(shown_s, 2),
         "all_answered_s": round(answered_s, 2),
@@ -585,6 +594,28 @@ async def pending_users(
             "wall": round(shown_s, 2),
         },
     }
+
+
+def questions_heard(database: Path | None, users: set[int]) -> dict[int, float]:
+    """When (this process's `time.monotonic`) the bot recorded each person's latest question as shown: its audit
+    row's time, written once the bot has the server's question and before it sends the card. The audit log keeps
+    UTC wall time; both clocks are this machine's, so their difference now converts one into the other."""
+    if database is None or not database.exists():
+        return {}
+    offset = time.time() - time.monotonic()
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        rows = db.execute(
+            "select user_id, at from audit where event = 'question_shown' order by seq"
+        ).fetchall()
+    return {
+        int(user): dt.datetime.fromisoformat(at).timestamp() - offset for user, at in rows if user in users
+    }
+
+
+def _p50_p99_ms(values: list[float]) -> list[float] | None:
+    if not values:
+        return None
+    return [round(percentile(values, 50) * 1000, 1), round(percentile(values, 99) * 1000, 1)]
 
 
 def audit_rows(database: Path | None) -> int:
