@@ -231,22 +231,18 @@ async def _fleet(
         yield proxy, bots
 
 
-async def _balanced(ports: list[int]) -> dict[int, int]:
-    """Wait (up to `BALANCE_S`) until every instance owns its share of the partitions; what each owns then."""
-    owned: dict[int, int] = {}
+async def _balanced(ports: list[int]) -> None:
+    """Wait (up to `BALANCE_S`) until every instance owns its share of the partitions (less one)."""
     async with httpx.AsyncClient(trust_env=False, timeout=5) as client:
         with anyio.move_on_after(BALANCE_S):
             while True:
-                for port in ports:
-                    body = (await client.get(f"http://127.0.0.1:{port}/healthz")).json()
-                    owned[port] = body["partitions"]["owned"]
-                share = -(-body["partitions"]["of"] // len(ports))
-                if all(n >= share - 1 for n in owned.values()):
-                    break
+                said = [(await client.get(f"http://127.0.0.1:{port}/healthz")).json() for port in ports]
+                share = -(-said[0]["partitions"]["of"] // len(ports))
+                if all(body["partitions"]["owned"] >= share - 1 for body in said):
+                    return
                 await anyio.sleep(
                     0.2
                 )  # a heartbeat is a second: polling /healthz is what a deploy script does
-    return owned
 
 
 async def fleet_flood(

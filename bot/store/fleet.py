@@ -129,15 +129,12 @@ class Partitions:
         """While inside, `partitions` are not given back: their waiting updates are being read from the inbox, to be
         handed to this instance's handlers (given back meanwhile, such an update would be handled by a process that
         no longer owns its person, its question kept under an epoch about to be taken and asked again)."""
-        held = list(partitions)
-        self._held.update(held)
+        held = Counter(partitions)
+        self._held += held
         try:
             yield
         finally:
-            self._held.subtract(held)
-            for partition in held:
-                if self._held[partition] <= 0:
-                    del self._held[partition]
+            self._held -= held  # a Counter drops what falls to 0
 
     def _quiet(self, partition: int) -> bool:
         touched = self._touched.get(partition)

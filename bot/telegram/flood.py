@@ -342,11 +342,49 @@ class FloodLimiter(BaseRateLimiter[int]):
         card, withdraw = _CARD.get(), _UNLESS.get()
         if _AFTER_CARDS.get():
             withdraw = self._after_cards(withdraw)
+        chat_id = data.get("chat_id")
+        retries = self._max_retries if rate_limit_args is None else rate_limit_args
+        refused = 0
+        # A card counts as going out (`after_cards`) while it waits here or is in flight.
         self._cards_out += card
         try:
-            return await self._process(
-                callback, args, kwargs, endpoint, data, rate_limit_args, card, withdraw
-            )
+            while True:
+                shared_group = self._fleet is not None and await self._fleet_group(chat_id)
+                buckets = self._buckets(endpoint, chat_id, group=not shared_group)
+                overall = self._overall is not None and bool(buckets) and buckets[-1] is self._overall
+                try:
+                    await self._turn(buckets, chat_id, card, withdraw)
+                except Withdrawn:
+                    raise Withdrawn(endpoint) from None
+                if overall and self._fleet is not None:
+                    await self._fleet_turn()
+                slots = self._in_flight
+                if slots is not None:
+                    await slots.acquire(card, chat_id if withdraw is None else None)
+                try:
+                    if withdraw is not None and withdraw():  # looked at once more after the wait for a slot
+                        raise Withdrawn(endpoint)
+                    if not overall:
+                        return await callback(*args, **kwargs)
+                    with on_written(await self._within_second()):
+                        return await callback(*args, **kwargs)
+                except RetryAfter as exc:
+                    refused += 1
+                    if refused > retries:
+                        logger.error(
+                            "%s refused with 429 %d times in a row; giving up on it", endpoint, refused
+                        )
+                        raise
+                    pause = _seconds(exc.retry_after) + RETRY_MARGIN_S
+                    logger.info(
+                        "Telegram asks to wait %.1f s (429 on %s): every request waits", pause, endpoint
+                    )
+                    self._resume_at = max(self._resume_at, self._clock() + pause)
+                    if self._fleet is not None:
+                        await self._fleet.pause(pause)  # every instance's, from the database's now
+                finally:
+                    if slots is not None:
+                        slots.release()
         finally:
             if card:
                 self._cards_out -= 1
@@ -359,54 +397,6 @@ class FloodLimiter(BaseRateLimiter[int]):
         if withdraw is None:
             return cards_going
         return lambda: cards_going() or withdraw()
-
-    async def _process(
-        self,
-        callback: Callable[..., Coroutine[Any, Any, Any]],
-        args: Any,
-        kwargs: dict[str, Any],
-        endpoint: str,
-        data: dict[str, Any],
-        rate_limit_args: int | None,
-        card: bool,
-        withdraw: Callable[[], bool] | None,
-    ) -> Any:
-        chat_id = data.get("chat_id")
-        retries = self._max_retries if rate_limit_args is None else rate_limit_args
-        refused = 0
-        while True:
-            shared_group = self._fleet is not None and await self._fleet_group(chat_id)
-            buckets = self._buckets(endpoint, chat_id, group=not shared_group)
-            overall = self._overall is not None and bool(buckets) and buckets[-1] is self._overall
-            try:
-                await self._turn(buckets, chat_id, card, withdraw)
-            except Withdrawn:
-                raise Withdrawn(endpoint) from None
-            if overall and self._fleet is not None:
-                await self._fleet_turn()
-            slots = self._in_flight
-            if slots is not None:
-                await slots.acquire(card, chat_id if withdraw is None else None)
-            try:
-                if withdraw is not None and withdraw():  # looked at once more after the wait for a slot
-                    raise Withdrawn(endpoint)
-                if not overall:
-                    return await callback(*args, **kwargs)
-                with on_written(await self._within_second()):
-                    return await callback(*args, **kwargs)
-            except RetryAfter as exc:
-                refused += 1
-                if refused > retries:
-                    logger.error("%s refused with 429 %d times in a row; giving up on it", endpoint, refused)
-                    raise
-                pause = _seconds(exc.retry_after) + RETRY_MARGIN_S
-                logger.info("Telegram asks to wait %.1f s (429 on %s): every request waits", pause, endpoint)
-                self._resume_at = max(self._resume_at, self._clock() + pause)
-                if self._fleet is not None:
-                    await self._fleet.pause(pause)  # every instance's, from the database's now
-            finally:
-                if slots is not None:
-                    slots.release()
 
     async def _turn(
         self,

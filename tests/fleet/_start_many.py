@@ -3,10 +3,8 @@ CONFIG`), all started at the same moment; once every one says it is running (or 
 Prints one JSON object and exits 0: each process's exit status, whether it said it was running, and its log's
 last lines when it failed.
 
-Each process is `bot.cli.main` forked from this one after the bot's modules are imported: importing them costs a
-few seconds of CPU per process, and 20 of them on a 2-core machine would take longer than the start being raced.
-The children wait on a pipe until all of them exist, so they start together; each child's stderr (its log) is a
-pipe read here, so the wait is on what the bots say, never on the clock, up to DEADLINE_S in all.
+Each process is `bot.cli.main` forked from this one (`tests.forked`). Each child's stderr (its log) is a pipe read
+here, so the wait is on what the bots say, never on the clock, up to DEADLINE_S in all.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from alembic import command  # noqa: F401
 
 import bot.telegram.app
 import bot.web.server  # noqa: F401
-from bot.cli import main
+from tests.forked import fork_together
 
 RUNNING = b"is running"
 DEADLINE_S = 150.0
@@ -34,34 +32,12 @@ DEADLINE_S = 150.0
 
 
 def race(configs: list[str]) -> dict[str, object]:
-    go_read, go_write = os.pipe()
-    children: list[tuple[int, int]] = []
-    for config in configs:
-        log_read, log_write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(go_write)
-            os.close(log_read)
-            os.dup2(log_write, 2)
-            os.read(go_read, 1)  # returns at end of file: when the parent closes its end
-            try:
-                status = main(["--config", config])
-            except BaseException:  # a child must never return into the parent's code
-                import traceback
-
-                traceback.print_exc()
-                status = 99
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(status)
-        os.close(log_write)
-        children.append((pid, log_read))
-    os.close(go_read)
-    os.close(go_write)  # every child starts now
+    children = fork_together([["--config", config] for config in configs], logs=True)
     logs = {pid: b"" for pid, _ in children}
     running: set[int] = set()
     open_logs = selectors.DefaultSelector()
     for pid, fd in children:
+        assert fd is not None  # `logs=True`
         open_logs.register(fd, selectors.EVENT_READ, pid)
     deadline = time.monotonic() + DEADLINE_S
     stopped = False

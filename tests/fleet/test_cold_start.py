@@ -11,18 +11,16 @@ from pathlib import Path
 
 import anyio
 import pytest
-from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bot.store import current_revision, database_url
 from tests.fakes.telegram import FakeTelegram
 from tests.fleet.scene import ALICE, SECRET, free_port
+from tests.store.test_migration_lock import NEWEST, ROOT
 
 pytestmark = pytest.mark.anyio
 
-ROOT = Path(__file__).parents[2]
-NEWEST = ScriptDirectory(str(ROOT / "bot" / "store" / "migrations")).get_current_head()
 INSTANCES = 20
 
 

@@ -63,6 +63,20 @@ async def call(fleet: Fleet, user: FakeUser, server: str, n: int) -> Msg:
     return result
 
 
+async def half_filled(fleet: Fleet, user: FakeUser, server: str, action: str) -> tuple[Msg, Msg]:
+    """Through instance 0: `user`'s `/call <server> confirm action=<action>`, its card answered up to Submit; the
+    `/call` and the card."""
+    fleet.proxy.send_next_to(0)
+    sent = await user.send(f"/call {server} confirm action={action}")
+    card = await fleet.fake.wait_for(
+        lambda m: f"Really {action}?" in m.text and bool(m.buttons), timeout=WAIT_S
+    )
+    fleet.proxy.send_next_to(0)
+    await user.press(card, "Yes", timeout=WAIT_S)  # its redraw comes after the card's place was kept
+    await fleet.fake.wait_for(lambda m: m is card and "Submit" in str(m.buttons), timeout=WAIT_S)
+    return sent, card
+
+
 async def test_a_stream_of_calls_over_two_instances_is_answered_once_each(
     tmp_path: Path, postgresql_url: str
 ) -> None:
@@ -186,24 +200,8 @@ async def test_questions_of_a_killed_instance_are_taken_over_by_the_other(
     instance takes them over without a restart. Submit on the old card runs the call once; the legacy question
     ends with Run again; nothing is asked twice."""
     async with fleet_scene(tmp_path, postgresql_url, n=2) as fleet:
-        fleet.proxy.send_next_to(0)
-        sent = await fleet.alice.send("/call d confirm action=deploy")
-        card = await fleet.fake.wait_for(
-            lambda m: "Really deploy?" in m.text and bool(m.buttons), timeout=WAIT_S
-        )
-        fleet.proxy.send_next_to(0)
-        await fleet.alice.press(card, "Yes", timeout=WAIT_S)
-        await fleet.fake.wait_for(lambda m: m is card and "Submit" in str(m.buttons), timeout=WAIT_S)
-        fleet.proxy.send_next_to(0)
-        await fleet.bob.send("/call l confirm action=rollback")
-        legacy = await fleet.fake.wait_for(
-            lambda m: "Really rollback?" in m.text and bool(m.buttons), timeout=WAIT_S
-        )
-        fleet.proxy.send_next_to(0)
-        await fleet.bob.press(
-            legacy, "Yes", timeout=WAIT_S
-        )  # its redraw comes after the card's place was kept
-        await fleet.fake.wait_for(lambda m: m is legacy and "Submit" in str(m.buttons), timeout=WAIT_S)
+        sent, card = await half_filled(fleet, fleet.alice, "d", "deploy")
+        _, legacy = await half_filled(fleet, fleet.bob, "l", "rollback")
         await fleet.bots[0].kill()
         answer = await fleet.alice.press(card, "✅ Submit", timeout=WAIT_S)  # only instance 1 is left
         assert not answer.show_alert, answer.text
@@ -227,14 +225,7 @@ async def test_a_paused_instance_loses_its_questions_and_its_late_writes_are_ref
     instance 0 goes on (SIGCONT) it answers new work again, but what it held is no longer its own: the call ran
     once, its result stands once."""
     async with fleet_scene(tmp_path, postgresql_url, n=2) as fleet:
-        fleet.proxy.send_next_to(0)
-        sent = await fleet.alice.send("/call d confirm action=deploy")
-        card = await fleet.fake.wait_for(
-            lambda m: "Really deploy?" in m.text and bool(m.buttons), timeout=WAIT_S
-        )
-        fleet.proxy.send_next_to(0)
-        await fleet.alice.press(card, "Yes", timeout=WAIT_S)
-        await fleet.fake.wait_for(lambda m: m is card and "Submit" in str(m.buttons), timeout=WAIT_S)
+        sent, card = await half_filled(fleet, fleet.alice, "d", "deploy")
         fleet.bots[0].pause()
         try:
             fleet.proxy.send_next_to(1)
@@ -286,14 +277,7 @@ async def test_a_killed_instance_s_half_filled_form_and_pending_approval_are_car
     async with fleet_scene(tmp_path, postgresql_url, n=2, config=APPROVALS) as fleet:
         carol = fleet.fake.user(id=CAROL, first_name="Carol")
         fleet.fake.group(OPS, title="On-call", members=[fleet.alice, fleet.bob, carol])
-        fleet.proxy.send_next_to(0)
-        asked = await fleet.bob.send("/call d confirm action=deploy")
-        form = await fleet.fake.wait_for(
-            lambda m: "Really deploy?" in m.text and bool(m.buttons), timeout=WAIT_S
-        )
-        fleet.proxy.send_next_to(0)
-        await fleet.bob.press(form, "Yes", timeout=WAIT_S)
-        await fleet.fake.wait_for(lambda m: m is form and "Submit" in str(m.buttons), timeout=WAIT_S)
+        asked, form = await half_filled(fleet, fleet.bob, "d", "deploy")
         fleet.proxy.send_next_to(0)
         sent = await fleet.alice.send("/call d stamp n=1")
         card = await fleet.fake.wait_for(lambda m: m.chat_id == OPS and bool(m.reply_markup), timeout=WAIT_S)
