@@ -65,6 +65,8 @@ class TelegramSurface:
         self.access = access
         self.cards: dict[str, Card] = {}
         self._by_message: dict[tuple[int, int], str] = {}
+        self._messages: dict[str, list[tuple[int, int]]] = {}
+        """Every message a card was placed at, by prompt token: `_by_message`'s keys to drop when it is forgotten."""
         self._busy: dict[str, anyio.Lock] = {}
         self.form_link: Callable[[Prompt], str | None] | None = None
         """A form's Mini App page, when it has one (set with a public URL; see `bot.web.miniapp`)."""
@@ -345,7 +347,9 @@ class TelegramSurface:
 
     def _place(self, card: Card, message_id: int) -> None:
         card.message_id = message_id
-        self._by_message[(card.chat_id, message_id)] = card.prompt.token
+        key = (card.chat_id, message_id)
+        self._by_message[key] = card.prompt.token
+        self._messages.setdefault(card.prompt.token, []).append(key)
 
     async def _placed(self, card: Card, message_id: int) -> None:
         """`_place`, and tell the prompt's keeper where its card now stands."""
@@ -369,9 +373,12 @@ class TelegramSurface:
             await keeper.progress(card.prompt, progress)
 
     def _forget(self, card: Card) -> None:
-        self.cards.pop(card.prompt.token, None)
-        self._busy.pop(card.prompt.token, None)
-        self._by_message = {k: t for k, t in self._by_message.items() if t != card.prompt.token}
+        token = card.prompt.token
+        self.cards.pop(token, None)
+        self._busy.pop(token, None)
+        for key in self._messages.pop(token, ()):
+            if self._by_message.get(key) == token:
+                del self._by_message[key]
 
     async def _unreachable(self, prompt: Prompt) -> None:
         """The person never opened a private chat with the bot: tell them where the call started."""
