@@ -38,6 +38,10 @@ class WrongAnswer(AssertionError):
     """The server's result for a call does not carry what this person answered."""
 
 
+class CallFailed(Exception):
+    """The call ended before it asked: the bot showed how it ended (failed, timed out, ...) instead of a card."""
+
+
 @dataclass(frozen=True, slots=True)
 class Answered:
     """One completed elicitation, as the scripted person lived it."""
@@ -63,6 +67,12 @@ def _card_for(tag: str) -> Callable[[Msg], bool]:
 def _asking(tag: str, title: str) -> Callable[[Msg], bool]:
     """`tag`'s card asking for the field titled `title`."""
     return lambda m: _card_for(tag)(m) and f"<b>{title}</b>" in m.html
+
+
+def _ended(tool: str) -> Callable[[Msg], bool]:
+    """How a call of `tool` ended other than well: "⚠️ server · tool — failed" heads its message."""
+    marker = f" · {tool} — "
+    return lambda m: marker in m.text.partition("\n")[0]
 
 
 def _result_for(tag: str) -> Callable[[Msg], bool]:
@@ -93,10 +103,18 @@ async def hello(fake: BenchFake, user: FakeUser, tag: str) -> None:
 
 
 async def start_pick(fake: BenchFake, user: FakeUser, tag: str) -> tuple[float, Msg]:
-    """Send the `/call` and wait for the single-choice card; returns (when sent, the card)."""
+    """Send the `/call` and wait for the single-choice card; returns (when sent, the card).
+
+    Raises:
+        CallFailed: the call ended before its question came (its connection to the server broke, say).
+    """
     started = time.monotonic()
     await user.send(f"/call {SERVER} pick tag={tag}")
-    return started, await fake.until(user.id, _card_for(tag), TIMEOUT_S)
+    card, ended = _card_for(tag), _ended("pick")
+    shown = await fake.until(user.id, lambda m: card(m) or ended(m), TIMEOUT_S)
+    if not card(shown):
+        raise CallFailed(shown.text)
+    return started, shown
 
 
 async def finish_pick(

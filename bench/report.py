@@ -148,6 +148,15 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:  # noqa: C
         target = TARGETS["rss_kb_per_pending_prompt"]
         verdict = "meets" if c["rss_kb_per_pending_prompt"] < target else "MISSES"
         add(s, "people, each a prompt pending", c["pending_at_once"], c["transport"])
+        failed = c.get("calls_failed_before_asking")
+        if failed:  # the figures below are of the others
+            reasons = "; ".join(f"{n}: {reason}" for reason, n in failed.items())
+            add(
+                s,
+                "calls that ended before they asked",
+                sum(failed.values()),
+                f"not in the figures below ({reasons})",
+            )
         add(
             s,
             "answered correctly",
