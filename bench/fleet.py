@@ -47,7 +47,6 @@ from bench.scene import (
     BenchFake,
     BotProcess,
     bot_process,
-    free_port,
     http_server,
     http_server_entry,
     write_config,
@@ -55,6 +54,7 @@ from bench.scene import (
 from bench.server import CHOICES
 from tests.fakes.telegram import FakeUser, Msg, RateLimits, ScriptError
 from tests.fleet.proxy import RoundRobinProxy, round_robin_proxy
+from tests.ports import free_port
 
 __all__ = ["fleet_flood", "postgresql_database"]
 

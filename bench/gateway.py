@@ -33,10 +33,10 @@ from bench.scene import (
     BotProcess,
     bot_process,
     cpu_seconds,
-    free_port,
     http_server,
     http_server_entry,
 )
+from tests.ports import free_port
 
 TOOL: Final = "hello"
 """The bench server's tool without a question: the call is all there is."""

@@ -36,7 +36,6 @@ from bench.scene import (
     BenchFake,
     bot_process,
     cpu_seconds,
-    free_port,
     http_server,
     http_server_entry,
     rate_limited_fake,
@@ -45,6 +44,7 @@ from bench.scene import (
 )
 from bench.server import CHOICES
 from tests.fakes.telegram import FakeUser
+from tests.ports import free_port
 
 if TYPE_CHECKING:
     from bot.core import Era, KeptQuestion

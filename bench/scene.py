@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ import anyio
 from anyio.abc import Process
 
 from tests.fakes.telegram import FakeTelegram, Msg, RateLimits
+from tests.ports import free_port
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 SERVER: Final = "b"
@@ -115,12 +115,6 @@ def memory_kb(pid: int) -> dict[str, int]:
 
 
 # --- processes -------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def stdio_server_entry(log: Path, protocol: str) -> dict[str, Any]:

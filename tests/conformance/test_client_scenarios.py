@@ -25,6 +25,7 @@ import pytest
 from tests.conformance import suite
 from tests.fakes.servers.oauth import follow
 from tests.fakes.telegram.model import Msg
+from tests.ports import free_port
 from tests.telegram.harness import ALICE_ID, Chat, bot_scene, is_result, result_body
 
 pytestmark = pytest.mark.anyio
@@ -170,7 +171,7 @@ async def test_client_scenario(case: Case, tmp_path: Path) -> None:
     _absent()
     ended: list[Msg] = []
     async with suite.scenario(case.name, case.version, tmp_path / "out") as running:
-        port = _free_port()
+        port = free_port()
         servers = {"c": {"url": running.url, **case.server}}
         web = {"listen": "127.0.0.1", "port": port, "public_url": PUBLIC}
         storage = f"sqlite:///{tmp_path / 'toolnexus.db'}"
@@ -244,11 +245,3 @@ def _actionable(m: Msg) -> bool:
     labels = m.buttons
     signin = "needs you to sign in" in m.text and any(b.startswith("Open ") for b in labels)
     return signin or "✅ Submit" in labels or "Yes" in labels
-
-
-def _free_port() -> int:
-    from port_for import get_port
-
-    port = get_port(None)
-    assert port is not None
-    return int(port)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from anyio.abc import Process, TaskGroup
 
 from tests.fakes.telegram import FakeTelegram, FakeUser, Msg
 from tests.fleet.proxy import RoundRobinProxy, round_robin_proxy
+from tests.ports import free_port
 from tests.telegram.test_restart import EXE, REPO, Durable, durable_server
 
 __all__ = ["ALICE", "BOB", "SECRET", "Fleet", "FleetBot", "fleet_scene", "stamps"]
@@ -40,11 +40,6 @@ ALICE, BOB = 1001, 1002
 SECRET = "fleet-webhook-secret"
 START_S = 120
 """A bot's start on a loaded 2-core machine (migrations, PTB, the web endpoint) may take tens of seconds."""
-
-
-def free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        return int(probe.getsockname()[1])
 
 
 def write_config(

@@ -16,7 +16,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from bot.store import current_revision, database_url
 from tests.fakes.telegram import FakeTelegram
-from tests.fleet.scene import ALICE, SECRET, free_port
+from tests.fleet.scene import ALICE, SECRET
+from tests.ports import free_port
 from tests.store.test_migration_lock import NEWEST, ROOT
 
 pytestmark = pytest.mark.anyio

@@ -21,7 +21,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from tests.fleet.proxy import NO_ANSWER, REFUSED, round_robin_proxy
-from tests.fleet.scene import free_port
+from tests.ports import free_port
 
 pytestmark = pytest.mark.anyio
 

@@ -20,9 +20,9 @@ from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.handlers.agents import GATEWAY_OFF, NOT_YOURS, ONLY_CONFIGURED, PRIVATE_ONLY
 from bot.web.gateway import GATEWAY_PATH
 from tests.fakes.telegram import Msg
+from tests.ports import free_port
 from tests.telegram.harness import ALICE_ID, BOB_ID, MALLORY_ID, Chat, bot_scene
 from tests.web.agents import PUBLIC_URL, agent, gateway_scene
-from tests.web.support import free_port
 
 pytestmark = pytest.mark.anyio
 

@@ -6,7 +6,6 @@ What is counted is the fake's own receive times (as Telegram counts), never how 
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -24,6 +23,7 @@ from bot.store.tables import telegram_budget
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.flood import OVERALL_PER_S, FloodLimiter
 from tests.fakes.telegram import FakeTelegram
+from tests.ports import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -159,12 +159,6 @@ async def forwarder(port: int, target: tuple[str, int]) -> AsyncIterator[None]:
         tg.start_soon(listener.serve, serve)
         yield
         tg.cancel_scope.cancel()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def test_with_postgresql_unreachable_sends_go_out_and_the_database_is_tried_again_later(

@@ -20,8 +20,8 @@ from bot.compose.telegram import serve
 from bot.config import LimitsConfig, load_config
 from bot.servers.limits import Limit
 from tests.fakes.telegram import FakeTelegram, FakeUser, Msg
+from tests.ports import free_port
 from tests.telegram.harness import Chat, bot_scene, is_result
-from tests.web.test_webhook import free_port
 
 pytestmark = pytest.mark.anyio
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 from pathlib import Path
 
 import anyio
 import pytest
 
 from tests.fakes.telegram import FakeTelegram, FakeUser
+from tests.ports import free_port
 from tests.telegram.test_drain import SECRET, bot_process
 from tests.telegram.test_restart import ALICE, EXE, REPO
 
@@ -84,11 +84,6 @@ async def test_a_second_polling_bot_is_refused_and_a_restart_after_a_crash_is_no
         async with bot_process(config, fake) as restarted:
             await restarted.logged("is running", timeout=90)
             await answers_help(fake, alice)
-
-
-def free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        return int(probe.getsockname()[1])
 
 
 async def test_two_webhook_bots_on_postgresql_both_run(tmp_path: Path, postgresql_url: str) -> None:

@@ -16,8 +16,8 @@ from mcp.client.streamable_http import streamable_http_client
 from bot.config import Secret, StorageConfig
 from bot.store import open_store
 from bot.web.gateway import GATEWAY_PATH
+from tests.ports import free_port
 from tests.telegram.harness import Chat, bot_scene
-from tests.web.support import free_port
 
 PUBLIC_URL = "https://bot.example.com"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +15,7 @@ import httpx
 
 from bot.web.miniapp import sign_init_data
 from tests.fakes.telegram import FakeUser, Msg
+from tests.ports import free_port
 from tests.telegram.harness import Chat, bot_scene, is_result
 
 PUBLIC_URL = "https://forms.example.com"
@@ -77,11 +77,6 @@ SIX_ANSWERS: dict[str, object] = {
     "vegan": True,
     "room": "hall",
 }
-
-
-def free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        return int(listener.getsockname()[1])
 
 
 def launch_data(user: FakeUser | int, bot_token: str, *, age_s: float = 0, **extra: str) -> str:

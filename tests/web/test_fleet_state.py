@@ -22,6 +22,7 @@ from bot.store.fleet_state import ToolLists
 from bot.telegram.tool_runs import LIST_KEEP_S, ToolButtons
 from tests.fakes.servers.oauth import follow, serve_protected, sign_in
 from tests.fakes.telegram import Msg
+from tests.ports import free_port
 from tests.telegram.harness import ALICE_ID, Chat, bot_scene
 from tests.web.support import (
     OPEN_FORM,
@@ -33,7 +34,7 @@ from tests.web.support import (
     local_path,
     received,
 )
-from tests.web.test_webhook import SECRET, free_port
+from tests.web.test_webhook import SECRET
 
 pytestmark = pytest.mark.anyio
 

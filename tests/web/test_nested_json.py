@@ -8,10 +8,11 @@ import logging
 import httpx
 import pytest
 
+from tests.ports import free_port
 from tests.telegram.harness import bot_scene
 from tests.web.support import SIX_FIELDS, ask_form, launch_data, local_path, mini_scene
 from tests.web.test_miniapp import has_open_form
-from tests.web.test_webhook import an_update, free_port, post, webhook_mode
+from tests.web.test_webhook import an_update, post, webhook_mode
 
 pytestmark = pytest.mark.anyio
 

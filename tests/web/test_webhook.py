@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import resource
-import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Any, TypedDict
@@ -21,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.web import MAX_BODY, REQUEST_TIMEOUT_S
 from tests.fakes.telegram import Msg
+from tests.ports import free_port
 from tests.telegram.harness import ALICE_ID, Chat, bot_scene, is_result
 
 pytestmark = pytest.mark.anyio
@@ -30,11 +30,6 @@ SECRET = "s3cret_Token-42"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 SLOW_CLIENTS = 1000
 CLOSED_WITHIN_S = REQUEST_TIMEOUT_S + 15  # the deadline plus room for a loaded machine
-
-
-def free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        return int(listener.getsockname()[1])
 
 
 class WebhookMode(TypedDict):

@@ -11,8 +11,9 @@ import pytest
 from sqlalchemy import text
 
 from bot.store.engine import open_engine
+from tests.ports import free_port
 from tests.telegram.harness import Chat, bot_scene
-from tests.web.test_webhook import an_update, free_port, get, post, scrape, webhook_mode
+from tests.web.test_webhook import an_update, get, post, scrape, webhook_mode
 
 pytestmark = pytest.mark.anyio
 

@@ -1,0 +1,16 @@
+"""A free TCP port for a server a test names by number before it starts (a bot's web endpoint, a second
+bot's, a conformance scenario's); bench uses it too.
+
+port-for picks it at random among ports outside the kernel's ephemeral range
+(`net.ipv4.ip_local_port_range`), and checks nothing holds it now. A port from `bind(("127.0.0.1", 0))` is
+one the kernel may give any outgoing connection on the machine again before the server binds it: that failed
+a test with "Address already in use" under the parallel suite (2026-12-06).
+"""
+
+from __future__ import annotations
+
+import port_for
+
+
+def free_port() -> int:
+    return port_for.select_random()
