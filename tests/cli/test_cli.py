@@ -14,6 +14,7 @@ import pytest
 
 from bot.cli import main
 from tests.fakes.telegram import FakeTelegram
+from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 EXE = Path(sys.executable).with_name("toolnexus-bot")
@@ -164,8 +165,7 @@ async def test_webhook_mode_logs_neither_secret_at_debug_and_stops_on_sigterm(tm
     secret = "webhook-secret-never-logged"
     async with FakeTelegram() as fake:
         alice = fake.user(id=1001, first_name="Alice")
-        with socket.create_server(("127.0.0.1", 0)) as probe:
-            port = probe.getsockname()[1]
+        port = free_port()
         config = tmp_path / "bot.toml"
         config.write_text(
             f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{fake.base_url}"\nallowed_users = [1001]\n'

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dtm
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -38,6 +37,7 @@ from bot.web import Webhook, WebServer, build_app
 from tests.fakes.telegram import Button, CallbackAnswer, FakeTelegram, RateLimits, ScriptError
 from tests.fakes.telegram.formatting import parse_html
 from tests.fakes.telegram.model import ApiReject
+from tests.ports import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -536,8 +536,7 @@ async def test_get_updates_is_a_conflict_while_a_webhook_is_set(fake: FakeTelegr
 async def test_webhook_mode_receives_users_updates_with_the_secret(fake: FakeTelegram) -> None:
     """A webhook (the bot's own endpoint feeding PTB's update queue) gets the user's update from
     deliver_via_webhook, refused without the secret, and PTB replies via the fake."""
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        port = probe.getsockname()[1]
+    port = free_port()
     app = ApplicationBuilder().token(fake.token).base_url(fake.base_url).updater(None).build()
     app.add_handler(CommandHandler("start", greet))
     alice = fake.user(id=1001, first_name="Alice")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,6 +24,7 @@ from anyio.abc import Process
 
 from tests.fakes.servers.oauth import follow, serve_protected, sign_in
 from tests.fakes.telegram import FakeTelegram, Msg
+from tests.ports import free_port
 from tests.store.test_signin import CONSENT, KEY, PUBLIC, is_sign_in_card
 from tests.telegram.harness import is_result, result_body
 from tests.telegram.test_approvals_restart import ledger_lines
@@ -321,8 +321,7 @@ async def test_a_webhook_delivery_during_the_drain_gets_503_and_is_handled_after
 ) -> None:
     """Webhook: from the first moment of the drain /healthz answers 503; a delivery during the drain gets 503,
     and Telegram's next attempt reaches the next process, which handles it."""
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        port = probe.getsockname()[1]
+    port = free_port()
     async with FakeTelegram() as fake, durable_server(tmp_path) as server:
         alice = fake.user(id=ALICE, first_name="Alice")
         config = write_config(tmp_path, fake, server, protocol="legacy", drain_s=3, web_port=port)
@@ -355,8 +354,7 @@ async def test_a_sign_in_waiting_for_its_browser_at_sigterm_or_a_crash_is_asked_
     The SDK keeps the flow's PKCE verifier in the process, so the next one cannot finish that flow: it says on the
     card that the link no longer works and sends a new sign-in card below; the old link's return is refused,
     the new one signs the person in (the next call runs without asking), and the audit chain verifies."""
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        port = probe.getsockname()[1]
+    port = free_port()
     local = f"http://127.0.0.1:{port}"
     async with FakeTelegram() as fake, serve_protected() as (auth, url):
         alice = fake.user(id=ALICE, first_name="Alice")
