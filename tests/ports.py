@@ -14,3 +14,9 @@ import port_for
 
 def free_port() -> int:
     return port_for.select_random()
+
+
+def closed_port() -> int:
+    """A port nothing listens on, for a connection that must be refused: outside the ephemeral range, no
+    server a test binds to port 0 is given it meanwhile."""
+    return free_port()

@@ -19,13 +19,9 @@ from telegram.error import NetworkError
 from bot.failures import failure_line
 from tests.cli.test_cli import EXE, REPO
 from tests.fakes.telegram import FakeTelegram
+from tests.ports import closed_port
 
 TOKEN = "123456:TEST-fake-token-for-tests"
-
-
-def _closed_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as s:
-        return int(s.getsockname()[1])
 
 
 def _config(tmp_path: Path, telegram: str) -> Path:
@@ -53,7 +49,7 @@ def _text(done: subprocess.CompletedProcess[bytes]) -> str:
 @pytest.mark.slow
 async def test_run_without_a_reachable_telegram_is_one_line(tmp_path: Path) -> None:
     """No network (a refused connection): one line naming the host and the key to check, exit 1."""
-    config = _config(tmp_path, f'api_base_url = "http://127.0.0.1:{_closed_port()}/bot"')
+    config = _config(tmp_path, f'api_base_url = "http://127.0.0.1:{closed_port()}/bot"')
     done = await _run(config)
     assert done.returncode == 1
     assert _text(done).strip() == (
@@ -103,7 +99,7 @@ async def test_a_webhook_port_in_use_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.slow
 async def test_with_debug_the_traceback_follows_but_not_the_token(tmp_path: Path) -> None:
     """`--log-level DEBUG` adds the traceback (through the redacting log set-up)."""
-    config = _config(tmp_path, f'api_base_url = "http://127.0.0.1:{_closed_port()}/bot"')
+    config = _config(tmp_path, f'api_base_url = "http://127.0.0.1:{closed_port()}/bot"')
     done = await _run(config, "--log-level", "DEBUG")
     assert done.returncode == 1
     assert "Traceback" in _text(done) and "refused the connection" in _text(done)

@@ -24,6 +24,7 @@ from tests.fakes.servers.elicit import build_server
 from tests.fakes.servers.http import serve_http
 from tests.fakes.servers.hung import hung_http
 from tests.inprocess import toolnexus
+from tests.ports import closed_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -73,11 +74,6 @@ async def test_servers_are_probed_at_once_so_a_quick_one_is_reported_before_a_hu
     assert lines[2] == "1 of 2 ok: hung FAILED, demo ok"
 
 
-def _closed_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as s:
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize(
     ("server", "expected"),
     [
@@ -100,7 +96,7 @@ def _closed_port() -> int:
             "not an MCP server (the answer was not JSON-RPC)",
         ),
         (
-            ServerConfig(name="s", url=f"http://127.0.0.1:{_closed_port()}/mcp"),
+            ServerConfig(name="s", url=f"http://127.0.0.1:{closed_port()}/mcp"),
             "connection refused by 127.0.0.1",
         ),
     ],
