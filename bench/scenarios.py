@@ -537,6 +537,8 @@ async def pending_users(
                 if memory is not None:
                     bot.profile(False)
                 pending_now = len(cards)
+                if not pending_now:
+                    raise RuntimeError(f"c: every call ended before it asked: {set(failed.values())}")
                 progress(f"c. pending: all {pending_now} cards shown; everyone answers")
                 t2, cpu2 = time.perf_counter(), bot.cpu()
                 answer_now.set()
