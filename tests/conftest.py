@@ -23,6 +23,7 @@ from port_for import select_random
 from pytest_postgresql.executors.proc import PostgreSQLExecutor
 from pytest_postgresql.janitor import DatabaseJanitor
 
+from bot.cli import LOOP
 from tests.inprocess import logging_restored
 
 # Hypothesis's per-example deadline is a timing asserted in a test: on a loaded CI machine it fails correct code.
@@ -59,8 +60,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+def anyio_backend() -> tuple[str, dict[str, object]]:
+    return "asyncio", dict(LOOP)  # the loop the bot runs on (bot.cli)
 
 
 PG_CTL = Path(__file__).parent / "store" / "pg_ctl.sh"

@@ -41,6 +41,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from bot.cli import LOOP
 from tests.conformance import suite
 from tests.fakes.servers.conformance import build_server
 from tests.fakes.telegram.model import Msg
@@ -134,8 +135,8 @@ class Gateway:
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
+def anyio_backend() -> tuple[str, dict[str, object]]:
+    return "asyncio", dict(LOOP)
 
 
 @pytest.fixture(scope="module")
