@@ -220,11 +220,12 @@ def test_config_is_read_whether_given_before_or_after_the_subcommand(tmp_path: P
 
 @pytest.mark.parametrize("before", [True, False], ids=["before", "after"])
 def test_log_level_is_kept_whether_given_before_or_after_the_subcommand(tmp_path: Path, before: bool) -> None:
-    """`--log-level DEBUG check` and `check --log-level DEBUG` both log at DEBUG."""
+    """`--log-level DEBUG check` and `check --log-level DEBUG` both log at DEBUG, starting with the event loop
+    every command runs on (uvloop: bot/cli.py `LOOP`)."""
     option, config = ["--log-level", "DEBUG"], ["--config", str(other_demo_config(tmp_path))]
     done = run(*([*option, "check", *config] if before else ["check", *config, *option]))
     assert done.returncode == 0, done.stderr
-    assert " DEBUG " in done.stderr
+    assert " DEBUG bot.cli: event loop: uvloop.Loop\n" in done.stderr
 
 
 @pytest.mark.anyio
