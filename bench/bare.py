@@ -20,7 +20,7 @@ from mcp.client import ClientRequestContext
 async def _run(protocol: str, count: int, log: str) -> None:
     params = StdioServerParameters(command=sys.executable, args=["-m", "bench.server", "--log", log])
 
-    async def answer(ctx: ClientRequestContext, request: types.ElicitRequestParams) -> types.ElicitResult:
+    async def answer(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
         return types.ElicitResult(action="accept", content={"colour": "green"})
 
     stdin = anyio.wrap_file(sys.stdin)

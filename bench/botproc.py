@@ -27,7 +27,7 @@ def _unthrottle() -> None:
         def __init__(self, fleet: Any = None) -> None:
             super().__init__(overall_per_s=0, group_burst=0, chat_burst=0, fleet=fleet)
 
-    bot.telegram.app.FloodLimiter = Unthrottled  # type: ignore[misc,assignment]
+    bot.telegram.app.FloodLimiter = Unthrottled  # type: ignore[attr-defined,assignment]
 
 
 def _no_store() -> None:
@@ -36,12 +36,13 @@ def _no_store() -> None:
     from contextlib import asynccontextmanager
 
     import bot.telegram.app
+    from bot.store import Store
 
     @asynccontextmanager
-    async def none(config: Any) -> AsyncIterator[None]:
+    async def none(config: Any, *, claim: bool = False) -> AsyncIterator[Store | None]:
         yield None
 
-    bot.telegram.app.open_configured_store = none  # type: ignore[assignment]
+    bot.telegram.app.open_configured_store = none  # type: ignore[attr-defined]
 
 
 def _use_httpx() -> None:
@@ -64,7 +65,7 @@ def _use_httpx() -> None:
             super().__init__(**kwargs)
             self.lean = Lean(access or Access())
 
-        def parse_json_payload(self, payload: bytes) -> dict[str, Any]:
+        def parse_json_payload(self, payload: bytes) -> dict[str, Any]:  # type: ignore[override]  # as UpdatesRequest
             decoded = super().parse_json_payload(payload)
             for update in decoded.get("result") or []:
                 self.lean(update)
@@ -75,8 +76,8 @@ def _use_httpx() -> None:
     ) -> HTTPXRequest:
         return HttpxUpdates(access, connection_pool_size=connections, pool_timeout=POOL_TIMEOUT_S)
 
-    bot.telegram.bot.AiohttpRequest = httpx_request  # type: ignore[assignment,misc]
-    bot.telegram.bot.UpdatesRequest = httpx_updates  # type: ignore[assignment,misc]
+    bot.telegram.bot.AiohttpRequest = httpx_request  # type: ignore[attr-defined,assignment]
+    bot.telegram.bot.UpdatesRequest = httpx_updates  # type: ignore[attr-defined,assignment]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,7 +36,7 @@ def shares(path: str) -> tuple[float, list[tuple[str, float]]]:
         if function == _IDLE:
             continue
         totals[layer(file, function)] += tottime
-    return sum(totals.values()), totals.most_common()
+    return float(sum(totals.values())), [(name, float(t)) for name, t in totals.most_common()]
 
 
 def ours(path: str, count: int) -> list[tuple[str, float]]:
