@@ -240,9 +240,8 @@ async def _balanced(ports: list[int]) -> None:
                 share = -(-said[0]["partitions"]["of"] // len(ports))
                 if all(body["partitions"]["owned"] >= share - 1 for body in said):
                     return
-                await anyio.sleep(
-                    0.2
-                )  # a heartbeat is a second: polling /healthz is what a deploy script does
+                # A heartbeat is a second: polling /healthz is what a deploy script does.
+                await anyio.sleep(0.2)
 
 
 async def fleet_flood(

@@ -503,8 +503,8 @@ async def pending_users(
             rss_sessions = bot.memory()["VmRSS"]
             progress(f"c. pending: {users} prompts at once")
             cards: dict[int, tuple[float, Any]] = {}
+            # Whose call ended before it asked (a broken connection): counted, not waited for.
             failed: dict[int, str] = {}
-            """People whose call ended before it asked (a broken connection): counted, not waited for."""
             all_shown, answer_now = anyio.Event(), anyio.Event()
             if profile is not None or memory is not None:
                 bot.profile(True)

@@ -167,7 +167,7 @@ def _reporting(config: Config, log_level: str, command: Callable[..., Awaitable[
     With `--log-level DEBUG` the traceback follows, through the logging set-up that redacts the token.
     """
     try:
-        return anyio.run(_on_loop, command, *args, backend_options=LOOP)
+        return _run(command, *args)
     except KeyboardInterrupt:  # Ctrl-C before a command's own handler was installed (or after it left)
         return 130
     except Exception as exc:  # the top level: every failure ends here as a line, not a raw traceback
@@ -179,6 +179,11 @@ def _reporting(config: Config, log_level: str, command: Callable[..., Awaitable[
         if log_level == "DEBUG":
             logger.debug("the failure in full", exc_info=exc)
         return 1
+
+
+def _run(command: Callable[..., Awaitable[int]], *args: object) -> int:
+    """`command(*args)` on the bot's event loop (`LOOP`), named first at DEBUG."""
+    return anyio.run(_on_loop, command, *args, backend_options=LOOP)
 
 
 async def _on_loop(command: Callable[..., Awaitable[int]], *args: object) -> int:
@@ -219,8 +224,8 @@ def _store_command(args: argparse.Namespace, config: Config) -> int:
     from bot.store.commands import audit_command, db_upgrade
 
     if args.command == "db":
-        return anyio.run(db_upgrade, config, backend_options=LOOP)
-    return anyio.run(
+        return _run(db_upgrade, config)
+    return _run(
         functools.partial(
             audit_command,
             config,
@@ -232,8 +237,7 @@ def _store_command(args: argparse.Namespace, config: Config) -> int:
             checkpoint=args.checkpoint,
             public_key=args.public_key,
             action=args.action,
-        ),
-        backend_options=LOOP,
+        )
     )
 
 

@@ -18,7 +18,6 @@ import anyio
 import httpx2
 import pytest
 from mcp.shared.auth import AuthorizationCodeResult
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bot.config import Secret, ServerConfig, StorageConfig, parse_config
@@ -27,6 +26,7 @@ from bot.servers.oauth.account import Account, BoundAuth
 from bot.store import database_url, open_store
 from bot.store.tokens import SignInStore
 from tests.fakes.servers.oauth import AuthServer, query_of, serve_protected, sign_in
+from tests.store.pg_waits import until_counted
 
 pytestmark = pytest.mark.anyio
 
@@ -147,12 +147,9 @@ async def waiting_on_an_advisory_lock(url: str) -> None:
     """Return once a session on the database waits for an advisory lock (PostgreSQL's `pg_locks`)."""
     engine = create_async_engine(database_url(url))
     try:
-        while True:
-            async with engine.connect() as conn:
-                query = text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
-                if (await conn.execute(query)).scalar_one():
-                    return
-            await anyio.sleep(0.02)  # polling the condition (nothing else tells of a waiting session)
+        await until_counted(
+            engine, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        )
     finally:
         await engine.dispose()
 

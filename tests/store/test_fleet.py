@@ -18,6 +18,7 @@ from bot.store.errors import Fenced
 from bot.store.fleet import PARTITIONS, Partitions, partition_of
 from bot.store.rounds import RoundStore
 from bot.store.tables import fleet_instances, fleet_partitions, rounds
+from tests.store.pg_waits import until_counted
 from tests.store.test_rounds import question
 
 pytestmark = pytest.mark.anyio
@@ -202,16 +203,14 @@ async def test_a_drained_instance_gives_everything_back_and_takes_nothing_meanwh
 
 async def waiting_on_a_row_lock(engine: AsyncEngine, pid: int, statement: str) -> None:
     """Return once session `pid` waits for a row lock in a statement starting with `statement`."""
-    query = text(
-        "SELECT count(*) FROM pg_stat_activity WHERE pid = :pid AND wait_event_type = 'Lock' "
-        "AND query LIKE :statement"
-    )
     with anyio.fail_after(30):
-        while True:
-            async with engine.connect() as conn:
-                if (await conn.execute(query, {"pid": pid, "statement": statement + "%"})).scalar_one():
-                    return
-            await anyio.sleep(0.02)  # polling the condition (nothing else tells of a waiting session)
+        await until_counted(
+            engine,
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = :pid AND wait_event_type = 'Lock' "
+            "AND query LIKE :statement",
+            pid=pid,
+            statement=statement + "%",
+        )
 
 
 async def test_a_partition_given_back_is_no_longer_owned_here_before_the_database_is_told(
