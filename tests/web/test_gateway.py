@@ -103,6 +103,33 @@ async def test_notify_person_sends_a_line(tmp_path: Path) -> None:
         assert "ci" in line.text
 
 
+async def test_notify_person_counts_against_the_agents_limits_and_is_audited_like_a_call(
+    tmp_path: Path,
+) -> None:
+    """`calls_per_minute = 2` (the agent's half: 1): of five lines one reaches Alice's chat, the other four are
+    error results naming the limit; each of the five is audited as a call of `notify_person` by the agent, with
+    the line it carried and how it ended."""
+    async with gateway_scene(tmp_path, limits={"calls_per_minute": 2}) as (s, port, url):
+        token = await make_token(url, ALICE_ID, "ci")
+        async with agent(port, token) as client:
+            results = [await client.call_tool("notify_person", {"message": f"build {n}"}) for n in range(5)]
+        async with open_store(StorageConfig(url=Secret(url))) as store:
+            rows = [r.as_dict() for r in await store.audit.rows()]
+    assert [r.is_error for r in results] == [False, True, True, True, True]
+    assert all("at most 1 calls a minute for agent ci" in text_of(r) for r in results[1:])
+    assert [m.text for m in s.fake.messages(ALICE_ID) if "build" in m.text] == ["🤖 ci: build 0"]
+    assert [(r["event"], r["server"], r["tool"], r["user_id"]) for r in rows] == [
+        ("call_started", "ci", "notify_person", ALICE_ID),
+        ("call_ended", "ci", "notify_person", ALICE_ID),
+    ] * 5
+    started, ended = rows[0::2], rows[1::2]
+    assert [r["detail"]["arguments"]["content"] for r in started] == [
+        {"message": f"build {n}"} for n in range(5)
+    ]
+    assert [r["detail"]["status"] for r in ended] == ["ok"] + ["refused"] * 4
+    assert all(r["detail"]["agent"] == "ci" for r in rows)
+
+
 async def test_two_peoples_agents_are_isolated(tmp_path: Path) -> None:
     """Alice's agent and Bob's call a form tool at once: each card lands only in its own person's chat; a press
     by Bob carrying Alice's card's button (a forged client: he cannot see her chat) is refused and leaves her
