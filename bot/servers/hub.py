@@ -36,7 +36,7 @@ from bot.core import (
     ToolInfo,
     ToolOutcome,
 )
-from bot.core.approvals import ApprovalAsk, ApprovalStatus, Approver, Verdict
+from bot.core.approvals import ApprovalAsk, ApprovalStatus, Approver, Verdict, unnamed
 from bot.servers.calls import Calls, Flight, ProgressSink
 from bot.servers.connections import describe_error
 from bot.servers.elicitation import Elicitations
@@ -105,7 +105,7 @@ class Hub:
         """Gets gated calls approved (`[[approvals]]`); None (the console, no database): they are refused."""
         self.no_approver_reason = no_approver_reason
         """Why a gated call is refused when there is no `approver`."""
-        self.names: Callable[[int], str] = names or (lambda user_id: f"user {user_id}")
+        self.names: Callable[[int], str] = names or unnamed
         """A person's display name, for approval cards (the host knows names; the hub knows ids)."""
         self._tg: TaskGroup | None = None
         self._stack = AsyncExitStack()
