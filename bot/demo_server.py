@@ -20,6 +20,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 import anyio
@@ -39,6 +40,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.request_state import RequestStateSecurity
 from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, Field
+
+from bot.files import private_folder
 
 __all__ = ["STATE_KEY_ENV", "build_server", "main", "state_key"]
 
@@ -302,7 +305,7 @@ def state_key(environ: Mapping[str, str], state_dir: str | None = None) -> str:
         )
     )
     path = os.path.join(folder, STATE_KEY_FILE)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
+    private_folder(Path(folder))
     if not os.path.exists(path):
         # Written whole under a name of its own, then linked into place: a server starting at the same time
         # reads either no file or the whole key, and when two race, the first link wins for both.

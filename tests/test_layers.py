@@ -1,6 +1,6 @@
 """The layers of the code, checked over the real import graph of every module in bot/ and mapping/.
 
-    mapping  <-  core, config, logs  <-  servers, store  <-  telegram, console, web  <-  cli
+    mapping  <-  core, config, logs, files  <-  servers, store  <-  telegram, console, web  <-  cli
 
 A module may import from its own unit and from any unit on a lower level; never from a unit above it, and
 never from another unit on its own level (servers and store, or telegram, console and web, do not know each
@@ -29,6 +29,7 @@ LAYERS: Final[tuple[Mapping[str, frozenset[str]], ...]] = (
         "core": frozenset({"bot.core"}),
         "config": frozenset({"bot.config", "bot._config_read"}),
         "logs": frozenset({"bot.logs"}),
+        "files": frozenset({"bot.files"}),
     },
     {
         "servers": frozenset({"bot.servers"}),
@@ -44,9 +45,9 @@ LAYERS: Final[tuple[Mapping[str, frozenset[str]], ...]] = (
     },
 )
 """Units by level, lowest first; a unit is its modules and packages (with everything under them). `config`
-(TOML -> frozen Config) and `logs` (redacting set-up) import nothing of bot/, and every layer above may read
-them; `failures` (start-up errors as one line) knows the store, so it sits with the command line; the demo
-server imports nothing of ours and is an entry point."""
+(TOML -> frozen Config), `logs` (redacting set-up) and `files` (private folders) import nothing of bot/, and
+every layer above may read them; `failures` (start-up errors as one line) knows the store, so it sits with the
+command line; the demo server imports only `files` of ours and is an entry point."""
 
 ALLOWED: Final[Mapping[tuple[str, str], str]] = {}
 """Named exceptions to the rule: (importing module, imported module) and why it is still here."""

@@ -12,6 +12,7 @@ from bot.core.rounds import Era, KeptQuestion, RoundBook
 from bot.core.signins import Account, SignInBook, SignInRelay
 from bot.core.surface import Surface
 from bot.core.values import (
+    MESSAGE_CLIP,
     OUTCOME_TEXT,
     CallStatus,
     Origin,
@@ -20,9 +21,11 @@ from bot.core.values import (
     ServerStatus,
     ToolInfo,
     ToolOutcome,
+    clip,
 )
 
 __all__ = [
+    "MESSAGE_CLIP",
     "OUTCOME_TEXT",
     "Account",
     "AgentBook",
@@ -44,4 +47,5 @@ __all__ = [
     "Surface",
     "ToolInfo",
     "ToolOutcome",
+    "clip",
 ]

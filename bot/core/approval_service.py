@@ -10,8 +10,12 @@ A request is bound to its content's hash and its people when created; a vote is 
 committed by a compare-and-set on the request's revision, retried on a fresh read when another vote (of this
 process or another one) came first: two votes cannot both decide. The book holds the truth; the service keeps
 in memory only the calls waiting in this process (woken by a decision, a deadline, a change or `stop`), the
-display names it has seen, and the deadline timers of requests a previous process left pending (restored by
+display names it knows, and the deadline timers of requests a previous process left pending (restored by
 `start`). Each change is committed before the host is told.
+
+The names people show are the book's too: a name seen here is written when it is new or changed (`seen`: a
+dict lookup otherwise), and the names of a request's people are read from the book before its cards are drawn,
+so every process of a fleet draws the same card.
 
 A request decided in the process that asked for it wakes the waiting call; one decided after a restart (its
 call's task is gone) is handed to the host's `run_approved`, once, with the approved content; unless an agent
@@ -36,7 +40,7 @@ import logging
 import os
 import platform
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
@@ -55,7 +59,9 @@ from bot.core.approvals import (
     Verdict,
     Vote,
     names,
+    people_of,
     tally,
+    unnamed,
 )
 
 __all__ = [
@@ -127,6 +133,14 @@ class ApprovalBook(Protocol):
 
     async def claim(self, record: ApprovalRecord, by: str) -> bool:
         """Take the carrying out of a decided request: True for exactly one caller in the whole fleet."""
+        ...
+
+    async def remember(self, user_id: int, name: str) -> None:
+        """Keep the display name a person shows now."""
+        ...
+
+    async def names(self, user_ids: Collection[int]) -> dict[int, str]:
+        """The display names kept of `user_ids` (people never seen are left out)."""
         ...
 
 
@@ -245,11 +259,30 @@ class ApprovalService:
         """Listening to the fleet's bus: other processes may hold waiting calls."""
 
     def name_of(self, user_id: int) -> str:
-        return self.people.get(user_id) or f"user {user_id}"
+        return self.people.get(user_id) or unnamed(user_id)
 
-    def seen(self, user_id: int, name: str) -> None:
-        """Remember a person's display name."""
+    async def seen(self, user_id: int, name: str) -> None:
+        """Remember a person's display name; the book keeps it when it is new or changed. Every update may pass
+        here: a name already known costs a dict lookup, no write. A name the book could not take is kept here
+        (it is written with the next change)."""
+        if self.people.get(user_id) == name:
+            return
         self.people[user_id] = name
+        try:
+            await self.book.remember(user_id, name)
+        except BookUnavailable:
+            logger.warning("the name of user %d was not stored: the database is unavailable", user_id)
+
+    async def _learn(self, user_ids: Collection[int]) -> None:
+        """The book's names of `user_ids` over the ones known here, before a card naming them is drawn."""
+        try:
+            self.people.update(await self.book.names(user_ids))
+        except BookUnavailable:
+            logger.warning("names not read: the database is unavailable; cards name whom this process saw")
+
+    async def _redraw(self, show: ApprovalShow, record: ApprovalRecord) -> None:
+        await self._learn(people_of(record.ask))
+        await show.redraw(record)
 
     def now(self) -> str:
         """The clock's time as UTC ISO 8601 (a ballot's time)."""
@@ -328,7 +361,10 @@ class ApprovalService:
                     record = await self.book.rebind(current, ask)
             fresh = record is None
             if record is None:
-                known = {u: self.people[u] for u in (*ask.approvers, ask.origin.user_id) if u in self.people}
+                await self._learn(people_of(ask))
+                if ask.requester == unnamed(ask.origin.user_id) and ask.origin.user_id in self.people:
+                    ask = replace(ask, requester=self.people[ask.origin.user_id])  # seen by another process
+                known = {u: self.people[u] for u in people_of(ask) if u in self.people}
                 gate = "call" if ask.question is None else "answers"
                 record = await self.book.create(ask, gate, self.clock() + ask.timeout_s, known)
         except BookUnavailable:
@@ -342,7 +378,7 @@ class ApprovalService:
                 async with self._lock(record.id):
                     record = await self._post(show, record)
             else:
-                await show.redraw(record)
+                await self._redraw(show, record)
             if ask.question is not None:
                 notice = await show.waiting(record)
             with anyio.move_on_after(max(0.0, record.deadline - self.clock())):
@@ -370,7 +406,7 @@ class ApprovalService:
                 logger.exception("could not withdraw approval %s", approval_id)
                 return
         if ended is not None and self._show is not None:
-            await self._show.redraw(ended)
+            await self._redraw(self._show, ended)
 
     async def _post(self, show: ApprovalShow, record: ApprovalRecord) -> ApprovalRecord:
         cards = await show.post(record)
@@ -399,7 +435,7 @@ class ApprovalService:
         decision is carried out. `card` (chat, message) is the card tapped: redrawn as well when its place is
         not stored (yet): in a fleet, the process that posted it may store it after this vote, or have died
         between sending it and storing where it is."""
-        self.seen(user_id, name)
+        await self.seen(user_id, name)
         async with self._lock(approval_id):
             for _ in range(CAS_ATTEMPTS):
                 try:
@@ -428,7 +464,7 @@ class ApprovalService:
                 if card is None or card in updated.cards
                 else replace(updated, cards=(*updated.cards, card))
             )
-            await self._show.redraw(shown)
+            await self._redraw(self._show, shown)
         if updated.state.status is not ApprovalStatus.PENDING:
             await self._decided(updated)
         if vote is Vote.REJECT:
@@ -465,7 +501,7 @@ class ApprovalService:
             waiter.verdict = Verdict(ApprovalStatus.PENDING, "changing the answer", record.id, changing=True)
             waiter.done.set()
         if self._show is not None:
-            await self._show.redraw(changing)
+            await self._redraw(self._show, changing)
         return Cast("Change your answer in the question below.")
 
     async def _decided(self, record: ApprovalRecord) -> None:
@@ -589,5 +625,5 @@ class ApprovalService:
                 await self._conclude(record)
             return
         if self._show is not None:
-            await self._show.redraw(expired)
+            await self._redraw(self._show, expired)
         await self._conclude(expired)

@@ -31,7 +31,9 @@ __all__ = [
     "Vote",
     "content_hash",
     "names",
+    "people_of",
     "tally",
+    "unnamed",
 ]
 
 
@@ -175,6 +177,16 @@ class ApprovalState:
     def open(self) -> bool:
         """Not decided yet (pending, or being changed)."""
         return self.status in (ApprovalStatus.PENDING, ApprovalStatus.CHANGING)
+
+
+def unnamed(user_id: int) -> str:
+    """How a card names a person whose display name nobody has seen."""
+    return f"user {user_id}"
+
+
+def people_of(ask: ApprovalAsk) -> frozenset[int]:
+    """Whom a request's card names: its approvers and its requester."""
+    return ask.approvers | {ask.origin.user_id}
 
 
 def names(ballots: tuple[Ballot, ...]) -> str:

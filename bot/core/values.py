@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,3 +139,11 @@ OUTCOME_TEXT: dict[Outcome, str] = {
     Outcome.AGENT_CANCELLED: "Cancelled: your agent stopped waiting",
 }
 """How each outcome reads on a settled card (both hosts use the same words)."""
+
+MESSAGE_CLIP: Final = 1500
+"""Characters of a question's message a card shows; the question's audit row keeps as many (`clip`)."""
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters: cut, and its last character "…", when it is longer."""
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"

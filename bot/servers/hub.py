@@ -36,7 +36,7 @@ from bot.core import (
     ToolInfo,
     ToolOutcome,
 )
-from bot.core.approvals import ApprovalAsk, ApprovalStatus, Approver, Verdict
+from bot.core.approvals import ApprovalAsk, ApprovalStatus, Approver, Verdict, unnamed
 from bot.servers.calls import Calls, Flight, ProgressSink
 from bot.servers.connections import describe_error
 from bot.servers.elicitation import Elicitations
@@ -98,13 +98,14 @@ class Hub:
         self.calls_ended: Counter[CallStatus] = Counter()
         """Tool calls that returned, by how they ended (read by /metrics)."""
         self.agent_calls: Counter[str] = Counter()
-        """Agents' calls through the gateway that ended (tool calls and `ask_person`), by outcome (read by
-        /metrics): a `CallStatus` value, or `declined` (the person declined an agent's question)."""
+        """Agents' calls through the gateway that ended (tool calls, `ask_person` and `notify_person`), by
+        outcome (read by /metrics): a `CallStatus` value, or `declined` (the person declined an agent's
+        question)."""
         self.approver = approver
         """Gets gated calls approved (`[[approvals]]`); None (the console, no database): they are refused."""
         self.no_approver_reason = no_approver_reason
         """Why a gated call is refused when there is no `approver`."""
-        self.names: Callable[[int], str] = names or (lambda user_id: f"user {user_id}")
+        self.names: Callable[[int], str] = names or unnamed
         """A person's display name, for approval cards (the host knows names; the hub knows ids)."""
         self._tg: TaskGroup | None = None
         self._stack = AsyncExitStack()
@@ -316,6 +317,32 @@ class Hub:
             self.limits.end_call(origin.user_id, origin.agent)
             if origin.agent is not None:
                 self.agent_calls[outcome] += 1
+
+    async def notify_for_agent(self, origin: Origin, tool: str, line: str) -> ToolOutcome:
+        """An agent's line to its person (the gateway's `notify_person`, named `tool`), counted and audited as
+        one of its calls: audited as a call of `tool` on the agent (`origin.agent` as the server; the line as
+        its argument, kept per `[audit] content`), and under the same `[limits]` as its tool calls (past them:
+        refused with the limit's line, nothing sent). Counted in `agent_calls`, not in `calls_ended` (no
+        server's tool ran). Never raises for outcomes."""
+        server = origin.agent or "agent"
+        started = anyio.current_time()
+        if self.observer is not None:
+            await self.observer.call_started(origin, server, tool, {"message": line})
+        refusal = self.limits.start_call(origin.user_id, origin.agent)
+        if refusal is not None:
+            outcome = refused(refusal, always=True)  # an agent reads its results: it is told every time
+        else:
+            try:
+                await self.prompts.surface.notify(origin, f"🤖 {origin.agent}: {line}")
+            finally:
+                self.limits.end_call(origin.user_id, origin.agent)
+            outcome = ToolOutcome(CallStatus.OK, "sent")
+        self.agent_calls[outcome.status.value] += 1
+        log_call(origin, server, tool, outcome, anyio.current_time() - started)
+        if self.observer is not None:
+            with anyio.CancelScope(shield=True):
+                await self.observer.call_ended(origin, server, tool, outcome)
+        return outcome
 
     async def _approval(
         self, rule: ApprovalRule, server: str, tool: str, arguments: dict[str, Any] | None, origin: Origin

@@ -10,6 +10,8 @@ rows (requested, approved, rejected, expired, cancelled) carry the content's SHA
 The transaction that decides a request marks it `ran_by = "due"` and, in a fleet (PostgreSQL, with a
 `FleetBus`), publishes its id on the bus (`DECIDED_TOPIC`): every instance looks at it again, and the one that
 carries the decision out (`claim`, a compare-and-set from "due") is the only one that runs the approved call.
+
+The names people show (`people`) are kept here too, so every instance of a fleet draws the same card.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ import datetime as dt
 import json
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import ColumnElement, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -42,7 +45,7 @@ from bot.store.audit import AuditEvent, AuditLog
 from bot.store.bus import FleetBus
 from bot.store.errors import unavailable_as
 from bot.store.observer import agent_of
-from bot.store.tables import approval_votes, approvals
+from bot.store.tables import approval_votes, approvals, people
 
 __all__ = ["ApprovalRecord", "ApprovalStore", "now_iso"]
 
@@ -53,6 +56,8 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
 
+NAME_CHARS: Final = 256
+"""The longest display name kept (Telegram's first names are far shorter)."""
 _OPEN = (ApprovalStatus.PENDING.value, ApprovalStatus.CHANGING.value)
 _EVENTS = {
     ApprovalStatus.EXPIRED: AuditEvent.APPROVAL_EXPIRED,
@@ -301,6 +306,31 @@ class ApprovalStore:
             {"approval_id": record.id, "content_sha256": record.state.content_hash, "status": status.value},
         )
         return replace(updated, decided_at=at)
+
+    @unavailable_as("storing a person's name")
+    async def remember(self, user_id: int, name: str) -> None:
+        """Keep the name `user_id` shows now (a row written only when it is new or differs)."""
+        insert_ = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+        statement = insert_(people).values(user_id=user_id, name=name[:NAME_CHARS], seen=now_iso())
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                statement.on_conflict_do_update(
+                    index_elements=[people.c.user_id],
+                    set_={"name": statement.excluded.name, "seen": statement.excluded.seen},
+                    where=people.c.name != statement.excluded.name,
+                )
+            )
+
+    @unavailable_as("reading people's names")
+    async def names(self, user_ids: Collection[int]) -> dict[int, str]:
+        """The names kept of `user_ids` (the people never seen are left out)."""
+        if not user_ids:
+            return {}
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(people.c.user_id, people.c.name).where(people.c.user_id.in_(list(user_ids)))
+            )
+            return {int(user_id): str(name) for user_id, name in rows}
 
     async def _publish(self, conn: AsyncConnection, record: ApprovalRecord) -> None:
         """Tell the fleet a request was decided, when `conn`'s transaction commits."""

@@ -22,6 +22,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from bot.files import private_folder
 from bot.store.locks import file_lock
 
 __all__ = [
@@ -94,7 +95,7 @@ def _writable_folder(path: Path) -> None:
     """
     folder = path.parent
     with contextlib.suppress(PermissionError):  # said below, naming the folder
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_folder(folder)
     if (
         not folder.is_dir()
         or not os.access(folder, os.W_OK | os.X_OK)
@@ -171,10 +172,10 @@ async def open_engine(url: str, *, migrate: bool = True, create: bool = True) ->
 
 
 def _create_private(path: Path) -> None:
-    """Create the SQLite file (an empty file is an empty database) with mode 0600, and any missing folder
-    with 0700, whatever the umask; SQLite gives the WAL and shared-memory files the database's mode. An
-    existing file keeps the mode its owner gave it."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Create the SQLite file (an empty file is an empty database) with mode 0600, and every missing folder
+    on the way with 0700 (`private_folder`), whatever the umask; SQLite gives the WAL and shared-memory files
+    the database's mode. An existing file or folder keeps the mode its owner gave it."""
+    private_folder(path.parent)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

@@ -2,7 +2,8 @@
 
 Each event is committed before the registry or the hub goes on (to show a card, return an answer to the
 server, or show a result). A failed write is logged and the flow goes on: a database outage must not turn
-into lost answers. Answers and arguments are kept per `[audit] content`. Rows of an agent's call (through the
+into lost answers. Answers and arguments are kept per `[audit] content`; a question's message as its card
+shows it (`shown_text`: at most `MESSAGE_CLIP` characters, a longer one with its length and SHA-256). Rows of an agent's call (through the
 gateway) name the agent in `detail.agent`; `user_id` is the person it acts as.
 """
 
@@ -16,11 +17,11 @@ from typing import Any, Final
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot.config import AuditContent
-from bot.core import Origin, Outcome, Prompt, ToolOutcome
+from bot.core import MESSAGE_CLIP, Origin, Outcome, Prompt, ToolOutcome, clip
 from bot.store.audit import AuditEvent, AuditLog, canonical_json
 from mapping import Answer, answer_to_elicit_result
 
-__all__ = ["AuditObserver", "agent_of"]
+__all__ = ["AuditObserver", "agent_of", "shown_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,17 @@ def agent_of(origin: Origin) -> dict[str, Any]:
     """`{"agent": name}` for a row of an agent's call through the gateway (the person is `user_id`), else
     nothing: rows of chat calls stay as they were."""
     return {} if origin.agent is None else {"agent": origin.agent}
+
+
+def shown_text(key: str, text: str, limit: int) -> dict[str, Any]:
+    """`{key: text}` as a person was shown it: at most `limit` characters (`clip`). A longer text is kept so
+    clipped, beside its whole length (`<key>_chars`) and SHA-256 (`<key>_sha256`, of its UTF-8): what was
+    shown is on record, and the whole can still be matched, without a row the size of whatever was sent."""
+    shown = clip(text, limit)
+    if shown == text:
+        return {key: text}
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return {key: shown, f"{key}_chars": len(text), f"{key}_sha256": digest}
 
 
 def _kept(values: dict[str, Any] | None, content: AuditContent) -> dict[str, Any]:
@@ -110,7 +122,7 @@ class AuditObserver:
         schema = (request.data or {}).get("schema")
         detail: dict[str, Any] = {
             "kind": request.kind,
-            "message": request.prompt,
+            **shown_text("message", request.prompt, MESSAGE_CLIP),
             "schema_sha256": None if schema is None else _schema_hash(schema),
             **agent_of(prompt.origin),
         }

@@ -35,6 +35,7 @@ __all__ = [
     "miniapp_launches",
     "oauth_accounts",
     "oauth_pending",
+    "people",
     "rounds",
     "telegram_budget",
     "tool_lists",
@@ -166,6 +167,14 @@ approval_votes = Table(
     Column("at", String(32), nullable=False),
 )
 Index("ix_approval_votes_approval_id", approval_votes.c.approval_id)
+
+people = Table(
+    "people",
+    metadata,
+    Column("user_id", BigInteger, primary_key=True, comment="a Telegram user id"),
+    Column("name", String(256), nullable=False, comment="the display name (first name) they last showed"),
+    Column("seen", String(32), nullable=False, comment="UTC, ISO 8601: when that name was written"),
+)
 
 oauth_accounts = Table(
     "oauth_accounts",

@@ -41,9 +41,9 @@ class TelegramApprovals:
         self.surface = surface
         self.hub = hub
 
-    def seen(self, user: User) -> None:
-        """Remember a person's first name (every update passes here), for cards."""
-        self.service.seen(user.id, user.first_name)
+    async def seen(self, user: User) -> None:
+        """Remember a person's first name (every update passes here), for cards: stored when new or changed."""
+        await self.service.seen(user.id, user.first_name)
 
     async def start(self, tg: TaskGroup) -> None:
         """Start the service with these cards (the requests a previous process left pending stay alive)."""
@@ -58,7 +58,7 @@ class TelegramApprovals:
     async def on_tap(self, user: User, button: Button, card: tuple[int, int] | None = None) -> TapAnswer:
         """Approve, Reject or Change answer on `card` (chat, message), forwarded to the service; its line as a
         toast, a refusal as an alert (the cards are redrawn by the service through `redraw`)."""
-        self.seen(user)
+        await self.seen(user)
         if button.action is Action.EDIT:
             cast = await self.service.change(button.token, user.id)
         else:

@@ -13,7 +13,7 @@ from typing import Final
 
 from telegram.constants import MessageLimit
 
-from bot.core import OUTCOME_TEXT, Outcome, Progress, Prompt
+from bot.core import MESSAGE_CLIP, OUTCOME_TEXT, Outcome, Progress, Prompt, clip
 from bot.telegram.callback_data import Action, Button, Kind
 from mapping import (
     Ask,
@@ -30,7 +30,6 @@ from mapping.urls import MAX_HOST, MAX_SHOWN_URL, UrlCheck, check_url
 
 PAGE_SIZE: Final = 8
 MAX_TEXT: Final = int(MessageLimit.MAX_TEXT_LENGTH)
-MESSAGE_CLIP: Final = 1500
 URL_MESSAGE_CLIP: Final = 1000
 """A link card's message is clipped shorter, so the whole link (`MAX_SHOWN_URL`) and its warnings still fit."""
 LABEL_CLIP: Final = 40
@@ -100,10 +99,6 @@ def esc(text: str, limit: int | None = None) -> str:
 def button_label(text: str) -> str:
     """Server text as a button label: Telegram refuses labels that are empty or only whitespace."""
     return clip(text.strip(), LABEL_CLIP) or "·"
-
-
-def clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
 def _btn(card: Card, label: str, action: Action, arg: int | None = None) -> InlineButton:

@@ -24,6 +24,7 @@ from bot.core import (
     PromptRegistry,
     ToolInfo,
     ToolOutcome,
+    clip,
 )
 from bot.core.call_args import ArgumentCheck, asking_again, check_arguments, sub_schema, to_ask, unknown_text
 from bot.servers.hub import Flight, Hub, Unavailable
@@ -39,7 +40,6 @@ from bot.telegram.render import (
     InlineButton,
     Screen,
     callback_button,
-    clip,
     esc,
     progress_text,
 )

@@ -514,5 +514,5 @@ class Gateway:
         if not isinstance(message, str) or not message.strip():
             return _text("notify_person needs `message`: one line of text", error=True)
         line = message.strip()[:NOTIFY_CLIP]
-        await self.prompts.surface.notify(origin, f"🤖 {origin.agent}: {line}")
-        return _text("sent")
+        outcome = await self.hub.notify_for_agent(origin, NOTIFY_PERSON, line)  # [limits] and the audit
+        return _text(outcome.text, error=outcome.status is not CallStatus.OK)

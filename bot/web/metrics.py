@@ -112,7 +112,7 @@ class _BotCollector(Collector):
         yield calls
         gateway = CounterMetricFamily(
             "toolnexus_gateway_calls",
-            "Agents' calls through the MCP gateway (tool calls and ask_person) ended, by outcome.",
+            "Agents' calls through the MCP gateway (tool calls, ask_person, notify_person) ended, by outcome.",
             labels=["outcome"],
         )
         for outcome in AGENT_OUTCOMES:

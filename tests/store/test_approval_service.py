@@ -8,7 +8,7 @@ The host is a recording `ApprovalShow` (what a host is told), the clock a virtua
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -28,8 +28,10 @@ from bot.core.approvals import (
     Ballot,
     Verdict,
     Vote,
+    unnamed,
 )
 from bot.store import Store, open_store
+from bot.telegram.approval_cards import approval_screen
 
 pytestmark = pytest.mark.anyio
 
@@ -300,6 +302,77 @@ class Racing:
     async def claim(self, record: ApprovalRecord, by: str) -> bool:
         return await self.book.claim(record, by)
 
+    async def remember(self, user_id: int, name: str) -> None:
+        await self.book.remember(user_id, name)
+
+    async def names(self, user_ids: Collection[int]) -> dict[int, str]:
+        return await self.book.names(user_ids)
+
+
+@dataclass
+class Drawn(Shown):
+    """A host that draws each card as Telegram does (`approval_screen`), naming people by `name_of`: its own
+    process's service, as `TelegramApprovals` does."""
+
+    name_of: Callable[[int], str] = unnamed
+    texts: list[str] = field(default_factory=list)
+
+    async def post(self, record: ApprovalRecord) -> Sequence[tuple[int, int]]:
+        self.texts.append(approval_screen(record.ask, record.state, self.name_of, record.deadline).text)
+        return await super().post(record)
+
+    async def redraw(self, record: ApprovalRecord) -> None:
+        self.texts.append(approval_screen(record.ask, record.state, self.name_of, record.deadline).text)
+        await super().redraw(record)
+
+
+async def test_two_processes_draw_the_same_names_on_a_card_whoever_saw_the_people(
+    store: Store, store_url: str
+) -> None:
+    """Carol and Dave were seen by process A only, Bob by B only (as a fleet routes people to their owners). A
+    request asked on B names all three approvers on its card, and so does A's redraw of it after Carol's vote
+    there; Carol's new name, seen by B, is on A's next card."""
+    clock = Clock()
+    drawn_a, drawn_b = Drawn(), Drawn()
+    async with (
+        open_store(StorageConfig(url=Secret(store_url))) as other,
+        running(store.approvals, clock, drawn_a) as (a, _),
+        running(other.approvals, clock, drawn_b) as (b, tg_b),
+    ):
+        drawn_a.name_of, drawn_b.name_of = a.name_of, b.name_of
+        await a.seen(CAROL, "Carol")
+        await a.seen(DAVE, "Dave")
+        await b.seen(BOB, "Bob")
+        asked = await asking(b, tg_b, drawn_b, ask(quorum=3))
+        await a.vote(asked.id, CAROL, "Carol", Vote.APPROVE)
+        await b.seen(CAROL, "Caro")
+        await a.vote(asked.id, DAVE, "Dave", Vote.APPROVE)
+    (posted,) = drawn_b.texts
+    first, second = drawn_a.texts
+    assert "Needs 3 of: Bob, Carol, Dave" in posted and "Needs 3 of: Bob, Carol, Dave" in first
+    assert "Needs 3 of: Bob, Caro, Dave" in second
+
+
+@dataclass
+class Remembers(Racing):
+    """A process's store that counts the names written to it."""
+
+    written: list[tuple[int, str]] = field(default_factory=list)
+
+    async def remember(self, user_id: int, name: str) -> None:
+        self.written.append((user_id, name))
+        await super().remember(user_id, name)
+
+
+async def test_a_name_is_written_when_it_is_new_or_changed_not_on_every_update(store: Store) -> None:
+    """Every update passes through `seen`: a hundred updates of Carol write her name once, and her new name once."""
+    book = Remembers(store.approvals, Reads())
+    async with running(book, Clock(), Shown()) as (service, _):
+        for name in ["Carol"] * 100 + ["Caro"] * 100:
+            await service.seen(CAROL, name)
+    assert book.written == [(CAROL, "Carol"), (CAROL, "Caro")]
+    assert await store.approvals.names([CAROL, DAVE]) == {CAROL: "Caro"}
+
 
 async def test_two_votes_racing_from_two_processes_decide_once(store: Store, store_url: str) -> None:
     """After Bob's approval, Carol (on one process) approves while Dave (on another, with its own connection to
@@ -368,7 +441,7 @@ async def test_a_request_left_pending_by_a_stopped_process_is_restored_and_decid
     clock = Clock()
     shown_a = Shown()
     async with running(store.approvals, clock, shown_a) as (a, tg):
-        a.seen(CAROL, "Carol")
+        await a.seen(CAROL, "Carol")
         asked = await asking(a, tg, shown_a, ask())
         await a.vote(asked.id, BOB, "Bob", Vote.APPROVE)
         a.stop()

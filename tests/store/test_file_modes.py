@@ -47,6 +47,28 @@ async def test_the_sqlite_database_its_wal_and_shm_and_its_new_folder_are_privat
 
 
 @pytest.mark.usefixtures("permissive_umask")
+async def test_every_folder_made_on_the_way_to_the_database_is_private_and_an_existing_one_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    """`[storage] url` names a database three folders below one that exists: each of the three is made 0700
+    (not only the last), and the existing folder keeps the mode its owner gave it."""
+    os.chmod(tmp_path, 0o755)
+    database = tmp_path / "srv" / "bot" / "state" / "toolnexus.db"
+    async with open_store(StorageConfig(url=Secret(f"sqlite:///{database}"))):
+        pass
+    made = {str(folder.relative_to(tmp_path)): mode(folder) for folder in database.parents[:3]}
+    assert made == {"srv/bot/state": 0o700, "srv/bot": 0o700, "srv": 0o700}
+    assert mode(tmp_path) == 0o755
+
+
+@pytest.mark.usefixtures("permissive_umask")
+def test_every_folder_made_on_the_way_to_the_demo_servers_key_is_private(tmp_path: Path) -> None:
+    """The demo server's state folder, two levels below an existing one: both are made 0700."""
+    state_key({}, str(tmp_path / "state" / "toolnexus-demo"))
+    assert mode(tmp_path / "state") == 0o700 and mode(tmp_path / "state" / "toolnexus-demo") == 0o700
+
+
+@pytest.mark.usefixtures("permissive_umask")
 def test_the_demo_servers_key_file_is_private(tmp_path: Path) -> None:
     """The key that seals the demo server's requestState is made 0600 on first start."""
     key = state_key({}, str(tmp_path))

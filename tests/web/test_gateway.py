@@ -6,6 +6,7 @@ The agent tokens are made by the store the bot uses (a second connection to the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,9 @@ import pytest
 from mcp import Client, MCPError
 from mcp_types import SERVER_INFO_META_KEY
 
+from bot.config import Secret, StorageConfig
+from bot.core import MESSAGE_CLIP, clip
+from bot.store import open_store
 from tests.fakes.servers.conformance import OWN_META
 from tests.fakes.servers.conformance import build_server as build_reference
 from tests.fakes.telegram import Msg
@@ -97,6 +101,33 @@ async def test_notify_person_sends_a_line(tmp_path: Path) -> None:
         assert not result.is_error
         line = await s.fake.wait_for(lambda m: m.chat_id == ALICE_ID and "build <b>42</b> is green" in m.text)
         assert "ci" in line.text
+
+
+async def test_notify_person_counts_against_the_agents_limits_and_is_audited_like_a_call(
+    tmp_path: Path,
+) -> None:
+    """`calls_per_minute = 2` (the agent's half: 1): of five lines one reaches Alice's chat, the other four are
+    error results naming the limit; each of the five is audited as a call of `notify_person` by the agent, with
+    the line it carried and how it ended."""
+    async with gateway_scene(tmp_path, limits={"calls_per_minute": 2}) as (s, port, url):
+        token = await make_token(url, ALICE_ID, "ci")
+        async with agent(port, token) as client:
+            results = [await client.call_tool("notify_person", {"message": f"build {n}"}) for n in range(5)]
+        async with open_store(StorageConfig(url=Secret(url))) as store:
+            rows = [r.as_dict() for r in await store.audit.rows()]
+    assert [r.is_error for r in results] == [False, True, True, True, True]
+    assert all("at most 1 calls a minute for agent ci" in text_of(r) for r in results[1:])
+    assert [m.text for m in s.fake.messages(ALICE_ID) if "build" in m.text] == ["🤖 ci: build 0"]
+    assert [(r["event"], r["server"], r["tool"], r["user_id"]) for r in rows] == [
+        ("call_started", "ci", "notify_person", ALICE_ID),
+        ("call_ended", "ci", "notify_person", ALICE_ID),
+    ] * 5
+    started, ended = rows[0::2], rows[1::2]
+    assert [r["detail"]["arguments"]["content"] for r in started] == [
+        {"message": f"build {n}"} for n in range(5)
+    ]
+    assert [r["detail"]["status"] for r in ended] == ["ok"] + ["refused"] * 4
+    assert all(r["detail"]["agent"] == "ci" for r in rows)
 
 
 async def test_two_peoples_agents_are_isolated(tmp_path: Path) -> None:
@@ -210,6 +241,30 @@ async def test_ask_person_decline_choices_and_yes_no(tmp_path: Path, protocol: s
                 await s.alice.press(card, "✅ OK")
             assert got[-1].structured_content == {"action": "accept", "content": {}}
         assert not any(result.is_error for result in got)
+
+
+async def test_a_huge_ask_person_message_is_audited_as_its_card_shows_it_with_its_length_and_digest(
+    tmp_path: Path,
+) -> None:
+    """A 3 MB question: the card shows its first `MESSAGE_CLIP` characters, and the `question_shown` row keeps
+    just those (not 3 MB), beside the whole text's length and SHA-256."""
+    message = "Ship it? " + "x" * 3_000_000
+    async with gateway_scene(tmp_path) as (s, port, url):
+        token = await make_token(url, ALICE_ID, "planner")
+        async with agent(port, token) as client:
+            got: list[types.CallToolResult] = []
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask, client, {"message": message}, got)
+                card = await card_for(s, ALICE_ID, "Ship it? xxx")
+                await s.alice.send("/cancel")
+        async with open_store(StorageConfig(url=Secret(url))) as store:
+            (shown,) = [
+                r.as_dict()["detail"] for r in await store.audit.rows() if r.event == "question_shown"
+            ]
+    assert got[0].structured_content == {"action": "cancel"}
+    assert shown["message"] == clip(message, MESSAGE_CLIP) and shown["message"] in card.text
+    assert shown["message_chars"] == len(message)
+    assert shown["message_sha256"] == hashlib.sha256(message.encode()).hexdigest()
 
 
 async def test_ask_person_refuses_a_bad_schema_and_says_why(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ def name_handlers(
     async def remember(update: Update, context: Context) -> None:
         user = update.effective_user
         if user is not None and (access.allows(user.id) or user.id in approvers):
-            approvals.seen(user)
+            await approvals.seen(user)
 
     return [TypeHandler(Update, remember)]
 

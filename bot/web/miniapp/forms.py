@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from bot.config import MiniAppConfig
-from bot.core import Prompt
+from bot.core import MESSAGE_CLIP, Prompt, clip
 from mapping import (
     BoolField,
     ChoiceField,
@@ -62,12 +62,12 @@ def _is_date(f: Field) -> bool:
 
 
 def page_form(prompt: Prompt) -> dict[str, Any]:
-    """What the page renders (as JSON): who asks, their message, and the fields. All server text is data the
-    page inserts as text."""
+    """What the page renders (as JSON): who asks, their message (clipped as a card clips it), and the fields.
+    All server text is data the page inserts as text."""
     assert prompt.form is not None
     return {
         "server": prompt.server,
-        "message": prompt.request.prompt,
+        "message": clip(prompt.request.prompt, MESSAGE_CLIP),
         "fields": [_page_field(f) for f in prompt.form.fields],
         "secondsLeft": int(prompt.seconds_left),
     }
