@@ -25,6 +25,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.config import Secret, StorageConfig
+from bot.failures import failure_line
 from bot.store import AuditEvent, StoreUnavailable, canonical_form, open_engine, open_store
 from bot.store.audit import GENESIS
 from bot.store.tables import audit, audit_checkpoints, audit_seal
@@ -220,6 +221,7 @@ async def refused_start(store_url: str) -> str:
             pass
     said = str(refused.value)
     assert "\n" not in said and "audit reseal" in said, said
+    assert failure_line(refused.value, None) == said  # what the bot prints as it exits 1
     return said
 
 
