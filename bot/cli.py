@@ -17,7 +17,7 @@ from typing import Final
 
 import anyio
 
-from bot.config import Config, ConfigError, load_config, parse_config
+from bot.config import Config, ConfigError, StorageConfig, load_config, parse_config
 from bot.failures import failure_line
 from bot.logs import setup_logging
 
@@ -88,14 +88,17 @@ def _store_parsers(
     audit.add_argument(
         "action",
         nargs="?",
-        choices=["checkpoint", "public-key"],
-        help="checkpoint: sign the chain's length and head now and print the line; public-key: the key that checks it",
+        choices=["checkpoint", "public-key", "reseal"],
+        help="checkpoint: sign the chain's length and head now and print the line; public-key: the key that "
+        "checks it; reseal: seal a chain written without a key under it (prints the old head)",
     )
     audit.add_argument(
         "--checkpoint", metavar="LINE", help="with --verify: a checkpoint line the chain must hold"
     )
     audit.add_argument(
-        "--public-key", metavar="KEY", help="with --checkpoint: the key its signature must be made with"
+        "--public-key",
+        metavar="KEY",
+        help="with --verify: the key every checkpoint must be signed with (then only [storage] is read)",
     )
     db = sub.add_parser("db", parents=[common], help="database maintenance")
     db.add_argument("action", choices=["upgrade"], help="upgrade: apply the schema migrations")
@@ -122,6 +125,8 @@ def _main(argv: Sequence[str] | None) -> int:
         print("A new [storage] secret_key (keep it secret: without it stored sign-ins cannot be read):")
         print(new_key())
         return 0
+    if command == "audit" and args.verify and args.public_key is not None and args.action is None:
+        return _public_verify(args)
     try:
         config = _load(args.config, command)
         if command in ("run", "check"):  # `check` passes exactly what `run` would accept
@@ -220,15 +225,41 @@ def _secrets(config: Config) -> tuple[str, ...]:
     return tuple(s for s in found if s)
 
 
+def _public_verify(args: argparse.Namespace) -> int:
+    """`audit --verify --public-key KEY [--checkpoint LINE]`: what a host that holds no secret runs. Of the
+    config only `[storage]` is read (`load_storage`), so the token and the rest need not be set there, nor
+    the secret's variable."""
+    from bot.config import load_storage
+
+    path = args.config if args.config is not None else os.environ.get(CONFIG_ENV) or None
+    try:
+        if path is None:
+            raise ConfigError([f"--config: required for 'audit' (or set {CONFIG_ENV})"])
+        storage = load_storage(path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"config error: {problem}", file=sys.stderr)
+        return 2
+    setup_logging(args.log_level, ())
+    return _audit(args, storage)
+
+
 def _store_command(args: argparse.Namespace, config: Config) -> int:
-    from bot.store.commands import audit_command, db_upgrade
+    from bot.store.commands import db_upgrade
 
     if args.command == "db":
         return _run(db_upgrade, config)
+    assert config.storage is not None  # load_config always sets one
+    return _audit(args, config.storage)
+
+
+def _audit(args: argparse.Namespace, storage: StorageConfig) -> int:
+    from bot.store.commands import audit_command
+
     return _run(
         functools.partial(
             audit_command,
-            config,
+            storage,
             since=args.since,
             user_id=args.user,
             server=args.server,

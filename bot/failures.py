@@ -30,9 +30,9 @@ def failure_line(exc: BaseException, config: Config | None = None) -> str | None
 
 def _line(exc: BaseException, config: Config | None) -> str | None:
     from bot.store import StoreUnavailable  # the store pulls in SQLAlchemy: only once a command failed
-    from bot.store.errors import SecondInstance
+    from bot.store.errors import AuditUnsealed, SecondInstance
 
-    if isinstance(exc, SecondInstance):
+    if isinstance(exc, SecondInstance | AuditUnsealed):
         return str(exc)
     if isinstance(exc, StoreUnavailable):
         return str(exc) if exc.file else f"{exc}: check [storage] url and that the database is running"

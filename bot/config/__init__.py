@@ -6,7 +6,7 @@
 validation errors into problem lines; `read` expands `${VAR}` and converts raw values.
 """
 
-from bot.config.load import load_config, parse_config
+from bot.config.load import load_config, load_storage, parse_config
 from bot.config.model import (
     DRAIN_S,
     SERVER_NAME,
@@ -73,6 +73,7 @@ __all__ = [
     "Transport",
     "WebConfig",
     "load_config",
+    "load_storage",
     "parse_config",
     "state_folder",
 ]

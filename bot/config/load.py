@@ -12,12 +12,22 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from bot.config.model import Config, ConfigError, Context, ServerConfig, Table, _table_in
+from bot.config.model import (
+    STORAGE_FILE,
+    Config,
+    ConfigError,
+    Context,
+    ServerConfig,
+    StorageConfig,
+    Table,
+    _table_in,
+    state_folder,
+)
 
 _SHAPES: Final = {
     "model_type": "must be a table",
@@ -39,9 +49,51 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] = os.en
             or its content is invalid (see `parse_config`); `path` is set either way.
     """
     name = os.fspath(path)
+    data = _read(name)
+    try:
+        return parse_config(data, environ, base_dir=os.path.dirname(os.path.abspath(name)))
+    except ConfigError as exc:
+        raise ConfigError(exc.problems, name) from None
+
+
+def load_storage(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> StorageConfig:
+    """Only `[storage]` of a config file (its `url`, or the default database beside the file), the rest
+    unread: what a host that verifies the audit chain against a shipped checkpoint needs (no token). Its
+    `secret_key` is kept when it is there and valid, and left out (None) when its variable is not set on
+    this host.
+
+    Raises:
+        ConfigError: the file cannot be read, or its `[storage]` is invalid (as `load_config`).
+    """
+    name = os.fspath(path)
+    storage = _read(name).get("storage")
+    table = dict(cast("Mapping[str, object]", storage)) if isinstance(storage, Mapping) else {}
+    base_dir = os.path.dirname(os.path.abspath(name))
+    if table.get("url") is None:  # the default database, as `parse_config` puts it
+        folder = state_folder(environ) or base_dir
+        table["url"] = "sqlite:///" + os.path.join(folder, STORAGE_FILE).replace("${", "$${")
+    context: Context = {"environ": environ, "base_dir": base_dir}
+    try:
+        return StorageConfig.model_validate(table, context=context)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+    if "secret_key" in table and all(
+        e["loc"] == ("secret_key",) and "is not set" in e["msg"] for e in errors
+    ):
+        return StorageConfig.model_validate({"url": table["url"]}, context=context)
+    lines = [problem_line({**error, "loc": ("storage", *error["loc"])}, []) for error in errors]
+    raise ConfigError(lines, name)
+
+
+def _read(name: str) -> dict[str, Any]:
+    """The TOML document in the file `name`.
+
+    Raises:
+        ConfigError: the file is missing, unreadable or not TOML.
+    """
     try:
         with open(name, "rb") as file:
-            data = tomllib.load(file)
+            return tomllib.load(file)
     except FileNotFoundError:
         raise ConfigError([f"{name}: no such file"], name) from None
     except OSError as exc:
@@ -52,10 +104,6 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] = os.en
         where = re.fullmatch(r"(.*) \(at line (\d+), column (\d+)\)", str(exc))
         line = f"{name}:{where[2]}:{where[3]}: {where[1]}" if where else f"{name}: {exc}"
         raise ConfigError([line.replace(": ", ": invalid TOML: ", 1)], name) from None
-    try:
-        return parse_config(data, environ, base_dir=os.path.dirname(os.path.abspath(name)))
-    except ConfigError as exc:
-        raise ConfigError(exc.problems, name) from None
 
 
 def parse_config(

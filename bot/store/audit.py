@@ -78,8 +78,10 @@ class AuditEvent(enum.StrEnum):
     """The authorization server refused to refresh a person's token (they are asked to sign in again)."""
     LOGGED_OUT = "logged_out"
     """A person signed out of a server (`/logout`); whether the token was revoked."""
+    AUDIT_SEALED = "audit_sealed"
+    """The chain's first row when it was keyed from its start: the public half of the key that seals it."""
     AUDIT_RESEALED = "audit_resealed"
-    """The chain was re-chained with the audit key (once, when a key first came); how the old chain stood."""
+    """An operator re-chained a chain written without a key (`audit reseal`): its old head, how it stood."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,13 +322,21 @@ class AuditLog:
     ) -> tuple[int, ChainBreak | None]:
         """Walk the chain: how many rows were checked, and the first bad row (None when it holds).
 
-        Each of `checkpoints` (their signatures already checked) must find its row with its hash, and the
-        chain at least that long. Without `content` (no key at hand for a keyed chain) only the links are
-        checked: `seq` dense, each `prev_hash` the previous row's `hash`, and the checkpoints.
+        Each of `checkpoints` (their signatures already checked: trust them before passing them) must find
+        its row with its hash, and the chain at least that long; several at one count are each checked, so
+        none can stand in for another. The hash a checkpoint is compared with is the row's as the walk
+        recomputed it (with `content`), or as stored when only the links are checked. Without `content` (no
+        key at hand for a keyed chain) only the links are checked: `seq` dense, each `prev_hash` the previous
+        row's `hash`, and the checkpoints.
         """
         expected_seq, prev_hash, count = 1, GENESIS, 0
         previous: AuditRow | None = None
-        anchors = {c.count: c for c in checkpoints}
+        anchors: dict[int, list[Checkpoint]] = {}
+        for checkpoint in checkpoints:
+            anchors.setdefault(checkpoint.count, []).append(checkpoint)
+        for anchor in anchors.get(0, ()):
+            if anchor.head != GENESIS:
+                return 0, ChainBreak(0, None, f"rewritten (the checkpoint of {anchor.at} holds another head)")
         async with self.engine.connect() as conn:
             result = await conn.stream(select(audit).order_by(audit.c.seq))
             try:
@@ -336,17 +346,20 @@ class AuditLog:
                     broken = _check(
                         row, expected_seq, prev_hash, previous, self.keys if content else None, content
                     )
-                    anchor = anchors.get(row.seq)
-                    if broken is None and anchor is not None and anchor.head != row.hash:
-                        broken = ChainBreak(
-                            row.seq, row.id, f"rewritten (the checkpoint of {anchor.at} holds another hash)"
-                        )
+                    for anchor in anchors.get(row.seq, ()) if broken is None else ():
+                        if anchor.head != row.hash:
+                            broken = ChainBreak(
+                                row.seq,
+                                row.id,
+                                f"rewritten (the checkpoint of {anchor.at} holds another hash)",
+                            )
+                            break
                     if broken is not None:
                         return count, broken
                     expected_seq, prev_hash, previous = row.seq + 1, row.hash, row
             finally:
                 await result.close()
-        beyond = [c for c in anchors.values() if c.count > count]
+        beyond = [c for c in checkpoints if c.count > count]
         if beyond:
             last = max(beyond, key=lambda c: c.count)
             return count, ChainBreak(

@@ -1,4 +1,4 @@
-"""The audit chain's keys and its signed checkpoints. Pure (no I/O) but for `reseal` and `Checkpoints`.
+"""The audit chain's keys and its signed checkpoints. Pure (no I/O).
 
 From `[storage] secret_key` (HKDF-SHA256 from `cryptography`, one `info` per use) come two keys: the HMAC key
 that chains the rows (`hash = HMAC-SHA-256(key, canonical form)`, one HMAC per row) and an Ed25519 key that
@@ -6,8 +6,10 @@ signs checkpoints. Someone who can write the database but holds no key cannot ma
 forged or re-chained row verify. A checkpoint, `toolnexus-audit-checkpoint v1 count=N head=H at=T key=K
 sig=S`, says "the chain had N rows and the N-th row's hash was H at time T"; it is signed with the Ed25519
 key and carries the public key, so anyone can check it, and the chain against it, without any secret: a cut
-tail (fewer than N rows) or a rewritten history (another hash at row N) shows. Ship the lines elsewhere (a
-log host, a ticket): a checkpoint kept only in the database can be deleted with the rows it covers.
+tail (fewer than N rows) or a rewritten history (another hash at row N) shows. The key it carries proves
+nothing by itself (anyone can sign with a key of their own): check it against the key you trust (`parse`
+with `public_key`). Ship the lines elsewhere (a log host, a ticket): a checkpoint kept only in the database
+can be deleted with the rows it covers.
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
 """The store's commands: `toolnexus-bot db upgrade` and `toolnexus-bot audit`. Does I/O (database, stdout).
 
 `audit checkpoint` signs the chain's length and head now and prints the line to ship elsewhere; `audit
-public-key` prints the key that checks such lines; `audit --verify [--checkpoint LINE]` walks the chain (with
-the key from the config: every row's HMAC; without it: the links), and checks it against the checkpoints kept
-in the database and the given line, which needs no secret.
+public-key` prints the key that checks such lines; `audit reseal` seals a chain written without a key
+(`bot.store.audit_seal`); `audit --verify [--checkpoint LINE] [--public-key KEY]` walks the chain (with the
+key from the config: every row's HMAC; without it: the links), and checks it against the given line and the
+checkpoints kept in the database. The only trust is the key given on the command line (else the one derived
+from the config's secret): a stored checkpoint not signed with it is reported as forged, a seal naming
+another key as such, and nothing stored replaces the given line. With `--public-key` no secret is needed.
 
 Exit status: 0 fine; 1 the audit chain is broken (`--verify`) or the database cannot be used.
 """
@@ -18,14 +21,17 @@ import os
 import sys
 from typing import Final, TextIO
 
+from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.config import Config
+from bot.config import Config, StorageConfig
 from bot.store.audit import AuditLog, AuditRow
 from bot.store.audit_keys import AuditKeys, BadCheckpoint, Checkpoint
-from bot.store.audit_seal import sealed_with
+from bot.store.audit_seal import keyed_trace, reseal, sealed_with
 from bot.store.engine import DatabaseMissing, current_revision, display_url, failure_reason, open_engine
+from bot.store.errors import AuditUnsealed
+from bot.store.tables import audit
 
 __all__ = ["audit_command", "db_upgrade", "parse_since", "quiet_broken_pipe"]
 
@@ -68,7 +74,7 @@ async def db_upgrade(config: Config, out: TextIO | None = None) -> int:
 
 
 async def audit_command(
-    config: Config,
+    storage: StorageConfig,
     *,
     since: dt.datetime | None = None,
     user_id: int | None = None,
@@ -81,13 +87,13 @@ async def audit_command(
     out: TextIO | None = None,
 ) -> int:
     """Print the audit log (filtered), or with `verify` check its whole chain (against the `checkpoint`
-    line too, signed with `public_key` when given); `action` "checkpoint" or "public-key" (see above).
-    Read-only: a database that does not exist is an error (exit 1), never created; a reader that stops
+    line too), trusting only `public_key` or, without it, the key derived from `[storage] secret_key`;
+    `action` "checkpoint", "public-key" or "reseal" (see above). Read-only but for `checkpoint` and
+    `reseal`: a database that does not exist is an error (exit 1), never created; a reader that stops
     reading (`| head`) ends it quietly. `out`: by default the `sys.stdout` of the moment (not of the import)."""
     out = sys.stdout if out is None else out
-    assert config.storage is not None  # load_config always sets one
-    url = config.storage.url.get()
-    secret = config.storage.secret_key
+    url = storage.url.get()
+    secret = storage.secret_key
     keys = None if secret is None else AuditKeys(secret.get())
     if action is not None:
         if keys is None:
@@ -99,23 +105,37 @@ async def audit_command(
         if action == "public-key":
             print(keys.public_key, file=out)
             return 0
-    anchors: list[Checkpoint] = []
+    trusted = public_key.strip() if public_key is not None else None
+    if trusted is not None and keys is not None and trusted != keys.public_key:
+        print(f"audit: --public-key is not the key of this config's secret ({keys.public_key})", file=out)
+        return 1
+    trusted = trusted or (None if keys is None else keys.public_key)
+    line: Checkpoint | None = None
     if checkpoint is not None:
+        if trusted is None:
+            print(
+                "audit checkpoint refused: give --public-key KEY (the key shipped with the line): a line's own "
+                "key proves nothing",
+                file=out,
+            )
+            return 1
         try:
-            anchors.append(Checkpoint.parse(checkpoint, public_key))
+            line = Checkpoint.parse(checkpoint, trusted)
         except BadCheckpoint as exc:
             print(f"audit checkpoint refused: {exc}", file=out)
             return 1
     try:
-        engine = await open_engine(url, migrate=False, create=False)
+        engine = await open_engine(url, migrate=action == "reseal", create=False)
         try:
             if action == "checkpoint":
                 made = await AuditLog(engine, keys).checkpoint()
                 assert made is not None
                 print(made.line(), file=out)
                 return 0
+            if action == "reseal":
+                return await _reseal(AuditLog(engine, keys), out)
             if verify:
-                return await _verify(engine, keys, anchors, out)
+                return await _verify(engine, keys, trusted, line, out)
             log = AuditLog(engine, keys)
             _print(await log.rows(since=since, user_id=user_id, server=server), fmt, out)
         finally:
@@ -129,26 +149,65 @@ async def audit_command(
     return 0
 
 
-async def _verify(engine: AsyncEngine, keys: AuditKeys | None, anchors: list[Checkpoint], out: TextIO) -> int:
-    sealed = await sealed_with(engine)
-    if keys is not None and sealed is not None and sealed != keys.public_key:
-        print(f"audit chain sealed with another key ({sealed}); this config's is {keys.public_key}", file=out)
+async def _reseal(log: AuditLog, out: TextIO) -> int:
+    try:
+        done = await reseal(log)
+    except (AuditUnsealed, ValueError) as exc:
+        print(f"audit reseal refused: {exc}", file=sys.stderr)
         return 1
-    key = sealed or (keys.public_key if keys is not None else None)
-    log = AuditLog(engine, keys)
-    for stored in await log.stored_checkpoints():
-        if stored.key == key:
-            try:
-                anchors.append(Checkpoint.parse(stored.line(), key))
-            except BadCheckpoint:
-                print(f"audit checkpoint for {stored.count} rows in the database is forged", file=out)
-                return 1
-    content = keys is not None or sealed is None
-    count, broken = await log.verify(anchors, content=content)
+    if done is None:
+        print("audit log: sealed with this key already; nothing to do", file=out)
+        return 0
+    print(f"audit log: {done.rows} rows re-sealed under the audit key", file=out)
+    print(f"old head: {done.old_head} (the old chain: {done.old_chain})", file=out)
+    print(
+        "compare the old head with anything shipped before; ship this line (and `audit public-key`):",
+        file=out,
+    )
+    print(done.checkpoint.line(), file=out)
+    return 0
+
+
+async def _verify(
+    engine: AsyncEngine, keys: AuditKeys | None, trusted: str | None, line: Checkpoint | None, out: TextIO
+) -> int:
+    """Walk the chain; `trusted`: the only key a checkpoint may be signed with (the given one, else the
+    secret's), `line` the given checkpoint, already checked under it. Prints every problem found."""
+    problems: list[str] = []
+    sealed = await sealed_with(engine)
+    if sealed is not None and trusted is not None and sealed != trusted:
+        problems.append(f"audit chain sealed with another key ({sealed}) than the trusted one ({trusted})")
+    if sealed is None:
+        async with engine.connect() as conn:
+            trace = await keyed_trace(conn)
+            rows = (await conn.execute(select(func.count()).select_from(audit))).scalar_one()
+        if trace is not None:
+            problems.append(
+                f"audit chain tampered: it was sealed with a key before ({trace}) and lost its seal"
+            )
+        elif keys is not None and rows:
+            problems.append(
+                f"audit chain not sealed: {rows} rows written without the key (`toolnexus-bot audit reseal` seals them)"
+            )
+    anchors = [] if line is None else [line]
+    stored = await AuditLog(engine).stored_checkpoints()
+    for found in stored if trusted is not None else ():
+        try:
+            anchors.append(Checkpoint.parse(found.line(), trusted))
+        except BadCheckpoint as exc:
+            problems.append(f"audit checkpoint for {found.count} rows in the database is forged: {exc}")
+    walk = AuditLog(engine, keys if sealed is not None else None)
+    content = walk.keys is not None or sealed is None
+    count, broken = await walk.verify(anchors, content=content)
+    for problem in problems:
+        print(problem, file=out)
     if broken is not None:
         print(f"audit chain broken at {broken}", file=out)
+    if problems or broken is not None:
         return 1
     how = "" if content else " (links and checkpoints only: without the key, rows' content is not checked)"
+    if trusted is None and stored:
+        how += f"; {len(stored)} stored checkpoints not checked: no key to trust (give --public-key)"
     kind = "HMAC-SHA-256" if sealed is not None else "SHA-256, unkeyed: it shows accidents, not tampering"
     print(f"audit chain ok: {count} rows, {kind}, {len(anchors)} checkpoints{how}", file=out)
     return 0

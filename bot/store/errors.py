@@ -1,6 +1,7 @@
 """The store's own error: callers above the store catch `StoreUnavailable`, never the ORM's errors. Pure.
 
 StoreUnavailable   the database cannot be opened, migrated, read or written
+  AuditUnsealed    the audit chain has rows but no seal: a keyed start will not write on it
 SecondInstance     another live bot holds the place this one would need on the database
 Fenced             a write refused: its user's partition was taken by another instance of the fleet
 """
@@ -17,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from bot.core.approvals import BookUnavailable
 from bot.store.engine import failure_reason
 
-__all__ = ["Fenced", "SecondInstance", "StoreUnavailable", "unavailable", "unavailable_as"]
+__all__ = ["AuditUnsealed", "Fenced", "SecondInstance", "StoreUnavailable", "unavailable", "unavailable_as"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -32,6 +33,28 @@ class StoreUnavailable(BookUnavailable):
         super().__init__(message)
         self.file = file
         """A SQLite file (nothing to be "running"), not a database server."""
+
+
+class AuditUnsealed(StoreUnavailable):
+    """The store opened with the audit key on a chain that has rows but no seal; the message (one line) says
+    what it is and names `audit reseal`. Never re-sealed by a start (`bot.store.audit_seal`)."""
+
+    def __init__(self, rows: int, trace: str | None) -> None:
+        self.rows = rows
+        self.trace = trace
+        """What says the chain was keyed before (a row, a checkpoint): then it is tampered, not legacy."""
+        if trace is not None:
+            message = (
+                f"audit log tampered: the chain was sealed with a key before ({trace}) and has lost its seal, "
+                "so someone wrote the database; `toolnexus-bot audit --verify` shows what holds; restore a "
+                "backup (`audit reseal` seals only a chain that was never keyed)"
+            )
+        else:
+            message = (
+                f"audit log: {rows} rows were written without the audit key; run `toolnexus-bot audit reseal` "
+                "once to seal them under [storage] secret_key (it prints their old head), then start again"
+            )
+        super().__init__(message, file=True)
 
 
 class Fenced(Exception):

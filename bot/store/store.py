@@ -16,7 +16,7 @@ from bot.store.agents import AgentStore
 from bot.store.approvals import ApprovalStore
 from bot.store.audit import AuditEvent, AuditLog
 from bot.store.audit_keys import AuditKeys
-from bot.store.audit_seal import reseal, sealed_with
+from bot.store.audit_seal import seal_new, sealed_with
 from bot.store.engine import display_url, failure_reason, is_file_database, open_engine
 from bot.store.errors import StoreUnavailable
 from bot.store.inbox import InboxStore
@@ -66,6 +66,7 @@ async def open_store(
     """Open the database (creating a SQLite file on first run), upgrade its schema, close it on exit.
 
     Raises:
+        AuditUnsealed: with a key, the audit chain has rows but no seal (`bot.store.audit_seal`).
         StoreUnavailable: the database cannot be reached or migrated.
     """
     url = storage.url.get()
@@ -74,17 +75,18 @@ async def open_store(
         engine = await open_engine(url)
     except (SQLAlchemyError, OSError) as exc:
         raise StoreUnavailable(f"database {display_url(url)}: {failure_reason(exc)}", file=file) from exc
-    log: AuditLog | None = None
+    log: AuditLog | None = None  # set once the chain may be written: only then is a checkpoint signed at stop
     writer = StoreWriter(engine)
     try:
-        log = AuditLog(
+        opened = AuditLog(
             engine, None if storage.secret_key is None else AuditKeys(storage.secret_key.get()), writer
         )
         try:
-            await log.read_head()
-            note = await _seal(log, storage)
+            note = await _seal(opened, storage)
+            await opened.read_head()
         except SQLAlchemyError as exc:
             raise StoreUnavailable(f"database {display_url(url)}: {failure_reason(exc)}", file=file) from exc
+        log = opened
         key = storage.secret_key
         signins = None if key is None else SignInStore(engine, key.get())
         yield Store(
@@ -118,12 +120,13 @@ def audit_note(storage: StorageConfig | None) -> str | None:
 
 
 async def _seal(log: AuditLog, storage: StorageConfig) -> str | None:
-    """Re-seal an unkeyed chain once a key is there; what the chain is worth, when that needs saying."""
+    """Seal an empty chain once a key is there (never one with rows: `AuditUnsealed`); what the chain is
+    worth, when that needs saying."""
     if log.keys is None:
         return audit_note(storage)
     sealed = await sealed_with(log.engine)
     if sealed is None:
-        await reseal(log)
+        await seal_new(log)
     elif sealed != log.keys.public_key:
         logger.error(
             "audit log: the chain is sealed with another key (%s); `audit --verify` fails until that key is back",
