@@ -80,6 +80,12 @@ class AuditEvent(enum.StrEnum):
     """A person signed out of a server (`/logout`); whether the token was revoked."""
     AUDIT_RESEALED = "audit_resealed"
     """The chain was re-chained with the audit key (once, when a key first came); how the old chain stood."""
+    AGENT_TOKEN_CREATED = "agent_token_created"
+    """A person made an agent token (`user_id` is theirs; its name and expiry, never the token)."""
+    AGENT_TOKEN_REVOKED = "agent_token_revoked"
+    """An agent token was revoked: by its person (`/agents`) or by the operator (`toolnexus-bot agents`)."""
+    AGENT_TOKEN_EXPIRED = "agent_token_expired"
+    """An agent token was first found past its expiry (refused, or found so while its agent was busy)."""
 
 
 @dataclass(frozen=True, slots=True)
