@@ -1,4 +1,5 @@
-"""Command line: `toolnexus-bot [--config PATH]`, `check`, `console`, `audit`, `db upgrade`, `keygen`. Does I/O.
+"""Command line: `toolnexus-bot [--config PATH]`, `check`, `console`, `audit`, `agents`, `db upgrade`, `keygen`.
+Does I/O.
 
 Config is read here and only here. Exit status: 0 fine, 1 a server check failed (or the audit chain is
 broken, or the database cannot be used), 2 a bad config.
@@ -60,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         parents=[_options(defaults=True)],
     )
     parser.add_argument("--version", action="version", version=f"toolnexus-bot {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="{run,check,console,audit,db,keygen}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,check,console,audit,agents,db,keygen}")
     sub.add_parser("run", parents=[common], help="run the Telegram bot (the default)")
     check = sub.add_parser("check", parents=[common], help="validate the config and connect to every server")
     _check_options(check)
@@ -97,8 +98,21 @@ def _store_parsers(
     audit.add_argument(
         "--public-key", metavar="KEY", help="with --checkpoint: the key its signature must be made with"
     )
+    _agents_parser(sub, common)
     db = sub.add_parser("db", parents=[common], help="database maintenance")
     db.add_argument("action", choices=["upgrade"], help="upgrade: apply the schema migrations")
+
+
+def _agents_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    agents = sub.add_parser("agents", parents=[common], help="list or revoke the gateway's agent tokens")
+    verbs = agents.add_subparsers(dest="agents_action", metavar="{list,revoke}", required=True)
+    listing = verbs.add_parser("list", parents=[common], help="the live agent tokens (never their text)")
+    listing.add_argument("--user", type=int, metavar="ID", help="only this Telegram user id's")
+    revoke = verbs.add_parser("revoke", parents=[common], help="revoke a person's agent token (audited)")
+    revoke.add_argument("--user", type=int, metavar="ID", required=True, help="the token's Telegram user id")
+    revoke.add_argument("--name", metavar="N", help="the token's name (without it: all of the person's)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -143,6 +157,18 @@ def _main(argv: Sequence[str] | None) -> int:
         return _reporting(config, args.log_level, check, config, args.timeout)
     if command in ("audit", "db"):
         return _store_command(args, config)
+    if command == "agents":
+        from bot.store.agent_commands import agents_command
+
+        return _run(
+            functools.partial(
+                agents_command,
+                config,
+                args.agents_action,
+                user_id=args.user,
+                name=getattr(args, "name", None),
+            )
+        )
     if command == "console":
         from bot.compose.console import run_console
 
