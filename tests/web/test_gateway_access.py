@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
@@ -19,7 +20,7 @@ from mcp import MCPError
 
 from tests.fakes.telegram import Msg
 from tests.telegram.harness import ALICE_ID, BOB_ID, Chat
-from tests.web.agents import agent, agent_mode, gateway_scene, make_token, text_of
+from tests.web.agents import agent, agent_mode, gateway_scene, make_token, revoke, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -139,3 +140,79 @@ async def test_revoking_a_token_ends_its_agents_own_question(tmp_path: Path) -> 
             await s.alice.send("/agents revoke planner")
             await s.fake.wait_for(lambda m: m is card and REVOKED_CARD in m.text and not m.buttons)
         assert got[0].is_error and "agent token was revoked" in text_of(got[0])
+
+
+async def test_a_token_at_its_session_cap_is_refused_while_another_persons_agent_still_initializes(
+    tmp_path: Path,
+) -> None:
+    """`sessions_per_token = 3`: Bob's hog token holds three 2025-11-25 sessions; a fourth is refused with 429 and
+    a line naming the cap, while Alice's legacy agent still initializes and lists tools. A session its client
+    ended no longer counts; once the hog's clients end theirs, it may open one again."""
+    async with gateway_scene(tmp_path, {"sessions_per_token": 3}, protocol="legacy") as (_, port, url):
+        hog = await make_token(url, BOB_ID, "hog")
+        alice = await make_token(url, ALICE_ID, "ci")
+        async with AsyncExitStack() as held:
+            async with agent(port, hog, "legacy") as client:  # its client ends it: no longer counted
+                assert (await client.list_tools()).tools
+            for _ in range(3):
+                await held.enter_async_context(agent(port, hog, "legacy"))
+            statuses: list[int] = []
+            with pytest.raises(BaseException) as raised:  # noqa: PT011 - an MCPError, or a group of one
+                async with agent(port, hog, "legacy", statuses):
+                    pass
+            assert statuses == [429]
+            assert "already has 3 sessions open" in str(_mcp_error(raised.value))
+            async with agent(port, alice, "legacy") as client:
+                assert (await client.list_tools()).tools
+        async with agent(port, hog, "legacy") as client:
+            assert (await client.list_tools()).tools
+
+
+async def test_opening_a_session_counts_as_a_call_in_the_limits(tmp_path: Path) -> None:
+    """`calls_per_minute = 2` (an agent's own share: 1): the agent's first 2025-11-25 session opens; a second
+    one within the minute is refused with 429 naming the limit, as a second tool call would be."""
+    async with gateway_scene(tmp_path, protocol="legacy", limits={"calls_per_minute": 2}) as (_, port, url):
+        token = await make_token(url, ALICE_ID, "ci")
+        async with agent(port, token, "legacy") as client:
+            assert (await client.list_tools()).tools
+        statuses: list[int] = []
+        with pytest.raises(BaseException) as raised:  # noqa: PT011 - an MCPError, or a group of one
+            async with agent(port, token, "legacy", statuses):
+                pass
+    assert statuses == [429]
+    assert "at most 1 calls a minute for agent ci" in str(_mcp_error(raised.value))
+
+
+class _Terminations(logging.Handler):
+    """Counts the SDK transport's "Terminating session" records; `done` once there were `expected`."""
+
+    def __init__(self, expected: int) -> None:
+        super().__init__(logging.INFO)
+        self.expected = expected
+        self.seen = 0
+        self.done = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "Terminating session" in record.getMessage():
+            self.seen += 1
+            if self.seen >= self.expected:
+                self.done.set()
+
+
+async def test_revoking_a_token_closes_its_sessions(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Bob's token holds two 2025-11-25 sessions and is revoked in the database (as another process would): the
+    bot closes both within seconds (the SDK's transport says it terminated them), so they no longer take room
+    under the SDK's cap on sessions."""
+    transport = logging.getLogger("mcp.server.streamable_http")
+    terminations = _Terminations(2)
+    async with gateway_scene(tmp_path, protocol="legacy") as (_, port, url):
+        hog = await make_token(url, BOB_ID, "hog")
+        with caplog.at_level(logging.INFO, logger=transport.name):
+            transport.addHandler(terminations)
+            try:
+                async with agent(port, hog, "legacy"), agent(port, hog, "legacy"):
+                    await revoke(url, BOB_ID, "hog")
+                    with anyio.fail_after(10):
+                        await terminations.done.wait()
+            finally:
+                transport.removeHandler(terminations)
