@@ -107,12 +107,15 @@ def _agents_parser(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
     agents = sub.add_parser("agents", parents=[common], help="list or revoke the gateway's agent tokens")
-    verbs = agents.add_subparsers(dest="agents_action", metavar="{list,revoke}", required=True)
-    listing = verbs.add_parser("list", parents=[common], help="the live agent tokens (never their text)")
-    listing.add_argument("--user", type=int, metavar="ID", help="only this Telegram user id's")
-    revoke = verbs.add_parser("revoke", parents=[common], help="revoke a person's agent token (audited)")
-    revoke.add_argument("--user", type=int, metavar="ID", required=True, help="the token's Telegram user id")
-    revoke.add_argument("--name", metavar="N", help="the token's name (without it: all of the person's)")
+    agents.add_argument(
+        "action",
+        choices=["list", "revoke"],
+        help="list: the live tokens, never their text; revoke: a person's token (all of theirs without --name)",
+    )
+    agents.add_argument(
+        "--user", type=int, metavar="ID", help="the tokens' Telegram user id (revoke needs it)"
+    )
+    agents.add_argument("--name", metavar="N", help="with revoke: the token's name")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -160,15 +163,10 @@ def _main(argv: Sequence[str] | None) -> int:
     if command == "agents":
         from bot.store.agent_commands import agents_command
 
-        return _run(
-            functools.partial(
-                agents_command,
-                config,
-                args.agents_action,
-                user_id=args.user,
-                name=getattr(args, "name", None),
-            )
-        )
+        if args.action == "revoke" and args.user is None:
+            print("agents revoke: --user ID is required (add --name N for one token)", file=sys.stderr)
+            return 2
+        return _run(functools.partial(agents_command, config, args.action, user_id=args.user, name=args.name))
     if command == "console":
         from bot.compose.console import run_console
 
