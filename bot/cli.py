@@ -1,4 +1,5 @@
-"""Command line: `toolnexus-bot [--config PATH]`, `check`, `console`, `audit`, `db upgrade`, `keygen`. Does I/O.
+"""Command line: `toolnexus-bot [--config PATH]`, `check`, `console`, `audit`, `agents`, `db upgrade`, `keygen`.
+Does I/O.
 
 Config is read here and only here. Exit status: 0 fine, 1 a server check failed (or the audit chain is
 broken, or the database cannot be used), 2 a bad config.
@@ -60,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         parents=[_options(defaults=True)],
     )
     parser.add_argument("--version", action="version", version=f"toolnexus-bot {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="{run,check,console,audit,db,keygen}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,check,console,audit,agents,db,keygen}")
     sub.add_parser("run", parents=[common], help="run the Telegram bot (the default)")
     check = sub.add_parser("check", parents=[common], help="validate the config and connect to every server")
     _check_options(check)
@@ -100,8 +101,24 @@ def _store_parsers(
         metavar="KEY",
         help="with --verify: the key every checkpoint must be signed with (then only [storage] is read)",
     )
+    _agents_parser(sub, common)
     db = sub.add_parser("db", parents=[common], help="database maintenance")
     db.add_argument("action", choices=["upgrade"], help="upgrade: apply the schema migrations")
+
+
+def _agents_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    agents = sub.add_parser("agents", parents=[common], help="list or revoke the gateway's agent tokens")
+    agents.add_argument(
+        "action",
+        choices=["list", "revoke"],
+        help="list: the live tokens, never their text; revoke: a person's token (all of theirs without --name)",
+    )
+    agents.add_argument(
+        "--user", type=int, metavar="ID", help="the tokens' Telegram user id (revoke needs it)"
+    )
+    agents.add_argument("--name", metavar="N", help="with revoke: the token's name")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -148,6 +165,13 @@ def _main(argv: Sequence[str] | None) -> int:
         return _reporting(config, args.log_level, check, config, args.timeout)
     if command in ("audit", "db"):
         return _store_command(args, config)
+    if command == "agents":
+        from bot.store.agent_commands import agents_command
+
+        if args.action == "revoke" and args.user is None:
+            print("agents revoke: --user ID is required (add --name N for one token)", file=sys.stderr)
+            return 2
+        return _run(functools.partial(agents_command, config, args.action, user_id=args.user, name=args.name))
     if command == "console":
         from bot.compose.console import run_console
 

@@ -113,7 +113,14 @@ def _gateway(parts: EndpointParts) -> Gateway | None:
     if not parts.config.gateway.enabled:
         return None
     assert parts.agents is not None  # the config requires [storage]
-    return Gateway(parts.config, parts.hub, parts.prompts, parts.agents, version=_version())
+    return Gateway(
+        parts.config,
+        parts.hub,
+        parts.prompts,
+        parts.agents,
+        allows=Access.of(parts.config.telegram).allows,
+        version=_version(),
+    )
 
 
 def _version() -> str:

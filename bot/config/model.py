@@ -627,6 +627,8 @@ class GatewayConfig(Table):
     """An agent token stops working this many days after it was made; 0 means it lasts until revoked."""
     keepalive_s: Positive = 15.0
     """While an agent's call waits for the person, a progress notification goes to the agent this often."""
+    sessions_per_token: Annotated[int, _checked(_limit), _EXPAND] = 8
+    """2025-11-25 sessions one agent token may hold open at once (2026-07-28 has none); 0 means no limit."""
 
 
 class ElicitationConfig(Table):

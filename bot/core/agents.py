@@ -8,9 +8,11 @@ SHA-256 hash (it is 256 random bits: a plain hash is enough, no salt or slow has
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import hashlib
 import re
 import secrets
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -20,6 +22,7 @@ __all__ = [
     "TOKEN_PREFIX",
     "AgentBook",
     "AgentToken",
+    "TokenEnd",
     "hash_token",
     "new_token_text",
 ]
@@ -40,6 +43,15 @@ def new_token_text() -> str:
 def hash_token(text: str) -> str:
     """What the store keeps of a token, and looks it up by."""
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+class TokenEnd(enum.StrEnum):
+    """Why a token no longer works."""
+
+    REVOKED = "revoked"
+    EXPIRED = "expired"
+    DELETED = "deleted"
+    """Its row is gone (deleted by hand in the database)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +90,7 @@ class AgentBook(Protocol):
 
     async def verify(self, text: str) -> AgentToken | None:
         """The live token whose text this is; None when unknown, revoked or expired (read fresh each time, so a
-        revoked token is refused at once)."""
+        revoked token is refused at once). A token first found expired here is audited as such, once."""
         ...
 
     async def used(self, token_id: int) -> None:
@@ -90,5 +102,10 @@ class AgentBook(Protocol):
         ...
 
     async def revoke(self, user_id: int, name: str) -> bool:
-        """Revoke the person's live token `name`; False when there is none."""
+        """Revoke the person's live token `name` (audited as the person's doing); False when there is none."""
+        ...
+
+    async def ended(self, ids: Collection[int]) -> dict[int, TokenEnd]:
+        """Of the tokens `ids`, those that no longer work, and why (read fresh: a revocation made by any process,
+        the command line's too, shows here). A token first found expired here is audited as such, once."""
         ...

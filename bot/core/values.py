@@ -48,6 +48,9 @@ class Outcome(enum.StrEnum):
     """A sign-in not finished when the bot restarted: its link no longer works; a new sign-in follows."""
     AGENT_CANCELLED = "agent_cancelled"
     """The agent whose call asked (through the gateway) cancelled it or went away: nobody waits for the answer."""
+    AGENT_REVOKED = "agent_revoked"
+    """The agent whose call asked lost its access (its token was revoked or expired, or its person may no longer
+    use the bot): the call is ended."""
 
 
 class CallStatus(enum.StrEnum):
@@ -137,6 +140,7 @@ OUTCOME_TEXT: dict[Outcome, str] = {
     Outcome.LOST_IN_RESTART: "The bot restarted; the server's question was lost",
     Outcome.SIGN_IN_AGAIN: "The bot restarted before you signed in: this link no longer works",
     Outcome.AGENT_CANCELLED: "Cancelled: your agent stopped waiting",
+    Outcome.AGENT_REVOKED: "Cancelled: your agent's access was revoked",
 }
 """How each outcome reads on a settled card (both hosts use the same words)."""
 

@@ -4,22 +4,42 @@ Only a token's SHA-256 hash is kept (`hash_token`); its text exists once, in `cr
 goes to the database (no cache), so a revoked token is refused at the gateway's next request, in every process
 sharing the database. Every method raises `StoreUnavailable` (not the ORM's errors) when the database cannot be
 read or written. Times are UTC, ISO 8601 with microseconds, from an injectable clock.
+
+Making, revoking and the expiry of a token are audited (its person, its name and id, who did it; never the
+token): a revocation once (of two racing, the one that changed the row), an expiry once (`expiry_noted` is set by
+one compare-and-set, by whichever process first finds the token expired). An audit row that cannot be written is
+logged, and does not undo what was done (as the `AuditObserver`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+import enum
+import logging
+from collections.abc import Callable, Collection
 from typing import Any
 
 from sqlalchemy import Row, insert, select, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.core.agents import AGENT_NAME, TOKEN_PREFIX, AgentToken, hash_token, new_token_text
+from bot.core.agents import AGENT_NAME, TOKEN_PREFIX, AgentToken, TokenEnd, hash_token, new_token_text
+from bot.store.audit import AuditEvent, AuditLog
 from bot.store.errors import unavailable_as
 from bot.store.tables import agent_tokens
 
-__all__ = ["AgentStore", "utc_now"]
+__all__ = ["AgentStore", "Revoker", "utc_now"]
+
+logger = logging.getLogger(__name__)
+
+
+class Revoker(enum.StrEnum):
+    """Who revoked a token, as its audit row says."""
+
+    PERSON = "person"
+    """The token's person, in the chat (`/agents`)."""
+    OPERATOR = "operator"
+    """The bot's operator, on the command line (`toolnexus-bot agents revoke`)."""
 
 
 def utc_now() -> dt.datetime:
@@ -29,10 +49,14 @@ def utc_now() -> dt.datetime:
 class AgentStore:
     """The `agent_tokens` table of one database (the `AgentBook` of `bot.core`)."""
 
-    def __init__(self, engine: AsyncEngine, clock: Callable[[], dt.datetime] = utc_now) -> None:
+    def __init__(
+        self, engine: AsyncEngine, clock: Callable[[], dt.datetime] = utc_now, log: AuditLog | None = None
+    ) -> None:
         self.engine = engine
         self.clock = clock
         """What "now" is (an aware datetime): expiry is judged by it (tests give a virtual one)."""
+        self.log = log
+        """Where making, revoking and expiring tokens are recorded (None: nowhere)."""
 
     @unavailable_as("storing an agent token")
     async def create(self, user_id: int, name: str, days: int) -> tuple[AgentToken, str]:
@@ -88,6 +112,11 @@ class AgentStore:
             last_used=None,
             calls=0,
         )
+        await self._audit(
+            AuditEvent.AGENT_TOKEN_CREATED,
+            token,
+            {"expires": None if token.expires is None else _iso(token.expires)},
+        )
         return token, text
 
     @unavailable_as("checking an agent token")
@@ -102,7 +131,44 @@ class AgentStore:
         if row is None:
             return None
         token = _token(row)
-        return token if token.live(self.clock()) else None
+        if token.live(self.clock()):
+            return token
+        if token.revoked is None:
+            await self._note_expired(token)
+        return None
+
+    @unavailable_as("checking agent tokens")
+    async def ended(self, ids: Collection[int]) -> dict[int, TokenEnd]:
+        """Of the tokens `ids`, those that no longer work, and why; one first found expired is audited so."""
+        if not ids:
+            return {}
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(select(agent_tokens).where(agent_tokens.c.id.in_(ids)))).all()
+        found = {token.id: token for token in map(_token, rows)}
+        now = self.clock()
+        ended: dict[int, TokenEnd] = {}
+        for token_id in ids:
+            token = found.get(token_id)
+            if token is None:
+                ended[token_id] = TokenEnd.DELETED
+            elif token.revoked is not None:
+                ended[token_id] = TokenEnd.REVOKED
+            elif not token.live(now):
+                ended[token_id] = TokenEnd.EXPIRED
+                await self._note_expired(token)
+        return ended
+
+    async def _note_expired(self, token: AgentToken) -> None:
+        """Audit that `token` expired, unless a process did so before (one compare-and-set decides)."""
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                update(agent_tokens)
+                .where(agent_tokens.c.id == token.id, agent_tokens.c.expiry_noted.is_(None))
+                .values(expiry_noted=_iso(self.clock()))
+            )
+        if result.rowcount:
+            detail = {"expired": None if token.expires is None else _iso(token.expires)}
+            await self._audit(AuditEvent.AGENT_TOKEN_EXPIRED, token, detail)
 
     @unavailable_as("counting an agent's call")
     async def used(self, token_id: int) -> None:
@@ -117,41 +183,64 @@ class AgentStore:
     @unavailable_as("reading agent tokens")
     async def of(self, user_id: int) -> list[AgentToken]:
         """The person's live tokens, oldest first."""
+        return await self.live(user_id)
+
+    @unavailable_as("reading agent tokens")
+    async def live(self, user_id: int | None = None) -> list[AgentToken]:
+        """The live tokens of everyone (or of `user_id`), by person, oldest first."""
+        query = select(agent_tokens).where(agent_tokens.c.revoked.is_(None))
+        if user_id is not None:
+            query = query.where(agent_tokens.c.user_id == user_id)
         async with self.engine.connect() as conn:
             rows = (
                 await conn.execute(
-                    select(agent_tokens)
-                    .where(agent_tokens.c.user_id == user_id, agent_tokens.c.revoked.is_(None))
-                    .order_by(agent_tokens.c.created, agent_tokens.c.id)
+                    query.order_by(agent_tokens.c.user_id, agent_tokens.c.created, agent_tokens.c.id)
                 )
             ).all()
         now = self.clock()
         return [token for token in map(_token, rows) if token.live(now)]
 
-    @unavailable_as("revoking an agent token")
     async def revoke(self, user_id: int, name: str) -> bool:
-        """Revoke the person's live token `name`; False when there is none."""
+        """Revoke the person's live token `name` (audited as the person's doing); False when there is none."""
+        return bool(await self.revoke_tokens(user_id, name, Revoker.PERSON))
+
+    @unavailable_as("revoking an agent token")
+    async def revoke_tokens(self, user_id: int, name: str | None, by: Revoker) -> list[AgentToken]:
+        """Revoke the person's live token `name` (every live one of theirs with None), each audited as `by`'s
+        doing; returns those this call revoked (of two revokes racing, one reports each token)."""
         now = self.clock()
+        query = select(agent_tokens).where(
+            agent_tokens.c.user_id == user_id, agent_tokens.c.revoked.is_(None)
+        )
+        if name is not None:
+            query = query.where(agent_tokens.c.name == name)
+        revoked: list[AgentToken] = []
         async with self.engine.begin() as conn:
-            rows = (
-                await conn.execute(
-                    select(agent_tokens).where(
-                        agent_tokens.c.user_id == user_id,
-                        agent_tokens.c.name == name,
-                        agent_tokens.c.revoked.is_(None),
-                    )
+            for token in map(_token, (await conn.execute(query)).all()):
+                if not token.live(now):
+                    continue
+                # `revoked IS NULL` again: of two revokes racing, one reports it.
+                result = await conn.execute(
+                    update(agent_tokens)
+                    .where(agent_tokens.c.id == token.id, agent_tokens.c.revoked.is_(None))
+                    .values(revoked=_iso(now))
                 )
-            ).all()
-            ids = [token.id for token in map(_token, rows) if token.live(now)]
-            if not ids:
-                return False
-            # `revoked IS NULL` again: of two revokes racing, one reports it.
-            result = await conn.execute(
-                update(agent_tokens)
-                .where(agent_tokens.c.id.in_(ids), agent_tokens.c.revoked.is_(None))
-                .values(revoked=_iso(now))
+                if result.rowcount:
+                    revoked.append(token)
+        for token in revoked:
+            await self._audit(AuditEvent.AGENT_TOKEN_REVOKED, token, {"by": by.value})
+        return revoked
+
+    async def _audit(self, event: AuditEvent, token: AgentToken, detail: dict[str, Any]) -> None:
+        """One audit row about `token`: its person, name and id (never its text or hash)."""
+        if self.log is None:
+            return
+        try:
+            await self.log.append(
+                event, user_id=token.user_id, detail={"agent": token.name, "token_id": token.id, **detail}
             )
-        return bool(result.rowcount)
+        except SQLAlchemyError:  # what was done stays done; the row is lost, and said so
+            logger.exception("could not write the audit event %s", event.value)
 
 
 def _iso(moment: dt.datetime) -> str:

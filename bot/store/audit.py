@@ -82,6 +82,12 @@ class AuditEvent(enum.StrEnum):
     """The chain's first row when it was keyed from its start: the public half of the key that seals it."""
     AUDIT_RESEALED = "audit_resealed"
     """An operator re-chained a chain written without a key (`audit reseal`): its old head, how it stood."""
+    AGENT_TOKEN_CREATED = "agent_token_created"
+    """A person made an agent token (`user_id` is theirs; its name and expiry, never the token)."""
+    AGENT_TOKEN_REVOKED = "agent_token_revoked"
+    """An agent token was revoked: by its person (`/agents`) or by the operator (`toolnexus-bot agents`)."""
+    AGENT_TOKEN_EXPIRED = "agent_token_expired"
+    """An agent token was first found past its expiry (refused, or found so while its agent was busy)."""
 
 
 @dataclass(frozen=True, slots=True)

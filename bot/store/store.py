@@ -95,7 +95,7 @@ async def open_store(
             AuditObserver(log, content),
             ApprovalStore(engine, log, content),
             RoundStore(engine, writer),
-            AgentStore(engine),
+            AgentStore(engine, log=log),
             InboxStore(engine),
             signins,
             note,

@@ -214,6 +214,11 @@ agent_tokens = Table(
     Column("last_used", String(32)),
     Column("calls", Integer, nullable=False, comment="tool calls made with it"),
     Column("revoked", String(32), comment="when it was revoked; null: not revoked"),
+    Column(
+        "expiry_noted",
+        String(32),
+        comment="when a process first found it expired (and audited that); null: not yet",
+    ),
 )
 Index("ix_agent_tokens_user_id", agent_tokens.c.user_id)
 

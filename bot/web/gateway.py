@@ -3,7 +3,9 @@
 I/O: an MCP server (the SDK's low-level `Server` over its streamable HTTP transport, both protocol eras) mounted
 on the web endpoint. An agent presents an agent token (`Authorization: Bearer tnx_...`, made with `/agents new`);
 the SDK's bearer middleware asks `AgentVerifier`, which reads the token from the store on every request, so a
-revoked token is refused at once. The agent then acts as the token's person:
+revoked token is refused at once; `bot.web.gateway_guard.Guard` then checks the token's person against the access
+rules on every request, caps the token's open sessions, and ends what a token runs once its access goes (its
+calls' cards say so; the agent gets an error). The agent then acts as the token's person:
 
 * `tools/list`: the tools of every configured server, named `<server>__<tool>`, with their schemas and hints, and
   two of the bot's own: `ask_person` (a question to the person: a flat form, a choice, or yes/no) and
@@ -53,6 +55,7 @@ from bot.core.agents import GATEWAY_PATH
 from bot.core.approvals import BookUnavailable
 from bot.servers.elicitation import form_of
 from bot.servers.hub import Flight, Hub, ProgressSink, Unavailable
+from bot.web.gateway_guard import SESSION_IDLE_S, Caller, Ending, Guard
 from mapping import MappingError, answer_to_elicit_result, elicitation_to_request
 
 __all__ = ["ASK_PERSON", "GATEWAY_PATH", "MAX_BODY", "NOTIFY_PERSON", "SEPARATOR", "AgentVerifier", "Gateway"]
@@ -157,9 +160,14 @@ class AgentVerifier:
 
 def _caller() -> tuple[int, int, str]:
     """(token id, person, agent name) of the request being handled (the bearer middleware let it in)."""
+    caller = _the_caller()
+    return caller.token_id, caller.user_id, caller.agent
+
+
+def _the_caller() -> Caller:
     access = get_access_token()
-    assert access is not None and access.subject is not None and access.claims is not None
-    return int(access.claims["agent_id"]), int(access.subject), str(access.claims["agent"])
+    assert access is not None
+    return Caller.of(access)
 
 
 def _text(
@@ -183,6 +191,16 @@ def _result(outcome: ToolOutcome) -> types.CallToolResult:
         return outcome.source.model_copy(update={"meta": kept or None})
     text = outcome.text or f"the call ended: {outcome.status.value}"
     return _text(text, error=outcome.status is not CallStatus.OK)
+
+
+def _answer(results: list[types.CallToolResult], ending: Ending) -> types.CallToolResult:
+    """What a call gives its agent: the result, or why there is none (its access ended: even if the work had
+    just finished, the agent hears why)."""
+    if ending.event.is_set():
+        return _text(ending.line, error=True)
+    if not results:  # nobody reads it: the agent is gone
+        return _text("the call was cancelled: the agent went away", error=True)
+    return results[0]
 
 
 class _Watched:
@@ -228,9 +246,12 @@ class Gateway:
         prompts: PromptRegistry,
         agents: AgentBook,
         *,
+        allows: Callable[[int], bool],
         version: str = "",
         clock: Callable[[], float] = anyio.current_time,
     ) -> None:
+        """`allows`: the access rules a `/call` in the chat obeys (whether a person may use the bot), asked on
+        every request."""
         assert config.web is not None and config.web.public_url is not None  # the config requires it
         self.config = config
         self.hub = hub
@@ -248,9 +269,19 @@ class Gateway:
             on_call_tool=self._call_tool,
         )
         self.manager = StreamableHTTPSessionManager(
-            app=self.server, security_settings=self._security(), max_request_body_size=MAX_BODY
+            app=self.server,
+            security_settings=self._security(),
+            max_request_body_size=MAX_BODY,
+            session_idle_timeout=SESSION_IDLE_S,
         )
         self.verifier = AgentVerifier(agents)
+        self.guard = Guard(
+            _Watched(StreamableHTTPASGIApp(self.manager)),
+            agents,
+            hub.limits,
+            allows=allows,
+            sessions_per_token=config.gateway.sessions_per_token,
+        )
 
     def _security(self) -> TransportSecuritySettings:
         """DNS-rebinding protection: only the public host (as the proxy forwards it) and the bound address."""
@@ -269,19 +300,20 @@ class Gateway:
 
     def routes(self) -> list[BaseRoute]:
         """`POST/GET/DELETE /mcp`, behind the SDK's bearer middleware (401 without a live agent token, before a
-        byte of the body is read); the transport refuses a body over `MAX_BODY` (413) before reading it."""
-        transport = _Watched(StreamableHTTPASGIApp(self.manager))
-        guarded = RequireAuthMiddleware(transport, required_scopes=[], resource_metadata_url=None)
+        byte of the body is read), then the guard (403 for a person not allowed; 429 past the token's sessions);
+        the transport refuses a body over `MAX_BODY` (413) before reading it."""
+        guarded = RequireAuthMiddleware(self.guard, required_scopes=[], resource_metadata_url=None)
         app = AuthenticationMiddleware(
             AuthContextMiddleware(guarded), backend=BearerAuthBackend(self.verifier)
         )
         return [Route(GATEWAY_PATH, endpoint=app)]
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """The transport's sessions live while this runs (cancel it to stop; open calls end with it)."""
+        """The transport's sessions live while this runs (cancel it to stop; open calls end with it), and the
+        guard watches the busy tokens."""
         async with self.manager.run():
             task_status.started()
-            await anyio.sleep_forever()
+            await self.guard.run()
 
     # -- tools/list ------------------------------------------------------------------------------------
 
@@ -371,6 +403,19 @@ class Gateway:
         If the call (of `target`, server and tool) had asked the person something before, they are told that its
         result reaches nobody: their answer is not lost without a word.
         """
+        with self.guard.call(_the_caller()) as ending:
+            return await self._guarded(ctx, origin, work, target, ending)
+
+    async def _guarded(
+        self,
+        ctx: ServerRequestContext[Any],
+        origin: Origin,
+        work: Callable[[ProgressSink, Flight], Awaitable[types.CallToolResult]],
+        target: tuple[str, str] | None,
+        ending: Ending,
+    ) -> types.CallToolResult:
+        """`_kept_alive`'s body; `ending` is set when the token's access ends: the call then ends as when its agent
+        leaves, its cards saying the agent's access was revoked, and the agent gets `ending.line` as an error."""
         count = 0
         lock = anyio.Lock()
         flight = Flight()
@@ -405,44 +450,36 @@ class Gateway:
 
         leaving: anyio.Event | None = None
 
-        async def leave() -> None:
-            """Once, however the agent's going is noticed (2026-07-28: both ways at once)."""
+        async def leave(why: Outcome = Outcome.AGENT_CANCELLED) -> None:
+            """Once, however the agent's going (or its access's end) is noticed (2026-07-28: both ways at once)."""
             nonlocal leaving
             if leaving is not None:
                 with anyio.CancelScope(shield=True):
                     await leaving.wait()
                 return
             leaving = anyio.Event()
-            logger.info(
-                "gateway: a call of agent %s ends: it cancelled or went away, or the bot stops", origin.agent
-            )
-            ended = await self._agent_left(origin, None if target is None else target[0], flight, ran)
+            ended = await self._agent_left(origin, None if target is None else target[0], flight, ran, why)
             if flight.scope is not None:
                 flight.scope.cancel()  # the hub's call ends as cancelled: logged, counted and audited
             else:
                 work_scope.cancel()  # waiting for approvers, or an agent's own question (`ask_person`)
             caller = flight.caller
-            if (
-                target is not None
-                and caller is not None
-                and caller.asked > ended
-                and not self.hub.elicitations.stopping
-            ):
-                with self.prompts.shielded_io():
-                    await self.prompts.surface.notify(
-                        origin,
-                        f"🤖 Your agent {origin.agent} stopped waiting for {target[1]} on {target[0]}, which "
-                        "had asked you something: the call is ended, and its result reaches nobody.",
-                    )
+            if target is not None and caller is not None and caller.asked > ended:
+                await self._tell_left(origin, target, why)
             leaving.set()
 
         async def departure(gone: anyio.Event) -> None:
             await gone.wait()
             await leave()
 
+        async def revocation() -> None:
+            await ending.event.wait()
+            await leave(Outcome.AGENT_REVOKED)
+
         async with anyio.create_task_group() as tg:
             tg.start_soon(beat)
             tg.start_soon(run)
+            tg.start_soon(revocation)
             gone = _gone_event(ctx)
             if gone is not None:
                 tg.start_soon(departure, gone)
@@ -452,27 +489,53 @@ class Gateway:
                 await leave()
                 raise
             tg.cancel_scope.cancel()
-        if not results:  # nobody reads it: the agent is gone
-            return _text("the call was cancelled: the agent went away", error=True)
-        return results[0]
+        return _answer(results, ending)
 
-    async def _agent_left(self, origin: Origin, server: str | None, flight: Flight, ran: anyio.Event) -> int:
-        """The agent cancelled its call or went away: the call's open questions end as the agent's doing (their
-        cards say so; the server hears `cancel` and gets `LEAVE_GRACE_S` to end its tool its own way, until `ran`);
-        the caller then cancels the call. A question the bot is stopping for is already aborted as such; a kept
-        one is left for the next process. Returns how many questions it ended.
+    async def _tell_left(self, origin: Origin, target: tuple[str, str], why: Outcome) -> None:
+        """The call had asked the person something before its agent left (or lost its access): they are told
+        that its result reaches nobody (not while the bot stops: that says so itself)."""
+        if self.hub.elicitations.stopping:
+            return
+        went = "lost its access while it waited" if why is Outcome.AGENT_REVOKED else "stopped waiting"
+        with self.prompts.shielded_io():
+            await self.prompts.surface.notify(
+                origin,
+                f"🤖 Your agent {origin.agent} {went} for {target[1]} on {target[0]}, which "
+                "had asked you something: the call is ended, and its result reaches nobody.",
+            )
+
+    async def _agent_left(
+        self,
+        origin: Origin,
+        server: str | None,
+        flight: Flight,
+        ran: anyio.Event,
+        why: Outcome = Outcome.AGENT_CANCELLED,
+    ) -> int:
+        """The agent cancelled its call or went away (or, `why` AGENT_REVOKED, lost its access): the call's open
+        questions end as the agent's doing (their cards say so; the server hears `cancel` and gets `LEAVE_GRACE_S`
+        to end its tool its own way, until `ran`); the caller then cancels the call. A question the bot is
+        stopping for is already aborted as such; a kept one is left for the next process. Returns how many
+        questions it ended.
 
         A sign-in card the call is waiting on (for this agent, on `server`) ends so too: its flow runs in the
-        call, and would end with it as if the server had withdrawn it. Not counted: it is the bot's question."""
+        call, and would end with it as if the server had withdrawn it. Not counted: it is the bot's question.
+        Losing its access, an agent's own question (`ask_person`, no `server`) ends so as well."""
+        if why is Outcome.AGENT_CANCELLED:
+            logger.info(
+                "gateway: a call of agent %s ends: it cancelled or went away, or the bot stops", origin.agent
+            )
         asking = flight.caller.asking if flight.caller is not None else set()
         ended = [
             prompt
             for prompt in list(asking)
-            if not self.prompts.kept(prompt) and self.prompts.abort(prompt, Outcome.AGENT_CANCELLED)
+            if not self.prompts.kept(prompt) and self.prompts.abort(prompt, why)
         ]
         for prompt in self.prompts.pending(origin=origin):
-            if prompt.sign_in and prompt.server == server and not self.prompts.kept(prompt):
-                self.prompts.abort(prompt, Outcome.AGENT_CANCELLED)
+            signing_in = prompt.sign_in and prompt.server == server and not self.prompts.kept(prompt)
+            own = why is Outcome.AGENT_REVOKED and server is None and prompt.scope == ("agent", origin)
+            if signing_in or own:
+                self.prompts.abort(prompt, why)
         if ended:
             with anyio.CancelScope(shield=True), anyio.move_on_after(LEAVE_GRACE_S):
                 await ran.wait()

@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import select
 
 from bot.config import Secret, StorageConfig
-from bot.core.agents import TOKEN_PREFIX, hash_token
+from bot.core.agents import TOKEN_PREFIX, TokenEnd, hash_token
 from bot.store import AuditEvent, AuditLog, Store, current_revision, open_engine, open_store, upgrade
-from bot.store.agents import AgentStore
+from bot.store.agents import AgentStore, Revoker
 from bot.store.tables import agent_tokens
 from tests.store.test_engine import NEWEST
 
@@ -165,3 +165,57 @@ async def test_a_database_at_revision_0006_gets_the_table_and_keeps_its_rows(sto
         assert await store.audit.rows() == [written]
         token, text = await store.agents.create(ALICE, "claude", days=0)
         assert await store.agents.verify(text) == token
+
+
+async def audit_rows(store: Store) -> list[tuple[str, int | None, dict[str, object]]]:
+    return [(row.event, row.user_id, row.as_dict()["detail"]) for row in await store.audit.rows()]
+
+
+async def test_making_revoking_and_expiring_tokens_write_audit_rows_without_the_token(
+    store: Store, agents: AgentStore, clock: Clock
+) -> None:
+    """Made: a row naming the person, the agent and its expiry; revoked by the person: a row saying so; an
+    expired token refused twice, then found expired by `ended`: one row. No row holds the token or its hash."""
+    made, text = await agents.create(ALICE, "claude", days=1)
+    kept, kept_text = await agents.create(BOB, "ci", days=0)
+    assert await agents.revoke(BOB, "ci")
+    assert not await agents.revoke(BOB, "ci")
+    clock.now = START + dt.timedelta(days=2)
+    assert await agents.verify(text) is None
+    assert await agents.verify(text) is None
+    assert await agents.ended([made.id, kept.id, 999]) == {
+        made.id: TokenEnd.EXPIRED,
+        kept.id: TokenEnd.REVOKED,
+        999: TokenEnd.DELETED,
+    }
+    expires = (START + dt.timedelta(days=1)).isoformat(timespec="microseconds")
+    assert await audit_rows(store) == [
+        ("agent_token_created", ALICE, {"agent": "claude", "token_id": made.id, "expires": expires}),
+        ("agent_token_created", BOB, {"agent": "ci", "token_id": kept.id, "expires": None}),
+        ("agent_token_revoked", BOB, {"agent": "ci", "token_id": kept.id, "by": "person"}),
+        ("agent_token_expired", ALICE, {"agent": "claude", "token_id": made.id, "expired": expires}),
+    ]
+    rows = str([row.as_dict() for row in await store.audit.rows()])
+    for secret in (text, kept_text):
+        assert secret.removeprefix(TOKEN_PREFIX) not in rows and hash_token(secret) not in rows
+
+
+async def test_the_operator_revokes_one_token_or_every_one_of_a_person(
+    store: Store, agents: AgentStore
+) -> None:
+    """`revoke_tokens` by name, or with none every live token of the person; each revoked one is audited as the
+    operator's doing, and a token already revoked is neither reported nor audited again."""
+    await agents.create(ALICE, "a", days=0)
+    await agents.create(ALICE, "b", days=0)
+    await agents.create(ALICE, "c", days=0)
+    await agents.create(BOB, "a", days=0)
+    assert [t.name for t in await agents.revoke_tokens(ALICE, "b", Revoker.OPERATOR)] == ["b"]
+    assert [t.name for t in await agents.revoke_tokens(ALICE, None, Revoker.OPERATOR)] == ["a", "c"]
+    assert await agents.revoke_tokens(ALICE, None, Revoker.OPERATOR) == []
+    assert [(t.user_id, t.name) for t in await agents.live()] == [(BOB, "a")]
+    revoked = [
+        (user, detail["agent"], detail["by"])
+        for event, user, detail in await audit_rows(store)
+        if event == "agent_token_revoked"
+    ]
+    assert revoked == [(ALICE, "b", "operator"), (ALICE, "a", "operator"), (ALICE, "c", "operator")]

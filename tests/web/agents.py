@@ -23,13 +23,16 @@ PUBLIC_URL = "https://bot.example.com"
 
 
 @asynccontextmanager
-async def gateway_scene(tmp_path: Path, **kwargs: Any) -> AsyncIterator[tuple[Chat, int, str]]:
-    """The bot with `[gateway]` on a free local port and a SQLite file in `tmp_path`; (scene, port, database URL).
-    `kwargs` go to `bot_scene` (servers, approvals, a restart's `world`, ...)."""
+async def gateway_scene(
+    tmp_path: Path, gateway: dict[str, Any] | None = None, **kwargs: Any
+) -> AsyncIterator[tuple[Chat, int, str]]:
+    """The bot with `[gateway]` (and the keys of `gateway`) on a free local port and a SQLite file in `tmp_path`;
+    (scene, port, database URL). `kwargs` go to `bot_scene` (servers, approvals, a restart's `world`, ...)."""
     port = free_port()
     url = f"sqlite:///{tmp_path / 'bot.db'}"
     web = {"listen": "127.0.0.1", "port": port, "public_url": PUBLIC_URL}
-    async with bot_scene(web=web, storage=url, gateway={"enabled": True}, **kwargs) as s:
+    table = {"enabled": True, **(gateway or {})}
+    async with bot_scene(web=web, storage=url, gateway=table, **kwargs) as s:
         yield s, port, url
 
 
