@@ -216,7 +216,13 @@ def verdict_of(record: ApprovalRecord) -> Verdict:
     state = record.state
     nothing = "the call was not made" if record.ask.question is None else "the server was told decline"
     if state.status is ApprovalStatus.APPROVED:
-        return Verdict(state.status, f"approved by {names(state.deciders)}", record.id)
+        return Verdict(
+            state.status,
+            f"approved by {names(state.deciders)}",
+            record.id,
+            approvals=state.deciders,
+            asked_at=record.created_at,
+        )
     if state.status is ApprovalStatus.REJECTED:
         return Verdict(state.status, f"rejected by {names(state.deciders)}; {nothing}", record.id)
     if state.status is ApprovalStatus.EXPIRED:

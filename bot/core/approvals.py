@@ -8,13 +8,12 @@ an `Approver` before sending a gated call; `bot.core.approval_service.ApprovalSe
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
 from bot.core.values import Origin
+from bot.receipts import content_hash
 
 __all__ = [
     "DECIDED_TOPIC",
@@ -55,17 +54,6 @@ class ApprovalStatus(enum.StrEnum):
     """The call went away before a decision (stopped, cancelled by its requester)."""
 
 
-def content_hash(server: str, tool: str, content: Mapping[str, Any] | None) -> str:
-    """SHA-256 (hex) of what an approval is bound to: server, tool and the exact content, as canonical JSON."""
-    text = json.dumps(
-        {"server": server, "tool": tool, "content": content},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 @dataclass(frozen=True, slots=True)
 class ApprovalAsk:
     """What the hub asks a gate to have approved: who, which call, exactly what, and by whom."""
@@ -102,6 +90,10 @@ class Verdict:
     changing: bool = False
     """Gate "answers": the requester asked to change the answer; ask them again, then `decide` again with
     this `approval_id` (the request is bound to the new content; earlier approvals no longer count)."""
+    approvals: tuple[Ballot, ...] = ()
+    """Approved: the approvals that made it (what a receipt names)."""
+    asked_at: str | None = None
+    """When the request was made (UTC, ISO 8601)."""
 
     @property
     def approved(self) -> bool:

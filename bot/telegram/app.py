@@ -166,6 +166,7 @@ async def serve(
             approver=service,
             no_approver_reason=no_approver,
             names=None if service is None else service.name_of,
+            sign_receipts=None if store is None or store.audit.keys is None else store.audit.keys.sign,
         ) as hub:
             approvals = None if service is None else TelegramApprovals(service, surface, hub)
             await _serve(
