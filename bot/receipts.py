@@ -106,7 +106,7 @@ def issue(
         "approval": approval,
         "requester": {"id": requester[0], "name": requester[1]},
         "approvers": [{"id": a.id, "name": a.name, "at": a.at, "factor": a.factor} for a in approvers],
-        "factor": "totp" if approvers and all(a.factor == "totp" for a in approvers) else "tap",
+        "factor": "tap" if not approvers or any(a.factor == "tap" for a in approvers) else "totp",
         "asked_at": asked_at,
         "approved_at": max((a.at for a in approvers), default=asked_at),
         "nonce": secrets.token_urlsafe(16),
@@ -126,7 +126,8 @@ class Approval:
     at: str
     """UTC, ISO 8601."""
     factor: str
-    """"tap" (a button) or "totp" (a tap and a one-time code)."""
+    """"tap" (a button alone), "totp" (and a code from an authenticator app) or "recovery_code" (and one of
+    the approver's single-use recovery codes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +142,8 @@ class Receipt:
     requester: int
     approvers: tuple[Approval, ...]
     factor: str
-    """The weakest factor among the approvers ("tap" unless every approval came with a code)."""
+    """"totp" when every approval came with a one-time code (an authenticator's or a recovery code), else
+    "tap"."""
     asked_at: str
     approved_at: str
     nonce: str

@@ -18,6 +18,7 @@ from bot.receipts import content_hash
 __all__ = [
     "DECIDED_TOPIC",
     "DUE",
+    "NEEDS_CODE",
     "ApprovalAsk",
     "ApprovalRecord",
     "ApprovalState",
@@ -25,6 +26,7 @@ __all__ = [
     "Approver",
     "Ballot",
     "BookUnavailable",
+    "Factor",
     "Tally",
     "Verdict",
     "Vote",
@@ -39,6 +41,21 @@ __all__ = [
 class Vote(enum.StrEnum):
     APPROVE = "approve"
     REJECT = "reject"
+
+
+class Factor(enum.StrEnum):
+    """How an approval was given: a tap alone, or a tap and a one-time code (`second_factor = "totp"`)."""
+
+    TAP = "tap"
+    TOTP = "totp"
+    """A code from the approver's authenticator app."""
+    RECOVERY = "recovery_code"
+    """One of the approver's single-use recovery codes, in place of the app's code."""
+
+    @property
+    def second(self) -> bool:
+        """A code came with the tap."""
+        return self is not Factor.TAP
 
 
 class ApprovalStatus(enum.StrEnum):
@@ -74,6 +91,8 @@ class ApprovalAsk:
     timeout_s: float
     question: str | None = None
     """For gate "answers": the server's question the content answers."""
+    factor: Factor = Factor.TAP
+    """What each approval needs: a tap, or (`Factor.TOTP`) a tap and a one-time code."""
 
     @property
     def hash(self) -> str:
@@ -124,6 +143,8 @@ class Ballot:
     content_hash: str
     at: str
     """UTC time, ISO 8601."""
+    factor: Factor = Factor.TAP
+    """How the approver proved it was them (an audit row and the receipt say it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +161,8 @@ class ApprovalState:
     ballots: tuple[Ballot, ...] = ()
     generation: int = 0
     """Bumped each time the content changes: a button drawn for an older content is refused."""
+    factor: Factor = Factor.TAP
+    """What an approval needs (a code besides the tap: `Factor.TOTP`); a rejection never needs a code."""
 
     @property
     def approvals(self) -> tuple[Ballot, ...]:
@@ -151,6 +174,8 @@ class ApprovalState:
             if ballot.vote is not Vote.APPROVE or ballot.content_hash != self.content_hash:
                 continue
             if ballot.user_id in seen or (ballot.user_id == self.requester_id and not self.self_approval):
+                continue
+            if self.factor.second and not ballot.factor.second:  # a tap alone never counts there
                 continue
             seen.add(ballot.user_id)
             counted.append(ballot)
@@ -236,10 +261,27 @@ class Tally:
     state: ApprovalState
     refusal: str | None = None
     ballot: Ballot | None = None
+    needs_code: bool = False
+    """Refused only for want of a one-time code: ask the approver for one, then count it with the code."""
 
 
-def tally(state: ApprovalState, user_id: int, name: str, vote: Vote, at: str, generation: int = 0) -> Tally:
-    """Count one tap on the request's current content (`generation`: the content the tapped card showed)."""
+NEEDS_CODE: Final = (
+    "This approval needs a code from your authenticator app: I have asked you in our private chat."
+)
+"""The refusal of an approval tapped without the code its rule asks for."""
+
+
+def tally(
+    state: ApprovalState,
+    user_id: int,
+    name: str,
+    vote: Vote,
+    at: str,
+    generation: int = 0,
+    factor: Factor = Factor.TAP,
+) -> Tally:
+    """Count one tap on the request's current content (`generation`: the content the tapped card showed), made
+    with `factor` (the host checked the code, if any)."""
     if not state.open:
         return Tally(state, _decided(state))
     if state.status is ApprovalStatus.CHANGING:
@@ -252,7 +294,11 @@ def tally(state: ApprovalState, user_id: int, name: str, vote: Vote, at: str, ge
         return Tally(state, "You asked for this: your own approval does not count.")
     if vote is Vote.APPROVE and any(b.user_id == user_id for b in state.approvals):
         return Tally(state, "You already approved this.")
-    ballot = Ballot(user_id, name, vote, state.content_hash, at)
+    if vote is Vote.APPROVE and state.factor.second and not factor.second:
+        return Tally(state, NEEDS_CODE, needs_code=True)
+    ballot = Ballot(
+        user_id, name, vote, state.content_hash, at, factor if vote is Vote.APPROVE else Factor.TAP
+    )
     ballots = (*state.ballots, ballot)
     if vote is Vote.REJECT:
         return Tally(replace(state, ballots=ballots, status=ApprovalStatus.REJECTED), ballot=ballot)

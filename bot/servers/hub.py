@@ -37,7 +37,7 @@ from bot.core import (
     ToolInfo,
     ToolOutcome,
 )
-from bot.core.approvals import ApprovalAsk, ApprovalStatus, Approver, Verdict, content_hash, unnamed
+from bot.core.approvals import ApprovalAsk, ApprovalStatus, Approver, Factor, Verdict, content_hash, unnamed
 from bot.receipts import META_KEY, Approval, issue
 from bot.servers.calls import Calls, Flight, ProgressSink
 from bot.servers.connections import describe_error
@@ -363,7 +363,7 @@ class Hub:
         if sign is None or verdict.approval_id is None or not verdict.approvals:
             return None
         approval_id = verdict.approval_id
-        approvers = tuple(Approval(b.user_id, b.name, b.at, "tap") for b in verdict.approvals)
+        approvers = tuple(Approval(b.user_id, b.name, b.at, b.factor.value) for b in verdict.approvals)
         asked_at = verdict.asked_at or approvers[0].at
 
         def meta() -> types.RequestParamsMeta:
@@ -404,6 +404,7 @@ class Hub:
             chat=rule.chat,
             self_approval=rule.self_approval,
             timeout_s=rule.timeout_s,
+            factor=Factor.TAP if rule.second_factor is None else Factor.TOTP,
         )
         return await self.approver.decide(ask)
 
@@ -431,6 +432,7 @@ class Hub:
             chat=rule.chat,
             self_approval=rule.self_approval,
             timeout_s=rule.timeout_s,
+            factor=Factor.TAP if rule.second_factor is None else Factor.TOTP,
             question=prompt.request.prompt,
         )
         approver = self.approver
