@@ -14,21 +14,26 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from sqlalchemy import Row, insert, select, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.core.approvals import Factor
 from bot.core.totp import Lockout, matching_step, new_recovery_codes, new_secret, recovery_hash
+from bot.store.audit import AuditEvent, AuditLog
 from bot.store.crypto import Sealer, Unreadable
 from bot.store.errors import unavailable_as
 from bot.store.tables import second_factors
 
 __all__ = ["CodeCheck", "CodeStatus", "FactorStore"]
+
+logger = logging.getLogger(__name__)
 
 _ATTEMPTS: Final = 5
 """Fresh reads a check gets when another change of the row commits first."""
@@ -63,12 +68,20 @@ class CodeCheck:
 
 
 class FactorStore:
-    """The `second_factors` table of one database, sealed with one key. `clock` is Unix time."""
+    """The `second_factors` table of one database, sealed with one key. `clock` is Unix time; `log` records
+    enrolments and lockouts (never a code)."""
 
-    def __init__(self, engine: AsyncEngine, secret_key: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        secret_key: str,
+        clock: Callable[[], float] = time.time,
+        log: AuditLog | None = None,
+    ) -> None:
         self.engine = engine
         self._sealer = Sealer(secret_key)
         self.clock = clock
+        self.log = log
 
     @unavailable_as("reading a second factor")
     async def enrolled(self, user_id: int) -> bool:
@@ -125,6 +138,7 @@ class FactorStore:
             if step is None:
                 failed = lockout.failed(now)
                 if await self._advance(row, failures=failed.failures, locked_until=failed.until):
+                    await self._locked(user_id, failed, now)
                     return _wrong(CodeStatus.WRONG, failed, now), []
                 continue
             codes = new_recovery_codes()
@@ -138,6 +152,7 @@ class FactorStore:
                 failures=0,
                 locked_until=0.0,
             ):
+                await self._audit(AuditEvent.SECOND_FACTOR_ENROLLED, user_id, {"recovery_codes": len(codes)})
                 return CodeCheck(CodeStatus.OK, Factor.TOTP, recovery_left=len(codes)), codes
         return CodeCheck(CodeStatus.WRONG, left=0), []
 
@@ -171,8 +186,23 @@ class FactorStore:
             used = matching_step(secret, code, now, -1) is not None  # a right code of a step already used
             failed = lockout.failed(now)
             if await self._advance(row, failures=failed.failures, locked_until=failed.until):
+                await self._locked(user_id, failed, now)
                 return _wrong(CodeStatus.USED if used else CodeStatus.WRONG, failed, now)
         return CodeCheck(CodeStatus.WRONG, left=0)
+
+    async def _locked(self, user_id: int, lockout: Lockout, now: float) -> None:
+        if lockout.locked(now):
+            until = dt.datetime.fromtimestamp(lockout.until, dt.UTC).isoformat(timespec="seconds")
+            await self._audit(AuditEvent.SECOND_FACTOR_LOCKED, user_id, {"until": until})
+
+    async def _audit(self, event: AuditEvent, user_id: int, detail: dict[str, Any]) -> None:
+        """Record it; the change itself is committed, and a lost audit row must not undo it."""
+        if self.log is None:
+            return
+        try:
+            await self.log.append(event, user_id=user_id, detail=detail)
+        except SQLAlchemyError:
+            logger.exception("could not write the audit event %s", event.value)
 
     def _open(self, sealed: str, user_id: int) -> str | None:
         try:

@@ -102,7 +102,7 @@ async def open_store(
             InboxStore(engine),
             signins,
             note,
-            factors=None if key is None else FactorStore(engine, key.get()),
+            factors=None if key is None else FactorStore(engine, key.get(), log=log),
         )
     finally:
         with anyio.CancelScope(shield=True):

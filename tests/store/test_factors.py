@@ -18,7 +18,7 @@ from bot.core.approvals import Factor
 from bot.core.totp import LOCK_S, MAX_FAILURES, RECOVERY_CODES, STEP_S
 from bot.store import open_store
 from bot.store.factors import CodeStatus, FactorStore
-from bot.store.tables import second_factors
+from bot.store.tables import audit, second_factors
 
 pytestmark = pytest.mark.anyio
 
@@ -51,7 +51,7 @@ async def enrolled(store_url: str) -> AsyncIterator[Enrolled]:
     """Bob enrolled (a minute ago on the real clock, so codes of now are later steps)."""
     async with open_store(StorageConfig(url=Secret(store_url), secret_key=Secret(KEY))) as store:
         clock = Clock(time.time() - 60)
-        factors = FactorStore(store.engine, KEY, clock)
+        factors = FactorStore(store.engine, KEY, clock, log=store.audit)
         secret = await factors.begin(BOB)
         checked, recovery = await factors.confirm(BOB, pyotp.TOTP(secret).at(clock.now))
         assert checked.ok
@@ -95,7 +95,8 @@ async def test_a_code_works_once_in_its_window_and_the_next_one_works(enrolled: 
 
 
 async def test_five_wrong_codes_lock_out_even_the_right_code_until_the_lock_ends(enrolled: Enrolled) -> None:
-    """Four wrong codes count down; the fifth locks; then the right code is refused too, until LOCK_S later."""
+    """Four wrong codes count down; the fifth locks (an audit row says until when, after the one of the
+    enrolment); then the right code is refused too, until LOCK_S later."""
     right = enrolled.code()
     wrong = next(c for c in ("123456", "654321") if c not in {right, enrolled.code(-1), enrolled.code(1)})
     lefts = [(await enrolled.factors.check(BOB, wrong)).left for _ in range(MAX_FAILURES - 1)]
@@ -107,6 +108,12 @@ async def test_five_wrong_codes_lock_out_even_the_right_code_until_the_lock_ends
     assert locked.status is CodeStatus.LOCKED and locked.until == pytest.approx(enrolled.clock.now)
     assert refused.status is CodeStatus.LOCKED
     assert accepted.ok
+    async with enrolled.factors.engine.connect() as conn:
+        rows = (await conn.execute(select(audit.c.event, audit.c.user_id).order_by(audit.c.seq))).all()
+    assert [tuple(r) for r in rows if r.event.startswith("second_factor")] == [
+        ("second_factor_enrolled", BOB),
+        ("second_factor_locked", BOB),
+    ]
 
 
 async def test_a_recovery_code_works_once_in_place_of_the_app_code(enrolled: Enrolled) -> None:
