@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -41,10 +42,11 @@ class Scene:
 
 
 @asynccontextmanager
-async def guarded_scene(tmp_path: Path) -> AsyncIterator[Scene]:
+async def guarded_scene(tmp_path: Path, world: Scene | None = None) -> AsyncIterator[Scene]:
     """Alice may call tools; Bob, Carol and Dave (2 of 3) approve `deploy` on `prod`, a server that checks receipts
-    against the audit key's public half (what `toolnexus-bot audit public-key` prints)."""
-    server = Guarded(public_key=AuditKeys(SECRET).public_key)
+    against the audit key's public half (what `toolnexus-bot audit public-key` prints). With `world`, a new
+    bot process on the same database, fake Telegram and server (a restart)."""
+    server = world.server if world is not None else Guarded(public_key=AuditKeys(SECRET).public_key)
     rule = {
         "servers": ["prod"],
         "tools": ["deploy"],
@@ -57,9 +59,13 @@ async def guarded_scene(tmp_path: Path) -> AsyncIterator[Scene]:
         storage=f"sqlite:///{tmp_path / 'bot.db'}",
         secret_key=SECRET,
         approvals=[rule],
+        world=None if world is None else world.s,
     ) as s:
-        carol = s.fake.user(id=CAROL_ID, first_name="Carol")
-        ops = s.fake.group(OPS, title="On-call", members=[s.alice, s.bob, carol])
+        if world is None:
+            carol = s.fake.user(id=CAROL_ID, first_name="Carol")
+            ops = s.fake.group(OPS, title="On-call", members=[s.alice, s.bob, carol])
+        else:
+            carol, ops = world.carol, world.ops
         for person in (s.bob, carol):
             await person.send("here", chat=ops)
         yield Scene(s, carol, ops, server)
@@ -113,3 +119,23 @@ async def test_an_approved_call_carries_a_receipt_the_server_checks_and_a_captur
     assert "signature does not hold" in forged and "signature does not hold" in resigned
     assert "no approval receipt" in bare
     assert len(g.server.ran) == 1
+
+
+async def test_a_call_approved_after_a_restart_runs_with_a_receipt_too(tmp_path: Path) -> None:
+    """Alice's deploy waits; the bot stops; the new process gets Bob's and Carol's approvals and runs the call
+    itself (its first process is gone): the server gets a valid receipt naming them."""
+    async with guarded_scene(tmp_path) as first:
+        await first.s.alice.send(DEPLOY, chat=first.s.group)
+        await first.s.fake.wait_for(lambda m: m.chat_id == first.ops and bool(m.reply_markup))
+        first.s.stop.set()
+        with anyio.fail_after(10):
+            await first.s.stopped.wait()
+        async with guarded_scene(tmp_path, world=first) as g:
+            s = g.s
+            card = await s.fake.wait_for(lambda m: m.chat_id == g.ops and bool(m.reply_markup))
+            await s.bob.press(card, "✅ Approve")
+            await g.carol.press(card, "✅ Approve")
+            await s.fake.wait_for(lambda m: m.chat_id == s.group and "deployed web 1.2.3" in m.text)
+    [(_, sent, receipt)] = g.server.ran
+    assert sent == {"service": "web", "version": "1.2.3"} and g.server.refused == []
+    assert [a.name for a in receipt.approvers] == ["Bob", "Carol"]
