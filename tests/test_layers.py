@@ -24,6 +24,7 @@ LAYERS: Final[tuple[Mapping[str, frozenset[str]], ...]] = (
     {
         "mapping": frozenset({"mapping"}),
         "bot": frozenset({"bot"}),  # the package itself: importing any `bot.x` runs it, so it imports nothing
+        "receipts": frozenset({"bot.receipts"}),  # copied by MCP servers: imports nothing of ours
     },
     {
         "core": frozenset({"bot.core"}),

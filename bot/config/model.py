@@ -174,6 +174,13 @@ class ApprovalGate(enum.StrEnum):
     """Each `accept` answer to one of the call's questions: it is not sent until approved."""
 
 
+class SecondFactor(enum.StrEnum):
+    """What an `[[approvals]]` approval needs besides the tap (`second_factor`)."""
+
+    TOTP = "totp"
+    """A code from the approver's authenticator app (enrolled with /2fa), checked by the bot."""
+
+
 class Caller(enum.StrEnum):
     """Who starts a tool call: a person in the chat, or an agent through the gateway with that person's token."""
 
@@ -506,6 +513,10 @@ class ApprovalRule(Table):
     gate: Annotated[ApprovalGate, _checked(read.one_of(ApprovalGate)), _EXPAND] = ApprovalGate.CALL
     callers: Annotated[frozenset[Caller], _checked(_callers), _EXPAND] = frozenset(Caller)
     """Whose calls the rule holds back: `chat` (a person's `/call`), `agent` (the gateway), or both."""
+    second_factor: Annotated[SecondFactor | None, _checked(_optional(read.one_of(SecondFactor))), _EXPAND] = (
+        None
+    )
+    """`totp`: an approval also needs the approver's current authenticator code (needs `[storage] secret_key`)."""
     index: int = 0
     """The rule's place among `[[approvals]]` (named in problems and on cards)."""
 
@@ -969,6 +980,14 @@ class Config(Table):
                     "make one with toolnexus-bot keygen)",
                 )
             )
+        totp = [i for i, rule in enumerate(data.get("approvals", ())) if _second_factor(rule)]
+        if totp and (storage is None or storage.secret_key is None):
+            found.append(
+                (
+                    ("approvals", totp[0], "second_factor"),
+                    "needs [storage] secret_key (the authenticator secrets are kept sealed with it)",
+                )
+            )
         gateway = v.gateway
         if gateway is not None and gateway.enabled:
             if v.web is None or v.web.public_url is None:
@@ -992,6 +1011,15 @@ class Config(Table):
                     listed = ()
                 found += _approval_relations(i, rule, listed, set(names), telegram)
         return found
+
+
+def _second_factor(rule: object) -> bool:
+    """Whether an `[[approvals]]` rule as given (a model or a table) asks for a second factor."""
+    if isinstance(rule, ApprovalRule):
+        return rule.second_factor is not None
+    if isinstance(rule, Mapping):
+        return cast("Mapping[str, Any]", rule).get("second_factor") in {f.value for f in SecondFactor}
+    return False
 
 
 def _server_of(server: object) -> tuple[object, bool]:

@@ -56,6 +56,7 @@ from bot.core.approvals import (
     ApprovalStatus,
     Ballot,
     BookUnavailable,
+    Factor,
     Verdict,
     Vote,
     names,
@@ -191,6 +192,8 @@ class Cast:
 
     text: str
     refused: bool = False
+    needs_code: bool = False
+    """Refused for want of a one-time code only (`tally`): ask the approver for it."""
 
 
 @dataclass(slots=True)
@@ -216,7 +219,13 @@ def verdict_of(record: ApprovalRecord) -> Verdict:
     state = record.state
     nothing = "the call was not made" if record.ask.question is None else "the server was told decline"
     if state.status is ApprovalStatus.APPROVED:
-        return Verdict(state.status, f"approved by {names(state.deciders)}", record.id)
+        return Verdict(
+            state.status,
+            f"approved by {names(state.deciders)}",
+            record.id,
+            approvals=state.deciders,
+            asked_at=record.created_at,
+        )
     if state.status is ApprovalStatus.REJECTED:
         return Verdict(state.status, f"rejected by {names(state.deciders)}; {nothing}", record.id)
     if state.status is ApprovalStatus.EXPIRED:
@@ -429,12 +438,15 @@ class ApprovalService:
         vote: Vote,
         generation: int = 0,
         card: tuple[int, int] | None = None,
+        factor: Factor = Factor.TAP,
     ) -> Cast:
         """One approver's Approve or Reject on the content drawn at `generation`: refused (not an approver,
         own request, already decided, stale content), or counted and committed; the cards are redrawn and a
         decision is carried out. `card` (chat, message) is the card tapped: redrawn as well when its place is
         not stored (yet): in a fleet, the process that posted it may store it after this vote, or have died
-        between sending it and storing where it is."""
+        between sending it and storing where it is. `factor` is how the approver proved it was them (the host
+        checked the one-time code); an approval without the code its request asks for is refused with
+        `Cast.needs_code`."""
         await self.seen(user_id, name)
         async with self._lock(approval_id):
             for _ in range(CAS_ATTEMPTS):
@@ -445,9 +457,9 @@ class ApprovalService:
                     return Cast("The approval store is unavailable; try again.", refused=True)
                 if record is None:
                     return Cast(GONE, refused=True)
-                counted = tally(record.state, user_id, name, vote, self.now(), generation)
+                counted = tally(record.state, user_id, name, vote, self.now(), generation, factor)
                 if counted.refusal is not None:
-                    return Cast(counted.refusal, refused=True)
+                    return Cast(counted.refusal, refused=True, needs_code=counted.needs_code)
                 assert counted.ballot is not None
                 try:
                     updated = await self.book.vote(record, counted.state, counted.ballot)

@@ -8,17 +8,17 @@ an `Approver` before sending a gated call; `bot.core.approval_service.ApprovalSe
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
 from bot.core.values import Origin
+from bot.receipts import content_hash
 
 __all__ = [
     "DECIDED_TOPIC",
     "DUE",
+    "NEEDS_CODE",
     "ApprovalAsk",
     "ApprovalRecord",
     "ApprovalState",
@@ -26,6 +26,7 @@ __all__ = [
     "Approver",
     "Ballot",
     "BookUnavailable",
+    "Factor",
     "Tally",
     "Verdict",
     "Vote",
@@ -42,6 +43,21 @@ class Vote(enum.StrEnum):
     REJECT = "reject"
 
 
+class Factor(enum.StrEnum):
+    """How an approval was given: a tap alone, or a tap and a one-time code (`second_factor = "totp"`)."""
+
+    TAP = "tap"
+    TOTP = "totp"
+    """A code from the approver's authenticator app."""
+    RECOVERY = "recovery_code"
+    """One of the approver's single-use recovery codes, in place of the app's code."""
+
+    @property
+    def second(self) -> bool:
+        """A code came with the tap."""
+        return self is not Factor.TAP
+
+
 class ApprovalStatus(enum.StrEnum):
     """Where a request stands; every status but PENDING is final."""
 
@@ -53,17 +69,6 @@ class ApprovalStatus(enum.StrEnum):
     EXPIRED = "expired"
     CANCELLED = "cancelled"
     """The call went away before a decision (stopped, cancelled by its requester)."""
-
-
-def content_hash(server: str, tool: str, content: Mapping[str, Any] | None) -> str:
-    """SHA-256 (hex) of what an approval is bound to: server, tool and the exact content, as canonical JSON."""
-    text = json.dumps(
-        {"server": server, "tool": tool, "content": content},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +91,8 @@ class ApprovalAsk:
     timeout_s: float
     question: str | None = None
     """For gate "answers": the server's question the content answers."""
+    factor: Factor = Factor.TAP
+    """What each approval needs: a tap, or (`Factor.TOTP`) a tap and a one-time code."""
 
     @property
     def hash(self) -> str:
@@ -102,6 +109,10 @@ class Verdict:
     changing: bool = False
     """Gate "answers": the requester asked to change the answer; ask them again, then `decide` again with
     this `approval_id` (the request is bound to the new content; earlier approvals no longer count)."""
+    approvals: tuple[Ballot, ...] = ()
+    """Approved: the approvals that made it (what a receipt names)."""
+    asked_at: str | None = None
+    """When the request was made (UTC, ISO 8601)."""
 
     @property
     def approved(self) -> bool:
@@ -132,6 +143,8 @@ class Ballot:
     content_hash: str
     at: str
     """UTC time, ISO 8601."""
+    factor: Factor = Factor.TAP
+    """How the approver proved it was them (an audit row and the receipt say it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +161,8 @@ class ApprovalState:
     ballots: tuple[Ballot, ...] = ()
     generation: int = 0
     """Bumped each time the content changes: a button drawn for an older content is refused."""
+    factor: Factor = Factor.TAP
+    """What an approval needs (a code besides the tap: `Factor.TOTP`); a rejection never needs a code."""
 
     @property
     def approvals(self) -> tuple[Ballot, ...]:
@@ -159,6 +174,8 @@ class ApprovalState:
             if ballot.vote is not Vote.APPROVE or ballot.content_hash != self.content_hash:
                 continue
             if ballot.user_id in seen or (ballot.user_id == self.requester_id and not self.self_approval):
+                continue
+            if self.factor.second and not ballot.factor.second:  # a tap alone never counts there
                 continue
             seen.add(ballot.user_id)
             counted.append(ballot)
@@ -244,10 +261,27 @@ class Tally:
     state: ApprovalState
     refusal: str | None = None
     ballot: Ballot | None = None
+    needs_code: bool = False
+    """Refused only for want of a one-time code: ask the approver for one, then count it with the code."""
 
 
-def tally(state: ApprovalState, user_id: int, name: str, vote: Vote, at: str, generation: int = 0) -> Tally:
-    """Count one tap on the request's current content (`generation`: the content the tapped card showed)."""
+NEEDS_CODE: Final = (
+    "This approval needs a code from your authenticator app: I have asked you in our private chat."
+)
+"""The refusal of an approval tapped without the code its rule asks for."""
+
+
+def tally(
+    state: ApprovalState,
+    user_id: int,
+    name: str,
+    vote: Vote,
+    at: str,
+    generation: int = 0,
+    factor: Factor = Factor.TAP,
+) -> Tally:
+    """Count one tap on the request's current content (`generation`: the content the tapped card showed), made
+    with `factor` (the host checked the code, if any)."""
     if not state.open:
         return Tally(state, _decided(state))
     if state.status is ApprovalStatus.CHANGING:
@@ -260,7 +294,11 @@ def tally(state: ApprovalState, user_id: int, name: str, vote: Vote, at: str, ge
         return Tally(state, "You asked for this: your own approval does not count.")
     if vote is Vote.APPROVE and any(b.user_id == user_id for b in state.approvals):
         return Tally(state, "You already approved this.")
-    ballot = Ballot(user_id, name, vote, state.content_hash, at)
+    if vote is Vote.APPROVE and state.factor.second and not factor.second:
+        return Tally(state, NEEDS_CODE, needs_code=True)
+    ballot = Ballot(
+        user_id, name, vote, state.content_hash, at, factor if vote is Vote.APPROVE else Factor.TAP
+    )
     ballots = (*state.ballots, ballot)
     if vote is Vote.REJECT:
         return Tally(replace(state, ballots=ballots, status=ApprovalStatus.REJECTED), ballot=ballot)

@@ -119,8 +119,12 @@ class Calls:
         restored: list[tuple[Prompt, KeptQuestion]] | None = None,
         kept: list[KeptQuestion] | None = None,
         flight: Flight | None = None,
+        meta: Callable[[], types.RequestParamsMeta] | None = None,
     ) -> ToolOutcome:
         """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes.
+
+        `meta` gives the request's `_meta` for each sending of the call (an approval receipt: fresh for each
+        sending, the same for the further rounds of one sending).
 
         `flight` is told which questions the call has out (a drain looks). With `kept` (a 2026-07-28 round kept from before a restart, all its questions), the call is not sent
         afresh: the round's open questions (`restored`: their prompts, whose cards are back on the surface) are
@@ -140,7 +144,9 @@ class Calls:
             with call.scope:
                 resumed = None if kept is None else await self._answers_of(call, kept, restored or [])
                 for _ in range(MAX_AUTH_ROUNDS):
-                    outcome = await self._call_once(call, arguments, on_progress, resumed)
+                    outcome = await self._call_once(
+                        call, arguments, on_progress, resumed, None if meta is None else meta()
+                    )
                     resumed = None
                     if not isinstance(outcome, list):
                         return outcome
@@ -225,6 +231,7 @@ class Calls:
         arguments: dict[str, Any] | None,
         on_progress: ProgressSink | None,
         resumed: Resumed | None = None,
+        meta: types.RequestParamsMeta | None = None,
     ) -> ToolOutcome | list[types.ElicitRequestURLParams]:
         async def progress_callback(progress: float, total: float | None, message: str | None) -> None:
             if on_progress is not None:
@@ -260,6 +267,7 @@ class Calls:
                                         progress_callback=progress_callback,
                                         input_responses=responses,
                                         request_state=state,
+                                        meta=meta,
                                         allow_input_required=True,
                                         allow_claimed=True,
                                     )
@@ -281,7 +289,7 @@ class Calls:
                             )
                         else:
                             result = await client.call_tool(
-                                call.tool, arguments, progress_callback=progress_callback
+                                call.tool, arguments, progress_callback=progress_callback, meta=meta
                             )
                     except Exception as exc:
                         error = exc

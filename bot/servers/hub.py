@@ -9,13 +9,14 @@ whether a person's call may start at all.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import replace
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import anyio
 import mcp_types as types
@@ -36,7 +37,8 @@ from bot.core import (
     ToolInfo,
     ToolOutcome,
 )
-from bot.core.approvals import ApprovalAsk, ApprovalStatus, Approver, Verdict, unnamed
+from bot.core.approvals import ApprovalAsk, ApprovalStatus, Approver, Factor, Verdict, content_hash, unnamed
+from bot.receipts import META_KEY, Approval, issue
 from bot.servers.calls import Calls, Flight, ProgressSink
 from bot.servers.connections import describe_error
 from bot.servers.elicitation import Elicitations
@@ -73,8 +75,12 @@ class Hub:
         approver: Approver | None = None,
         no_approver_reason: str = "this host cannot ask approvers",
         names: Callable[[int], str] | None = None,
+        sign_receipts: Callable[[bytes], bytes] | None = None,
     ) -> None:
         self.config = config
+        self.sign_receipts = sign_receipts
+        """Signs the receipt an approved call carries to its server (`bot.receipts`): the audit key's Ed25519
+        signature. None (no `[storage] secret_key`): approved calls go without one."""
         self._signed_in = signed_in
         """Whether a person holds tokens for an OAuth server (`SignIns.signed_in`): /servers asks it first."""
         self.observer = observer
@@ -238,6 +244,7 @@ class Hub:
         outcome and duration (never arguments or answers).
         """
         started = anyio.current_time()
+        meta: Callable[[], types.RequestParamsMeta] | None = None
         rule = self.config.approval_rule(name, tool, caller_of(origin))
         # With nobody to ask (the console), a call whose answers are gated is refused too: never half run.
         if (
@@ -259,6 +266,8 @@ class Hub:
                 self._ended(origin, outcome)
                 log_call(origin, name, tool, outcome, anyio.current_time() - started)
                 return outcome
+            if rule.gate is ApprovalGate.CALL:
+                meta = self._receipt_for(verdict, name, tool, arguments, origin)
         if self.observer is not None and kept is None:
             await self.observer.call_started(origin, name, tool, arguments)
         server = self.servers.get(name)
@@ -278,6 +287,7 @@ class Hub:
                         kept=kept,
                         restored=restored,
                         flight=flight,
+                        meta=meta,
                     )
             finally:
                 self.limits.end_call(origin.user_id, origin.agent)
@@ -344,6 +354,35 @@ class Hub:
                 await self.observer.call_ended(origin, server, tool, outcome)
         return outcome
 
+    def _receipt_for(
+        self, verdict: Verdict, server: str, tool: str, arguments: dict[str, Any] | None, origin: Origin
+    ) -> Callable[[], types.RequestParamsMeta] | None:
+        """The `_meta` of each sending of an approved call: a receipt signed anew (a fresh nonce) each time,
+        or None when there is no key to sign with."""
+        sign = self.sign_receipts
+        if sign is None or verdict.approval_id is None or not verdict.approvals:
+            return None
+        approval_id = verdict.approval_id
+        approvers = tuple(Approval(b.user_id, b.name, b.at, b.factor.value) for b in verdict.approvals)
+        asked_at = verdict.asked_at or approvers[0].at
+
+        def meta() -> types.RequestParamsMeta:
+            receipt = issue(
+                sign,
+                server=server,
+                tool=tool,
+                hash=content_hash(server, tool, arguments),
+                approval=approval_id,
+                requester=(origin.user_id, self.names(origin.user_id)),
+                approvers=approvers,
+                asked_at=asked_at,
+                now=dt.datetime.now(dt.UTC),
+            )
+            # The SDK's `_meta` TypedDict is open (PEP 728 `extra_items`), which mypy does not read yet.
+            return cast(types.RequestParamsMeta, {META_KEY: receipt})
+
+        return meta
+
     async def _approval(
         self, rule: ApprovalRule, server: str, tool: str, arguments: dict[str, Any] | None, origin: Origin
     ) -> Verdict:
@@ -365,6 +404,7 @@ class Hub:
             chat=rule.chat,
             self_approval=rule.self_approval,
             timeout_s=rule.timeout_s,
+            factor=Factor.TAP if rule.second_factor is None else Factor.TOTP,
         )
         return await self.approver.decide(ask)
 
@@ -392,6 +432,7 @@ class Hub:
             chat=rule.chat,
             self_approval=rule.self_approval,
             timeout_s=rule.timeout_s,
+            factor=Factor.TAP if rule.second_factor is None else Factor.TOTP,
             question=prompt.request.prompt,
         )
         approver = self.approver

@@ -39,6 +39,7 @@ from bot.core.approvals import (
     ApprovalState,
     ApprovalStatus,
     Ballot,
+    Factor,
     Vote,
 )
 from bot.store.audit import AuditEvent, AuditLog
@@ -98,6 +99,7 @@ class ApprovalStore:
             quorum=ask.quorum,
             self_approval=ask.self_approval,
             content_hash=ask.hash,
+            factor=ask.factor,
         )
         record = ApprovalRecord(ask, state, gate, deadline, now_iso(), names=dict(names or {}))
         async with self.engine.begin() as conn:
@@ -125,6 +127,8 @@ class ApprovalStore:
                     names=json.dumps({str(k): v for k, v in record.names.items()}, ensure_ascii=False),
                     deadline=deadline,
                     created_at=record.created_at,
+                    # Written only when asked for: a tap-only request is stored as the version before stored it.
+                    **({} if ask.factor is Factor.TAP else {"second_factor": ask.factor.value}),
                 )
             )
         detail: dict[str, Any] = {
@@ -134,6 +138,7 @@ class ApprovalStore:
             "approvers": sorted(ask.approvers),
             "quorum": ask.quorum,
             "approval_chat": ask.chat,
+            "second_factor": None if ask.factor is Factor.TAP else ask.factor.value,
         }
         detail.update(_kept(ask.content, self.content))
         await self._audit(AuditEvent.APPROVAL_REQUESTED, record, detail)
@@ -216,6 +221,7 @@ class ApprovalStore:
                     vote=ballot.vote.value,
                     content_hash=ballot.content_hash,
                     at=ballot.at,
+                    factor=ballot.factor.value,
                 )
             )
             if decided:
@@ -233,6 +239,7 @@ class ApprovalStore:
                 "approvals": len(new.approvals),
                 "quorum": new.quorum,
                 "status": new.status.value,
+                "factor": ballot.factor.value,
             },
             user_id=ballot.user_id,
         )
@@ -366,7 +373,9 @@ def _kept(values: Mapping[str, Any] | None, content: AuditContent) -> dict[str, 
 
 def _record(row: dict[str, Any], votes: list[dict[str, Any]]) -> ApprovalRecord:
     ballots = tuple(
-        Ballot(v["user_id"], v["name"], Vote(v["vote"]), v["content_hash"], v["at"])
+        Ballot(
+            v["user_id"], v["name"], Vote(v["vote"]), v["content_hash"], v["at"], Factor(v["factor"] or "tap")
+        )
         for v in sorted(votes, key=lambda v: (v["at"], v["id"]))
     )
     approvers = frozenset(int(u) for u in json.loads(row["approvers"]))
@@ -382,6 +391,7 @@ def _record(row: dict[str, Any], votes: list[dict[str, Any]]) -> ApprovalRecord:
         self_approval=bool(row["self_approval"]),
         timeout_s=0.0,
         question=row["question"],
+        factor=Factor(row["second_factor"] or "tap"),
     )
     state = ApprovalState(
         id=row["id"],
@@ -393,6 +403,7 @@ def _record(row: dict[str, Any], votes: list[dict[str, Any]]) -> ApprovalRecord:
         status=ApprovalStatus(row["status"]),
         ballots=ballots,
         generation=row["generation"],
+        factor=Factor(row["second_factor"] or "tap"),
     )
     return ApprovalRecord(
         ask=ask,

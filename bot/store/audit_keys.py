@@ -106,6 +106,11 @@ class AuditKeys:
         mac.update(canonical)
         return mac.hexdigest()
 
+    def sign(self, data: bytes) -> bytes:
+        """Ed25519 signature of `data` with the checkpoint key (approval receipts: `bot.receipts`, whose signed
+        bytes start with their own prefix, so no receipt can pass for a checkpoint)."""
+        return self._signer.sign(data)
+
     def checkpoint(self, count: int, head: str, at: dt.datetime | None = None) -> Checkpoint:
         when = (at or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")
         unsigned = Checkpoint(count, head, when, self.public_key, "")

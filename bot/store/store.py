@@ -19,6 +19,7 @@ from bot.store.audit_keys import AuditKeys
 from bot.store.audit_seal import seal_new, sealed_with
 from bot.store.engine import display_url, failure_reason, is_file_database, open_engine
 from bot.store.errors import StoreUnavailable
+from bot.store.factors import FactorStore
 from bot.store.inbox import InboxStore
 from bot.store.instances import claim_instance
 from bot.store.observer import AuditObserver
@@ -50,6 +51,8 @@ class Store:
     """Per-person OAuth tokens, when `[storage] secret_key` is set."""
     audit_note: str | None = None
     """What the audit chain is worth when that needs saying (no key): the bot logs it once it runs."""
+    factors: FactorStore | None = None
+    """Approvers' authenticator secrets (`second_factor = "totp"`), when `[storage] secret_key` is set."""
 
     async def audit_sign_in(self, event: str, user_id: int, server: str, detail: dict[str, str]) -> None:
         """Record a sign-in, a refresh failure or a logout (`bot.servers.oauth.SignInAudit`); never raises."""
@@ -99,6 +102,7 @@ async def open_store(
             InboxStore(engine),
             signins,
             note,
+            factors=None if key is None else FactorStore(engine, key.get(), log=log),
         )
     finally:
         with anyio.CancelScope(shield=True):

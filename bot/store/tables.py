@@ -37,6 +37,7 @@ __all__ = [
     "oauth_pending",
     "people",
     "rounds",
+    "second_factors",
     "telegram_budget",
     "tool_lists",
     "updates_seen",
@@ -152,6 +153,7 @@ approvals = Table(
         String(64),
         comment="'due' once decided; then who carried the decision out (ran the call); null: decided before 0012",
     ),
+    Column("second_factor", String(16), comment="'totp': each approval needs a one-time code; null: a tap"),
 )
 Index("ix_approvals_status", approvals.c.status)
 
@@ -165,6 +167,7 @@ approval_votes = Table(
     Column("vote", String(16), nullable=False, comment="'approve' or 'reject'"),
     Column("content_hash", String(64), nullable=False, comment="the content the vote was cast on"),
     Column("at", String(32), nullable=False),
+    Column("factor", String(16), comment="'tap', 'totp' or 'recovery_code'; null: a tap (before 0016)"),
 )
 Index("ix_approval_votes_approval_id", approval_votes.c.approval_id)
 
@@ -174,6 +177,29 @@ people = Table(
     Column("user_id", BigInteger, primary_key=True, comment="a Telegram user id"),
     Column("name", String(256), nullable=False, comment="the display name (first name) they last showed"),
     Column("seen", String(32), nullable=False, comment="UTC, ISO 8601: when that name was written"),
+)
+
+second_factors = Table(
+    "second_factors",
+    metadata,
+    Column("user_id", BigInteger, primary_key=True, comment="a Telegram user id (an approver)"),
+    Column(
+        "secret", Text, comment="sealed TOTP secret (Fernet, [storage] secret_key); null: not enrolled yet"
+    ),
+    Column("pending", Text, comment="sealed secret of an enrolment not confirmed with a code yet"),
+    Column("enrolled_at", String(32), comment="UTC, ISO 8601: when `secret` was confirmed"),
+    Column(
+        "last_step",
+        BigInteger,
+        nullable=False,
+        comment="the last TOTP step accepted: no code of it or before",
+    ),
+    Column("recovery", Text, nullable=False, comment="JSON list: SHA-256 of each unused recovery code"),
+    Column("failures", Integer, nullable=False, comment="wrong codes in a row"),
+    Column("locked_until", Float, nullable=False, comment="Unix time: no code is tried before it"),
+    Column(
+        "revision", Integer, nullable=False, comment="bumped by every change: a change is a compare-and-set"
+    ),
 )
 
 oauth_accounts = Table(

@@ -43,11 +43,12 @@ from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.drain import drain, take_answers
 from bot.telegram.fleet import Takeovers
 from bot.telegram.flood import FloodLimiter
-from bot.telegram.handlers import access, agents, audit, commands, forms, signin
+from bot.telegram.handlers import access, agents, audit, commands, forms, second_factor, signin
 from bot.telegram.handlers import approvals as approval_taps
 from bot.telegram.handlers.deps import Deps
 from bot.telegram.handlers.errors import on_error
 from bot.telegram.restore import restore_kept
+from bot.telegram.second_factor import SecondFactors
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolButtons, ToolRunner
 
@@ -166,8 +167,14 @@ async def serve(
             approver=service,
             no_approver_reason=no_approver,
             names=None if service is None else service.name_of,
+            sign_receipts=None if store is None or store.audit.keys is None else store.audit.keys.sign,
         ) as hub:
-            approvals = None if service is None else TelegramApprovals(service, surface, hub)
+            codes = (
+                None
+                if service is None or store is None or store.factors is None
+                else SecondFactors(store.factors, service, surface)
+            )
+            approvals = None if service is None else TelegramApprovals(service, surface, hub, codes)
             await _serve(
                 config,
                 app,
@@ -187,6 +194,20 @@ async def serve(
                 fleet_state,
                 bus,
             )
+
+
+def _approval_handlers(
+    app: Application,  # type: ignore[type-arg]
+    config: Config,
+    approvals: TelegramApprovals,
+    allowed: Access,
+) -> None:
+    """Before the access gate (approvers need not be allowed): the names cards show, and the second factor's
+    `/2fa` and codes (of the approvers of rules that ask for one)."""
+    app.add_handlers(approval_taps.name_handlers(approvals, allowed, config.approvers), group=-2)
+    coded = frozenset[int]().union(*(r.approvers for r in config.approvals if r.second_factor))
+    if approvals.codes is not None and coded:
+        app.add_handlers(second_factor.handlers(approvals.codes, coded), group=-3)
 
 
 async def _serve(
@@ -214,7 +235,7 @@ async def _serve(
         buttons = ToolButtons(lists=None if fleet_state is None else fleet_state.tool_lists)
         deps = Deps(config.telegram, allowed, hub, prompts, surface, runner, buttons)
         if approvals is not None:
-            app.add_handlers(approval_taps.name_handlers(approvals, allowed, config.approvers), group=-2)
+            _approval_handlers(app, config, approvals, allowed)
         app.add_handlers(access.handlers(allowed, Refusals(clock=clock), config.approvers), group=-1)
         # The handlers match disjoint updates; taps (two of every three updates) are checked first.
         admin = [] if store is None else audit.handlers(config.telegram.admins, store.audit, surface)

@@ -23,6 +23,7 @@ from bot.servers.hub import Hub
 from bot.telegram.approval_cards import agent_note, approval_screen, change_screen, request_line
 from bot.telegram.callback_data import Action, Button
 from bot.telegram.render import NAME_CLIP, TITLE_CLIP, Screen, esc
+from bot.telegram.second_factor import SecondFactors
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.taps import TapAnswer
 from bot.telegram.tool_runs import result_messages
@@ -36,10 +37,15 @@ class TelegramApprovals:
     """The Telegram host's `ApprovalShow` of `service`; `start` it in the bot's task group, `stop` it before the
     hub closes. `hub` runs the calls approved after a restart."""
 
-    def __init__(self, service: ApprovalService, surface: TelegramSurface, hub: Hub) -> None:
+    def __init__(
+        self, service: ApprovalService, surface: TelegramSurface, hub: Hub, codes: SecondFactors | None = None
+    ) -> None:
         self.service = service
         self.surface = surface
         self.hub = hub
+        self.codes = codes
+        """Asks an approver for the one-time code an approval needs (`second_factor`); None: no key to keep
+        authenticator secrets with (a rule asking for one is a config error then)."""
 
     async def seen(self, user: User) -> None:
         """Remember a person's first name (every update passes here), for cards: stored when new or changed."""
@@ -64,6 +70,8 @@ class TelegramApprovals:
         else:
             vote = Vote.APPROVE if button.action is Action.YES else Vote.REJECT
             cast = await self.service.vote(button.token, user.id, user.first_name, vote, button.version, card)
+            if cast.needs_code and self.codes is not None:
+                return await self.codes.ask(user, button, card)
         return TapAnswer(cast.text, alert=cast.refused)
 
     # -- ApprovalShow ----------------------------------------------------------------------------------

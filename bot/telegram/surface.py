@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 from telegram import Update, User
+from telegram.constants import ParseMode
 from telegram.error import BadRequest, Forbidden, TelegramError
 
 from bot.core import Origin, Outcome, Prompt
@@ -78,6 +79,11 @@ class TelegramSurface:
     async def send(self, chat_id: int, screen: Screen, *, reply_to: int | None = None) -> int:
         """Send a screen; the new message's id."""
         return await self.bot.send_html(chat_id, screen.text, screen.keyboard, reply_to)
+
+    async def send_photo(self, chat_id: int, png: bytes, screen: Screen) -> int:
+        """Send a picture with a short caption (`screen.text`, HTML); the new message's id."""
+        sent = await self.bot.send_photo(chat_id, png, caption=screen.text, parse_mode=ParseMode.HTML)
+        return sent.message_id
 
     async def edit(self, chat_id: int, message_id: int, screen: Screen) -> int | None:
         """Edit a message; "not modified" is fine (a double tap). A message that is gone (deleted, too old to

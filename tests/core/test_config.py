@@ -596,7 +596,7 @@ _EXAMPLES = {
             "scopes",
         )
     ),
-    *(("approvals", key) for key in ("servers", "tools", "approvers", "quorum", "chat")),
+    *(("approvals", key) for key in ("servers", "tools", "approvers", "quorum", "chat", "second_factor")),
 }
 
 

@@ -107,3 +107,19 @@ def test_the_second_rule_is_named_by_its_place() -> None:
     ok = '[[approvals]]\nservers = ["prod"]\ntools = ["*"]\napprovers = [2001]\n'
     found = problems(ok + '[[approvals]]\nservers = ["prod"]\ntools = ["*"]\napprovers = [0]\n')
     assert found == ("approvals[1].approvers[0]: not a Telegram user id (a positive integer)",)
+
+
+def test_a_second_factor_needs_the_key_that_seals_the_authenticator_secrets() -> None:
+    """`second_factor = "totp"` without `[storage] secret_key` is refused naming the rule's key; an unknown
+    factor names the one allowed; with a key the rule asks for TOTP."""
+    rule = '[[approvals]]\nservers = ["prod"]\ntools = ["deploy"]\napprovers = [2001]\nsecond_factor = "{}"\n'
+    storage = '[storage]\nurl = "sqlite:///x.db"\n'
+    key = 'secret_key = "' + "A" * 43 + '="\n'
+    assert problems(storage + rule.format("totp")) == (
+        "approvals[0].second_factor: needs [storage] secret_key (the authenticator secrets are kept sealed with it)",
+    )
+    assert problems(storage + key + rule.format("sms")) == (
+        "approvals[0].second_factor: must be one of 'totp'",
+    )
+    config = parse_config(tomllib.loads(BASE + storage + key + rule.format("totp")), {})
+    assert config.approvals[0].second_factor == "totp"

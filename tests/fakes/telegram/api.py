@@ -161,6 +161,21 @@ class BotApi:
         msg = self._world.add_message(chat_id, self._world.bot_id, version, reply_to)
         return self._world.message_dict(msg)
 
+    async def send_photo(self, p: JSON) -> JSON:
+        chat_id = self._sendable_chat(p)
+        photo = p.get("photo")
+        if isinstance(photo, str) and photo.startswith("attach://"):
+            photo = p.get(photo.removeprefix("attach://"))
+        if not isinstance(photo, bytes) or not photo:
+            raise bad_request("there is no photo in the request")
+        caption = p.get("caption")
+        text, source, entities = message_text(caption, p.get("parse_mode")) if caption else ("", "", ())
+        self._flood_check(chat_id)
+        version = Version(text, source, entities, *parse_markup(p.get("reply_markup")))
+        msg = self._world.add_message(chat_id, self._world.bot_id, version, self._reply_target(chat_id, p))
+        msg.photo = photo
+        return self._world.message_dict(msg)
+
     async def edit_message_text(self, p: JSON) -> JSON:
         msg = self._editable(p)
         text, source, entities = message_text(p.get("text"), p.get("parse_mode"))

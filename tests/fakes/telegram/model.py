@@ -93,6 +93,8 @@ class Msg:
     seq: int = 0
     """Global change counter: bumped on send, edit and delete (orders "most recently changed")."""
     edit_dates: list[int] = field(default_factory=list)
+    photo: bytes | None = None
+    """A picture the bot sent (`sendPhoto`); the text is then its caption."""
 
     @property
     def current(self) -> Version:

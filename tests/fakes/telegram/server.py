@@ -360,7 +360,8 @@ async def _read_params(request: Request) -> JSON:
             params.update(body)
     elif content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
         async with request.form() as form:
-            params.update({k: _decode(k, v) for k, v in form.items() if isinstance(v, str)})
+            for k, v in form.items():
+                params[k] = _decode(k, v) if isinstance(v, str) else await v.read()  # a file: its bytes
     return params
 
 

@@ -247,10 +247,17 @@ class World:
             "from": sender,
             "chat": self.chat_dict(msg.chat_id),
             "date": msg.date,
-            "text": msg.text,
         }
-        if msg.entities:
-            data["entities"] = [dict(e) for e in msg.entities]
+        if msg.photo is not None:  # a picture's text is its caption
+            size = {"file_id": f"photo-{msg.message_id}", "file_unique_id": f"p{msg.message_id}"}
+            data["photo"] = [{**size, "width": 320, "height": 320, "file_size": len(msg.photo)}]
+            data["caption"] = msg.text
+            if msg.entities:
+                data["caption_entities"] = [dict(e) for e in msg.entities]
+        else:
+            data["text"] = msg.text
+            if msg.entities:
+                data["entities"] = [dict(e) for e in msg.entities]
         if msg.reply_markup:  # Telegram echoes inline keyboards only, never ForceReply
             data["reply_markup"] = {
                 "inline_keyboard": [[b.to_dict() for b in row] for row in msg.reply_markup]

@@ -1,0 +1,49 @@
+"""`/2fa` and the codes approvers send in their private chat (`bot.telegram.second_factor`). Does I/O.
+
+Registered before the access gate: approvers need not be allowed to use the bot. Only the approvers of rules
+with `second_factor` reach them, only in a private chat; a message that is not a code expected of its sender
+goes on to the other handlers.
+"""
+
+from __future__ import annotations
+
+from telegram import Update
+from telegram.ext import (
+    ApplicationHandlerStop,
+    BaseHandler,
+    CommandHandler,
+    ContextTypes,
+    MessageHandler,
+    filters,
+)
+
+from bot.telegram.render import Screen
+from bot.telegram.second_factor import SecondFactors
+
+__all__ = ["handlers"]
+
+Context = ContextTypes.DEFAULT_TYPE
+
+
+def handlers(codes: SecondFactors, approvers: frozenset[int]) -> list[BaseHandler]:  # type: ignore[type-arg]
+    """For a group of its own before the access gate's."""
+    mine = filters.ChatType.PRIVATE & filters.User(user_id=approvers)
+
+    async def enrol(update: Update, context: Context) -> None:
+        assert update.effective_user is not None
+        await codes.enrol(update.effective_user, list(context.args or ()))
+        raise ApplicationHandlerStop
+
+    async def code(update: Update, context: Context) -> None:
+        user, message = update.effective_user, update.effective_message
+        assert user is not None and message is not None
+        reply = await codes.on_code(user, message.text or "")
+        if reply is None:
+            return  # not a code we wait for: the other handlers see it
+        await codes.surface.send(user.id, Screen(reply))
+        raise ApplicationHandlerStop
+
+    return [
+        CommandHandler("2fa", enrol, filters=mine),
+        MessageHandler(mine & filters.TEXT & ~filters.COMMAND, code),
+    ]
