@@ -4,8 +4,8 @@ for (`approvals.second_factor`) and how each vote was given (`approval_votes.fac
 Expand only (a new table, new nullable columns): a process of the version before neither reads nor writes
 them (its requests need a tap, its votes read as taps), so the two run side by side during a rolling deploy.
 
-Revision ID: 0016
-Revises: 0015
+Revision ID: 0017
+Revises: 0016
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0016"
-down_revision = "0015"
+revision = "0017"
+down_revision = "0016"
 branch_labels = None
 depends_on = None
 
