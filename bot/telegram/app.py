@@ -33,11 +33,12 @@ from bot.store import Store, open_configured_store
 from bot.store.budget import fleet_budget
 from bot.store.bus import FleetBus
 from bot.store.engine import database_url
+from bot.store.errors import SecondInstance
 from bot.store.fleet import Partitions, partition_of
 from bot.store.fleet_state import FleetState
 from bot.store.inbox import InboxStore
 from bot.telegram.access import Access, Refusals
-from bot.telegram.api_watch import ApiWatch
+from bot.telegram.api_watch import ANOTHER_POLLER, ApiWatch
 from bot.telegram.approvals import TelegramApprovals
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.drain import drain, take_answers
@@ -107,7 +108,7 @@ def build_application(config: Config, watch: ApiWatch) -> Application:  # type: 
     # 429 would otherwise surface as that warning (an error under strict warning filters).
     os.environ.setdefault("PTB_TIMEDELTA", "true")
     token = config.require_telegram().get()
-    bot = build_bot(token, config.telegram.api_base_url, watch, Access.of(config.telegram))
+    bot = build_bot(token, config.telegram.api_base_url, watch, Access.of(config.telegram), watch.polled)
     builder = ApplicationBuilder().bot(bot).concurrent_updates(True)
     if config.telegram.mode is TelegramMode.WEBHOOK:
         builder = builder.updater(None)
@@ -266,7 +267,9 @@ async def _serve(
                     logger.warning("%s", store.audit_note)
                 if ready is not None:
                     ready.set()
-                await _first(stop, draining)
+                await _first(stop, draining, watch.another_poller)
+                if watch.another_poller.is_set():
+                    raise SecondInstance(ANOTHER_POLLER)
                 if fleet is not None:
                     fleet.partitions.draining = (
                         True  # takes nothing more; what it holds is given back at the end
