@@ -263,6 +263,12 @@ async def _serve(
                     await tg.start(web.run)
                 await _start_updates(app, config, watch)
                 logger.info("bot @%s is running", app.bot.username)
+                if config.web is not None and config.web.local_only:
+                    logger.warning(
+                        "[web] public_url %s is plain http on this machine: agents here can try the gateway; "
+                        "nothing else can reach it (use https behind a reverse proxy for real)",
+                        config.web.public_url,
+                    )
                 if store is not None and store.audit_note is not None:
                     logger.warning("%s", store.audit_note)
                 if ready is not None:
