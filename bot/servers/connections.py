@@ -323,7 +323,9 @@ def describe_error(exc: BaseException, server: ServerConfig | None = None) -> st
     if isinstance(exc, FileNotFoundError):
         if server is not None and server.cwd is not None and not os.path.isdir(server.cwd):
             return f"the working folder does not exist: {server.cwd}"
-        return f"command not found: {exc.filename or exc}"
+        # The SDK's spawn error names no file: the server's own command is what was not found.
+        missing = exc.filename or (server.command if server is not None else None)
+        return f"command not found: {missing or exc}"
     if isinstance(exc, PermissionError) and server is not None and server.command is not None:
         return f"cannot run {server.command}: permission denied"
     text = str(exc) or type(exc).__name__
