@@ -7,6 +7,7 @@ The agent tokens are made by the store the bot uses (a second connection to the 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -273,3 +274,19 @@ async def test_a_servers_protocol_meta_stays_behind(tmp_path: Path, protocol: st
     info = meta.pop(SERVER_INFO_META_KEY, None)
     assert info is None if protocol == "legacy" else info["name"] == "toolnexus-bot", info
     assert not meta, meta
+
+
+async def test_an_agents_call_gets_its_info_line_naming_the_agent_as_a_chat_call_does(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator sees an agent's call at INFO as a chat call: server, tool, user, the agent, outcome, time."""
+    async with gateway_scene(tmp_path) as (s, port, url):
+        token = await make_token(url, ALICE_ID, "ci-bot")
+        with caplog.at_level(logging.INFO, logger="bot.servers.hub"):
+            async with agent(port, token) as client:
+                result = await client.call_tool("demo__echo", {"text": "PRIVATE-TEXT"})
+    assert not result.is_error
+    lines = [r.getMessage() for r in caplog.records if r.name == "bot.servers.hub" and r.msg.startswith("call ")]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"call demo/echo by user {ALICE_ID} via agent ci-bot: ok in "), lines
+    assert "PRIVATE-TEXT" not in caplog.text
