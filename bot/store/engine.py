@@ -33,10 +33,10 @@ __all__ = [
     "failure_reason",
     "is_file_database",
     "open_engine",
-    "writable_file_database",
     "prepare_file_database",
     "sqlite_pragmas",
     "upgrade",
+    "writable_file_database",
 ]
 
 HEAD: Final = "head"

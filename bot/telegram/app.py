@@ -263,19 +263,12 @@ async def _serve(
                     await tg.start(web.run)
                 await _start_updates(app, config, watch)
                 logger.info("bot @%s is running", app.bot.username)
-                if config.web is not None and config.web.local_only:
-                    logger.warning(
-                        "[web] public_url %s is plain http on this machine: agents here can try the gateway; "
-                        "nothing else can reach it (use https behind a reverse proxy for real)",
-                        config.web.public_url,
-                    )
+                _say_local_only(config)
                 if store is not None and store.audit_note is not None:
                     logger.warning("%s", store.audit_note)
                 if ready is not None:
                     ready.set()
-                await _first(stop, draining, watch.another_poller)
-                if watch.another_poller.is_set():
-                    raise SecondInstance(ANOTHER_POLLER)
+                await _until_stopped(stop, draining, watch)
                 if fleet is not None:
                     fleet.partitions.draining = (
                         True  # takes nothing more; what it holds is given back at the end
@@ -302,6 +295,27 @@ async def _serve(
                         await app.updater.stop()
                     if app.running:
                         await app.stop()
+
+
+def _say_local_only(config: Config) -> None:
+    """The one-line warning at start for a plain-http loopback `public_url` (trying the gateway locally)."""
+    if config.web is not None and config.web.local_only:
+        logger.warning(
+            "[web] public_url %s is plain http on this machine: agents here can try the gateway; "
+            "nothing else can reach it (use https behind a reverse proxy for real)",
+            config.web.public_url,
+        )
+
+
+async def _until_stopped(stop: anyio.Event, draining: anyio.Event, watch: ApiWatch) -> None:
+    """Wait for a stop or a drain.
+
+    Raises:
+        SecondInstance: another process polls with this token (a 409 Conflict before the first answered poll).
+    """
+    await _first(stop, draining, watch.another_poller)
+    if watch.another_poller.is_set():
+        raise SecondInstance(ANOTHER_POLLER)
 
 
 async def _first(*events: anyio.Event) -> None:

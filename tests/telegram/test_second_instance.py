@@ -113,6 +113,8 @@ async def test_a_second_bot_polling_the_same_token_with_its_own_database_stops_w
             assert status == 1, err
             lines = [line for line in err.splitlines() if "409" in line or "Conflict" in line]
             assert lines == [err.strip().splitlines()[-1]], err
-            assert lines[0].startswith("error: another process polls Telegram for updates with this bot token")
+            assert lines[0].startswith(
+                "error: another process polls Telegram for updates with this bot token"
+            )
             assert "@BotFather" in lines[0]
             await answers_help(fake, alice)

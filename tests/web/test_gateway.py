@@ -280,13 +280,15 @@ async def test_an_agents_call_gets_its_info_line_naming_the_agent_as_a_chat_call
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """An operator sees an agent's call at INFO as a chat call: server, tool, user, the agent, outcome, time."""
-    async with gateway_scene(tmp_path) as (s, port, url):
+    async with gateway_scene(tmp_path) as (_, port, url):
         token = await make_token(url, ALICE_ID, "ci-bot")
         with caplog.at_level(logging.INFO, logger="bot.servers.hub"):
             async with agent(port, token) as client:
                 result = await client.call_tool("demo__echo", {"text": "PRIVATE-TEXT"})
     assert not result.is_error
-    lines = [r.getMessage() for r in caplog.records if r.name == "bot.servers.hub" and r.msg.startswith("call ")]
+    lines = [
+        r.getMessage() for r in caplog.records if r.name == "bot.servers.hub" and r.msg.startswith("call ")
+    ]
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"call demo/echo by user {ALICE_ID} via agent ci-bot: ok in "), lines
     assert "PRIVATE-TEXT" not in caplog.text

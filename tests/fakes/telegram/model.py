@@ -35,7 +35,8 @@ class PollTerminated(ApiReject):
 
     def __init__(self) -> None:
         super().__init__(
-            409, "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
+            409,
+            "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
         )
 
 
