@@ -146,7 +146,7 @@ class ServerAuth(enum.StrEnum):
     NONE = "none"
     """No sign-in (static `headers` may still carry a key)."""
     OAUTH = "oauth"
-    """MCP authorization: each person signs in with OAuth from the chat (DESIGN §12)."""
+    """MCP authorization: each person signs in with OAuth from the chat (README, "Signing in to remote servers")."""
 
 
 class TokenEndpointAuth(enum.StrEnum):
@@ -970,7 +970,9 @@ class Config(Table):
             if public_url is None:
                 found.append((("web", "public_url"), "required when telegram.mode is webhook"))
             elif v.web is not None and v.web.local_only:
-                found.append((("web", "public_url"), "webhook mode needs https:// (Telegram delivers over TLS)"))
+                found.append(
+                    (("web", "public_url"), "webhook mode needs https:// (Telegram delivers over TLS)")
+                )
             elif (
                 v.web is not None
                 and v.web.public_url is not None
