@@ -183,7 +183,8 @@ async def test_ask_person_returns_typed_content(tmp_path: Path, protocol: str) -
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_ask_person_decline_choices_and_yes_no(tmp_path: Path, protocol: str) -> None:
-    """Declining a form gives `decline`; `choices` asks one pick and returns it; neither asks yes/no."""
+    """Declining a form gives `decline`; `choices` asks one pick and returns it; neither asks yes/no, with Yes
+    and No buttons (not a bare OK), and returns the answer as a boolean."""
     async with gateway_scene(tmp_path, protocol=protocol) as (s, port, url):
         token = await make_token(url, ALICE_ID, "planner")
         async with agent(port, token, agent_mode(protocol)) as client:
@@ -205,11 +206,15 @@ async def test_ask_person_decline_choices_and_yes_no(tmp_path: Path, protocol: s
                 await submit(s, card)
             assert got[-1].structured_content == {"action": "accept", "content": {"choice": "us-east"}}
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(ask, client, {"message": "Ship it now?"}, got)
-                card = await card_for(s, ALICE_ID, "Ship it now?")
-                await s.alice.press(card, "✅ OK")
-            assert got[-1].structured_content == {"action": "accept", "content": {}}
+            for button, answer in (("Yes", True), ("No", False)):
+                question = f"Ship it now ({button})?"
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(ask, client, {"message": question}, got)
+                    card = await card_for(s, ALICE_ID, question)
+                    assert {"Yes", "No"} <= set(card.buttons) and "✅ OK" not in card.buttons
+                    await s.alice.press(card, button)
+                    await submit(s, card)
+                assert got[-1].structured_content == {"action": "accept", "content": {"answer": answer}}
         assert not any(result.is_error for result in got)
 
 
