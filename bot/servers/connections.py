@@ -117,7 +117,9 @@ def default_transport(
     params = StdioServerParameters(
         command=server.command, args=list(server.args), env=dict(server.env) or None, cwd=server.cwd
     )
-    return stdio_client(params, errlog=sys.stderr)
+    # The process's own stderr (file descriptor 2), not `sys.stderr`, which the console's prompt replaces: there
+    # the console sends descriptor 2 to its log file, and a server's raw stderr stays out of the prompt.
+    return stdio_client(params, errlog=sys.__stderr__ or sys.stderr)
 
 
 @functools.cache
