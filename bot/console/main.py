@@ -52,7 +52,7 @@ async def run_console(config: Config, callback_server: CallbackServer) -> int:
     async with AsyncExitStack() as stack:
         if reader.interactive:
             stack.enter_context(patch_stdout(raw=True))  # output from other tasks lands above the prompt
-            if logging.getLogger().getEffectiveLevel() >= logging.WARNING:  # not --log-level DEBUG or INFO
+            if logging.getLogger().getEffectiveLevel() >= logging.WARNING:  # not --log-level DEBUG
                 log = stack.enter_context(_stderr_to(console_log_path(os.environ)))
                 if log is not None:
                     console.say(
