@@ -156,13 +156,12 @@ def _main(argv: Sequence[str] | None) -> int:
         "WARNING" if command == "console" and args.log_level == "INFO" else args.log_level, _secrets(config)
     )
     if command == "check":
-        from bot.servers.check import check
         from bot.store.store import audit_note
 
         note = audit_note(config.storage)
         if note is not None:
             print(note)
-        return _reporting(config, args.log_level, check, config, args.timeout)
+        return _reporting(config, args.log_level, _check, config, args.timeout)
     if command in ("audit", "db"):
         return _store_command(args, config)
     if command == "agents":
@@ -219,6 +218,16 @@ async def _on_loop(command: Callable[..., Awaitable[int]], *args: object) -> int
     loop = type(asyncio.get_running_loop())
     logger.debug("event loop: %s.%s", loop.__module__, loop.__qualname__)
     return await command(*args)
+
+
+async def _check(config: Config, timeout_s: float) -> int:
+    """`check`: what `run` would refuse at start is refused here with its line (a database folder it may not
+    write), then every server is probed."""
+    from bot.servers.check import check
+    from bot.store.store import check_storage
+
+    check_storage(config.storage)
+    return await check(config, timeout_s)
 
 
 def _check_options(check: argparse.ArgumentParser) -> None:

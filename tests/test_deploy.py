@@ -130,3 +130,36 @@ def test_the_fleet_compose_reads_every_secret_from_the_env_file_and_holds_none()
     needed = set(VAR.findall((DEPLOY / "production.toml").read_text()))
     for bot in ("bot1", "bot2"):
         assert needed <= set(services[bot]["environment"]), needed - set(services[bot]["environment"])
+
+
+def _unit(key: str) -> str:
+    """One `Key=value` of the systemd unit."""
+    lines = (DEPLOY / "toolnexus-bot.service").read_text().splitlines()
+    (value,) = [line.split("=", 1)[1] for line in lines if line.startswith(f"{key}=")]
+    return value
+
+
+def test_the_guide_runs_audit_and_db_upgrade_by_hand_where_the_unit_keeps_its_database() -> None:
+    """Run from a shell, the commands have neither the unit's $STATE_DIRECTORY nor its secrets: the guide's
+    command lines give them the unit's user, environment file, state directory, program and config (and
+    compose's run the service's own container, whose config names its database)."""
+    guide = (DEPLOY / "README.md").read_text()
+    program, config_flag, config = _unit("ExecStart").split()
+    assert config_flag == "--config"
+    for command in ("audit --verify", "db upgrade"):
+        systemd = (
+            f"sudo systemd-run --pipe --wait --quiet -p User={_unit('User')} "
+            f"-p EnvironmentFile={_unit('EnvironmentFile')} -p StateDirectory={_unit('StateDirectory')} "
+            f"{program} {command} --config {config}"
+        )
+        assert f"  {systemd}" in guide.splitlines(), command
+        compose = f"docker compose -f deploy/compose.yaml --env-file deploy/.env run --rm bot {command}"
+        assert f"  {compose}" in guide.splitlines(), command
+    environ = _environ()
+    storage = load_config(DEPLOY / "production.toml", environ).storage
+    assert storage is not None and storage.url.get() == "postgresql://bot:pw@db/toolnexus"
+
+
+def test_the_nginx_snippet_passes_the_host_the_gateway_checks() -> None:
+    """The gateway's DNS-rebinding check reads Host: nginx must pass the public one on."""
+    assert "proxy_set_header Host $host;" in (DEPLOY / "README.md").read_text()

@@ -75,10 +75,10 @@ def _cli() -> dict[str, tuple[set[str], set[str]]]:
 
 def test_the_other_commands_list_every_sub_command_action_and_option_of_the_cli() -> None:
     """Every `add_parser` of bot/cli.py is named as `toolnexus-bot NAME`, its actions (`audit checkpoint`,
-    `db upgrade`) and every option it takes are in "The other commands"."""
+    `db upgrade`) and every option it takes are in "Command line"."""
     cli = _cli()
     assert {"run", "check", "console", "audit", "db", "keygen"} <= cli.keys()
-    section = _section("The other commands")
+    section = _section("Command line")
     for command, (actions, options) in cli.items():
         if command != "*":
             assert f"`toolnexus-bot {command}" in section, command
@@ -140,3 +140,79 @@ def test_the_docker_check_passes_the_token_check_needs() -> None:
         if "docker run" in line and " check" in line
     ]
     assert checks and all("-e TELEGRAM_BOT_TOKEN" in line for line in checks), checks
+
+
+DOCS = [
+    REPO / "README.md",
+    REPO / "CONTRIBUTING.md",
+    REPO / "bench" / "README.md",
+    REPO / "deploy" / "README.md",
+]
+DOCS += sorted((REPO / "docs").glob("*.md"))
+_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings (fenced blocks left out; a repeated heading gets -1, -2)."""
+    text = _FENCE.sub("", path.read_text())
+    seen: dict[str, int] = {}
+    found = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", text, re.MULTILINE):
+        slug = _slug(re.sub(r"`|\*\*", "", heading))
+        found.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return found
+
+
+def test_every_link_of_the_readme_and_the_docs_leads_to_a_file_and_heading_that_are_there() -> None:
+    """Each relative link in README.md, CONTRIBUTING.md, docs/, bench/README.md and deploy/README.md names a
+    file in the repository and, with `#anchor`, one of that file's headings."""
+    broken = []
+    for doc in DOCS:
+        for target in _LINK.findall(_FENCE.sub("", doc.read_text())):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            where = (doc.parent / path).resolve() if path else doc
+            if not where.exists():
+                broken.append(f"{doc.relative_to(REPO)}: {target} (no such file)")
+            elif anchor and where.suffix == ".md" and anchor not in _anchors(where):
+                broken.append(f"{doc.relative_to(REPO)}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_readme_is_for_users_and_operators_about_400_lines() -> None:
+    """Contributor material lives in CONTRIBUTING.md and docs/: the README stays a newcomer's read."""
+    assert len(README.splitlines()) <= 450
+
+
+def test_no_document_or_module_points_at_a_design_section_that_is_not_in_the_repository() -> None:
+    """A reference to a design section by number named a document that is not shipped: docs/ says it instead."""
+    mark = "DESIGN " + "§"
+    sources = [
+        *REPO.glob("*.md"),
+        *REPO.glob("docs/*.md"),
+        *REPO.glob("bot/**/*.py"),
+        *REPO.glob("tests/**/*.py"),
+    ]
+    assert [str(p.relative_to(REPO)) for p in sources if mark in p.read_text()] == []
+
+
+def test_the_glossary_says_each_of_the_houses_own_words_in_one_line() -> None:
+    glossary = (REPO / "docs" / "glossary.md").read_text()
+    for word in ("Book", "Keeper", "Flight", "Vet", "Lean", "fold", "taps", "round", "partition", "epoch"):
+        assert re.search(rf"^- \*\*{word}\*\*", glossary, re.MULTILINE), word
+
+
+def test_the_complexity_exceptions_are_counted_as_many_as_the_code_has() -> None:
+    """The docs and pyproject's comment say how many functions carry the complexity `noqa`: as many as there are."""
+    words = {5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}
+    code = [*REPO.glob("bot/**/*.py"), *REPO.glob("mapping/**/*.py"), *REPO.glob("tests/**/*.py")]
+    count = sum(p.read_text().count("noqa: " + "C901") for p in [*code, *REPO.glob("bench/**/*.py")])
+    said = {
+        "pyproject.toml": (REPO / "pyproject.toml").read_text(),
+        "CONTRIBUTING.md": (REPO / "CONTRIBUTING.md").read_text(),
+        "docs/architecture.md": (REPO / "docs" / "architecture.md").read_text(),
+    }
+    for name, text in said.items():
+        assert re.search(rf"\b{words[count]}\s+(above 15|exceptions)", text), name

@@ -1,4 +1,4 @@
-"""Approval receipts as a server checks them (`bot.receipts`), and the README's example server that does."""
+"""Approval receipts as a server checks them (`bot.receipts`), and the example server in docs/approvals.md that does."""
 
 from __future__ import annotations
 
@@ -80,13 +80,13 @@ def test_a_nonce_is_forgotten_only_after_its_receipt_expired() -> None:
 
 
 def _readme_server(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The README's example server, with `receipts` being bot/receipts.py and the public key `PUBLIC`."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    """The example server in docs/approvals.md, with `receipts` being bot/receipts.py and the public key `PUBLIC`."""
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "approvals.md").read_text()
     [code] = [b for b in re.findall(r"^```python\n(.*?)^```", readme, re.M | re.S) if "from receipts" in b]
     module = pytypes.ModuleType("readme_server")
     monkeypatch.setitem(sys.modules, "receipts", receipts)
     exec(
-        compile(code.replace('PUBLIC_KEY = "..."', f"PUBLIC_KEY = {PUBLIC!r}"), "README", "exec"),
+        compile(code.replace('PUBLIC_KEY = "..."', f"PUBLIC_KEY = {PUBLIC!r}"), "docs/approvals.md", "exec"),
         vars(module),
     )
     return module.server

@@ -51,6 +51,8 @@ SERVER_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,32}")
 WEBHOOK_SECRET: Final = re.compile(r"[A-Za-z0-9_-]{1,256}")
 """Telegram's rule for `setWebhook(secret_token=...)`."""
 WEBHOOK_PORTS: Final = frozenset({80, 88, 443, 8443})
+LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+"""The hosts an `http://` `[web] public_url` may name: this machine only."""
 """The only ports Telegram delivers webhooks to."""
 WEBHOOK_PATH: Final = "/telegram"
 """Where the webhook lives, under `[web] public_url` and on the local endpoint alike."""
@@ -144,7 +146,7 @@ class ServerAuth(enum.StrEnum):
     NONE = "none"
     """No sign-in (static `headers` may still carry a key)."""
     OAUTH = "oauth"
-    """MCP authorization: each person signs in with OAuth from the chat (DESIGN §12)."""
+    """MCP authorization: each person signs in with OAuth from the chat (README, "Signing in to remote servers")."""
 
 
 class TokenEndpointAuth(enum.StrEnum):
@@ -270,12 +272,22 @@ def _bot_token(value: object) -> str:
 def _public_url(value: object) -> str:
     url = read.http_url(value)
     parts = urlsplit(url)
-    if parts.scheme != "https":
-        raise read.Invalid("must be an https:// URL (Telegram and browsers reach the bot over TLS)")
+    if parts.scheme != "https" and not is_loopback_url(url):
+        raise read.Invalid(
+            "must be an https:// URL (Telegram and browsers reach the bot over TLS); http:// only on this "
+            "machine (127.0.0.1, localhost or [::1]), to try the gateway"
+        )
     if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username or parts.password:
         # The reverse proxy forwards paths unchanged, so the endpoint's routes are the site's root.
         raise read.Invalid("must be the site's root, https://host or https://host:port (no path)")
     return url.rstrip("/")
+
+
+def is_loopback_url(url: str) -> bool:
+    """Whether `url` is plain http on this machine (as OAuth allows loopback redirects): a `public_url` for
+    trying agents out locally, which neither Telegram nor a phone can reach."""
+    parts = urlsplit(url)
+    return parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS
 
 
 def _metadata_url(value: object) -> str:
@@ -553,7 +565,13 @@ class WebConfig(Table):
     """Local port to bind."""
     public_url: Annotated[str | None, _checked(_optional(_public_url)), _EXPAND] = None
     """What Telegram and browsers reach (`https://host[:port]`); the proxy forwards every path unchanged.
-    Required in webhook mode: the webhook is `<public_url>/telegram`."""
+    Required in webhook mode: the webhook is `<public_url>/telegram`. `http://127.0.0.1:PORT` (localhost,
+    [::1]) is allowed for trying the gateway on this machine (a warning at start)."""
+
+    @property
+    def local_only(self) -> bool:
+        """`public_url` is plain http on this machine (for trying the gateway): no webhook, no Mini App."""
+        return self.public_url is not None and is_loopback_url(self.public_url)
 
     @property
     def webhook_url(self) -> str | None:
@@ -876,7 +894,12 @@ class Config(Table):
     @property
     def miniapp_on(self) -> bool:
         """Whether long forms get an **Open form** button: enabled, and a public URL to open."""
-        return self.miniapp.enabled and self.web is not None and self.web.public_url is not None
+        return (
+            self.miniapp.enabled
+            and self.web is not None
+            and self.web.public_url is not None
+            and not self.web.local_only  # Telegram opens Mini Apps over https only
+        )
 
     def server(self, name: str) -> ServerConfig | None:
         """The server called `name`, if any."""
@@ -959,6 +982,10 @@ class Config(Table):
             )
             if public_url is None:
                 found.append((("web", "public_url"), "required when telegram.mode is webhook"))
+            elif v.web is not None and v.web.local_only:
+                found.append(
+                    (("web", "public_url"), "webhook mode needs https:// (Telegram delivers over TLS)")
+                )
             elif (
                 v.web is not None
                 and v.web.public_url is not None

@@ -8,6 +8,7 @@ answer. Server text is made `printable` by `say`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 from bot.console.terminal import INTERRUPT
 from bot.core import Prompt
@@ -69,6 +70,9 @@ class FormWalker:
                 raw = line.strip()
                 if raw == "/decline":
                     return Answer(request.id, ok=False, reason=DECLINED)
+                if _command(raw) is not None:
+                    self.say("  ! " + _command_refused(raw))
+                    continue
                 if check.consentable and raw.lower() in ("y", "yes", "open"):
                     return Answer(request.id, ok=True)
                 self.say("  ! " + _why_not_a_link_answer(raw, check.consentable, check.host))
@@ -92,6 +96,10 @@ class FormWalker:
             raw = line.strip()
             if raw == "/decline":
                 return DECLINED
+            refusal = _not_an_answer(raw, step)
+            if refusal is not None:
+                self.say("  ! " + refusal)
+                continue
             if isinstance(step, Review):
                 if raw.lower() in ("s", "submit", "y", "yes", "ok"):
                     state = apply(state, Submit())
@@ -139,6 +147,38 @@ class FormWalker:
             self.say(f"    {describe(field)}")
         if step.current is not None:
             self.say(f"    Enter keeps: {display_value(field, step.current)}")
+
+
+COMMANDS: Final = frozenset({"/call", "/tools", "/servers", "/help", "/start", "/quit", "/exit"})
+"""The console's commands: typed while a question waits, they are refused, never taken as its answer."""
+
+
+def _command(raw: str) -> str | None:
+    """The console command `raw` starts with, if any (a value such as "/etc/hosts" is none)."""
+    word = raw.split(maxsplit=1)[0] if raw else ""
+    return word if word in COMMANDS else None
+
+
+def _command_refused(raw: str) -> str:
+    return (
+        f"{_command(raw)} is a command, not an answer: answer this question first, or /decline or /cancel it"
+    )
+
+
+def _not_an_answer(raw: str, step: Ask | Review) -> str | None:
+    """Why `raw` is not offered to the form at all: a console command, or an empty line where a required
+    field has nothing to keep."""
+    if _command(raw) is not None:
+        return _command_refused(raw)
+    if raw == "" and isinstance(step, Ask) and step.current is None and step.field.required:
+        field = step.field
+        choose = (
+            f": type one of 1 to {len(field.options)}"
+            if isinstance(field, ChoiceField | MultiChoiceField)
+            else ""
+        )
+        return f"an empty line is not an answer: {field.title} is required{choose}"
+    return None
 
 
 def is_cancel(line: str) -> bool:

@@ -6,9 +6,13 @@ host and the web endpoint are layers of one level and do not import each other.
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import AsyncExitStack, contextmanager
+from pathlib import Path
 from typing import TypeAlias
 
 import anyio
@@ -48,6 +52,12 @@ async def run_console(config: Config, callback_server: CallbackServer) -> int:
     async with AsyncExitStack() as stack:
         if reader.interactive:
             stack.enter_context(patch_stdout(raw=True))  # output from other tasks lands above the prompt
+            if logging.getLogger().getEffectiveLevel() >= logging.WARNING:  # not --log-level DEBUG
+                log = stack.enter_context(_stderr_to(console_log_path(os.environ)))
+                if log is not None:
+                    console.say(
+                        f"Log lines and the servers' stderr go to {log} (--log-level DEBUG shows them here)."
+                    )
         store = await stack.enter_async_context(open_configured_store(config)) if oauth else None
         signins = None
         if store is not None:  # the console's browser is on this machine: the loopback redirect
@@ -76,6 +86,37 @@ async def run_console(config: Config, callback_server: CallbackServer) -> int:
         await console.run(hub)
         tg.cancel_scope.cancel()
     return INTERRUPTED if interrupted else 0
+
+
+def console_log_path(environ: Mapping[str, str]) -> Path:
+    """Where the console at a terminal writes its log lines and the servers' stderr: the XDG state folder."""
+    state = environ.get("XDG_STATE_HOME") or str(
+        Path(environ.get("HOME") or Path.home()) / ".local" / "state"
+    )
+    return Path(state) / "toolnexus-bot" / "console.log"
+
+
+@contextmanager
+def _stderr_to(path: Path) -> Iterator[Path | None]:
+    """This process's stderr (file descriptor 2, which every stdio server it starts inherits) to `path` for
+    the block: log lines and raw server output stay out of the prompt. The path, or None when it cannot be
+    opened (stderr is left as it is)."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError:
+        yield None
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        yield path
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 async def _serve_callback(serve: CallbackServer, signins: SignIns, tg: TaskGroup, console: Console) -> None:

@@ -21,7 +21,7 @@ A request decided in the process that asked for it wakes the waiting call; one d
 call's task is gone) is handed to the host's `run_approved`, once, with the approved content; unless an agent
 asked (`orphaned`): its call went with the process, and the host only says so (`AGENT_GONE`).
 
-Exactly once, also in a fleet (several processes on one database; DESIGN §15). A decision is committed as "due"
+Exactly once, also in a fleet (several processes on one database; docs/fleet.md). A decision is committed as "due"
 (`ApprovalRecord.ran_by`), and whoever carries it out (wakes its waiting call with it, or has the host run it,
 and tells the requester) first takes it with one compare-and-set (`ApprovalBook.claim`): the loser does nothing.
 An approver's tap may decide a request on another instance than the one whose call waits for it:

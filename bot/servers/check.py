@@ -29,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.config import Config, ServerConfig
-from bot.servers.connections import Connection, TransportStreams
+from bot.servers.connections import Connection, TransportStreams, http_status_reason
 
 __all__ = ["DEFAULT_TIMEOUT_S", "CheckResult", "check", "probe"]
 
@@ -44,15 +44,6 @@ _QUIET: Final = (
     "bot.servers.connections",
     "mcp",
 )  # they would repeat, as log lines, what the result line says
-
-_HINTS: Final = {
-    400: "is this an MCP endpoint?",
-    401: "check the server's headers (Authorization)",
-    403: "check the server's headers (Authorization)",
-    404: "is the path /mcp?",
-    405: "is the path /mcp?",
-    406: "is this an MCP endpoint?",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,12 +292,13 @@ def _reason(
             tail = evidence.stderr_tail()
             return f"the server process {how}" + (f"; its stderr ends: {tail}" if tail else "")
     status_code = evidence.http_status
-    if status_code is not None and 300 <= status_code < 400:
-        where = f" to {evidence.location}" if evidence.location else ""
-        return f"HTTP {status_code} {evidence.http_reason}: the server redirects{where}; use that URL"
-    if status_code is not None and status_code >= 400:
-        hint = _HINTS.get(status_code, "the server failed; see its logs" if status_code >= 500 else "")
-        return f"HTTP {status_code} {evidence.http_reason}" + (f": {hint}" if hint else "")
+    said = (
+        None
+        if status_code is None
+        else http_status_reason(status_code, evidence.http_reason, evidence.location)
+    )
+    if said is not None:
+        return said
     content_type = evidence.content_type
     if evidence.not_json_rpc.is_set() or (
         content_type is not None and content_type not in ("application/json", "text/event-stream")

@@ -15,7 +15,7 @@ import ssl
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import anyio
 import httpx2
@@ -81,15 +81,45 @@ class _WatchedStream:
         return getattr(self._inner, name)
 
 
-def default_transport(server: ServerConfig, auth: httpx2.Auth | None = None) -> Transport:
-    """stdio for `command`, streamable HTTP (with the configured headers, and `auth`: OAuth) for `url`."""
+ResponseHook = Callable[[httpx2.Response], Awaitable[None]]
+"""Told of every HTTP answer a session gets (its status explains a failure: `http_status_reason`)."""
+
+_HTTP_HINTS: Final = {
+    400: "is this an MCP endpoint?",
+    401: "check the server's headers (Authorization)",
+    403: "check the server's headers (Authorization)",
+    404: "is the path /mcp?",
+    405: "is the path /mcp?",
+    406: "is this an MCP endpoint?",
+}
+
+
+def http_status_reason(status: int, reason: str, location: str | None = None) -> str | None:
+    """The one explanation of an HTTP answer that ended a session (`check` and the bot's sessions alike):
+    a redirect names where to, an error its status and a hint; None for a success."""
+    if 300 <= status < 400:
+        where = f" to {location}" if location else ""
+        return f"HTTP {status} {reason}: the server redirects{where}; use that URL"
+    if status >= 400:
+        hint = _HTTP_HINTS.get(status, "the server failed; see its logs" if status >= 500 else "")
+        return f"HTTP {status} {reason}" + (f": {hint}" if hint else "")
+    return None
+
+
+def default_transport(
+    server: ServerConfig, auth: httpx2.Auth | None = None, on_response: ResponseHook | None = None
+) -> Transport:
+    """stdio for `command`, streamable HTTP (with the configured headers, and `auth`: OAuth) for `url`;
+    `on_response` hears each HTTP answer."""
     if server.url is not None:
-        return _http(server, auth)
+        return _http(server, auth, on_response)
     assert server.command is not None
     params = StdioServerParameters(
         command=server.command, args=list(server.args), env=dict(server.env) or None, cwd=server.cwd
     )
-    return stdio_client(params, errlog=sys.stderr)
+    # The process's own stderr (file descriptor 2), not `sys.stderr`, which the console's prompt replaces: there
+    # the console sends descriptor 2 to its log file, and a server's raw stderr stays out of the prompt.
+    return stdio_client(params, errlog=sys.__stderr__ or sys.stderr)
 
 
 @functools.cache
@@ -100,7 +130,9 @@ def _tls_context() -> ssl.SSLContext:
 
 
 @asynccontextmanager
-async def _http(server: ServerConfig, auth: httpx2.Auth | None = None) -> AsyncIterator[TransportStreams]:
+async def _http(
+    server: ServerConfig, auth: httpx2.Auth | None = None, on_response: ResponseHook | None = None
+) -> AsyncIterator[TransportStreams]:
     # The SDK leaves a client it was given open, so this transport owns (and closes) its own.
     assert server.url is not None
     timeout = httpx2.Timeout(30.0, read=300.0)
@@ -111,6 +143,7 @@ async def _http(server: ServerConfig, auth: httpx2.Auth | None = None) -> AsyncI
             follow_redirects=False,
             verify=_tls_context(),
             auth=auth,
+            event_hooks={"response": [on_response]} if on_response is not None else None,
         ) as http,
         streamable_http_client(server.url, http_client=http) as streams,
     ):
@@ -188,10 +221,22 @@ class Connection:
         self._clocks: set[CallClock] = set()
         self._on_elicit = on_elicit
         self._on_message = on_message
+        self._answer: tuple[int, str, str | None] | None = None
+        """The last HTTP answer of the default transport: (status, reason, location), to explain a failure."""
         # An OAuth session is HTTP with its auth whatever `transport` says (an in-process stand-in has no HTTP).
         self._transport = (
-            functools.partial(default_transport, auth=auth) if auth else transport or default_transport
+            functools.partial(default_transport, auth=auth, on_response=self._heard)
+            if auth or transport is None
+            else transport
         )
+
+    async def _heard(self, response: httpx2.Response) -> None:
+        self._answer = (response.status_code, response.reason_phrase, response.headers.get("location"))
+
+    def _explain(self, exc: BaseException) -> str:
+        """Why the session failed: the HTTP answer that ended it, as `check` says it, else the exception."""
+        said = None if self._answer is None else http_status_reason(*self._answer)
+        return said or describe_error(exc, self.server)
 
     @property
     def protocol(self) -> str | None:
@@ -267,7 +312,7 @@ class Connection:
         except Exception as exc:
             failed = _sign_in_failure(exc)
             self.sign_in_failed = failed is not None
-            self.error = failed.reason if failed is not None else describe_error(exc, self.server)
+            self.error = failed.reason if failed is not None else self._explain(exc)
             if not self.closing:
                 logger.warning("MCP server %s: %s", self.server.name, self.error)
         finally:
@@ -323,7 +368,9 @@ def describe_error(exc: BaseException, server: ServerConfig | None = None) -> st
     if isinstance(exc, FileNotFoundError):
         if server is not None and server.cwd is not None and not os.path.isdir(server.cwd):
             return f"the working folder does not exist: {server.cwd}"
-        return f"command not found: {exc.filename or exc}"
+        # The SDK's spawn error names no file: the server's own command is what was not found.
+        missing = exc.filename or (server.command if server is not None else None)
+        return f"command not found: {missing or exc}"
     if isinstance(exc, PermissionError) and server is not None and server.command is not None:
         return f"cannot run {server.command}: permission denied"
     text = str(exc) or type(exc).__name__

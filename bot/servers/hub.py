@@ -477,13 +477,15 @@ def refused(refusal: Refusal, *, always: bool = False) -> ToolOutcome:
 
 
 def log_call(origin: Origin, server: str, tool: str, outcome: ToolOutcome, seconds: float) -> None:
-    """The per-call INFO line. Only names and the status: arguments, answers and results may be private."""
+    """The per-call INFO line. Only names and the status: arguments, answers and results may be private. An
+    agent's call names the agent (its person's chat is not where it was made)."""
+    where = f"in chat {origin.chat_id}" if origin.agent is None else f"via agent {origin.agent}"
     logger.info(
-        "call %s/%s by user %d in chat %d: %s in %.1f s",
+        "call %s/%s by user %d %s: %s in %.1f s",
         server,
         tool,
         origin.user_id,
-        origin.chat_id,
+        where,
         outcome.status.value,
         seconds,
     )

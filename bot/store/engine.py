@@ -37,6 +37,7 @@ __all__ = [
     "prepare_file_database",
     "sqlite_pragmas",
     "upgrade",
+    "writable_file_database",
 ]
 
 HEAD: Final = "head"
@@ -96,17 +97,41 @@ def _writable_folder(path: Path) -> None:
     folder = path.parent
     with contextlib.suppress(PermissionError):  # said below, naming the folder
         private_folder(folder)
-    if (
-        not folder.is_dir()
-        or not os.access(folder, os.W_OK | os.X_OK)
-        or (path.exists() and not os.access(path, os.R_OK | os.W_OK))
-    ):
-        where = path if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK) else folder
-        raise PermissionError(
-            f"the {'file' if where == path else 'folder'} {where} is not writable by this process (user "
-            f"{_user()}): make it writable, or set [storage] url to a place that is (under systemd the "
-            "default is the unit's StateDirectory=)"
-        )
+    _refuse_unwritable(path, folder.is_dir() and _may_write(folder))
+
+
+def writable_file_database(url: str) -> None:
+    """Check, creating nothing, that `open_engine` could make and write the SQLite file of `url` (`check`
+    fails where `run` would, with the same line); nothing to check for a database server.
+
+    Raises:
+        PermissionError: as `open_engine` would raise it (the message names the folder or the file).
+    """
+    if not is_file_database(url):
+        return
+    path = Path(str(database_url(url).database))
+    folder = path.parent
+    if folder.is_dir():
+        _refuse_unwritable(path, _may_write(folder))
+        return
+    existing = next((f for f in folder.parents if f.exists()), None)
+    _refuse_unwritable(path, existing is not None and existing.is_dir() and _may_write(existing))
+
+
+def _may_write(folder: Path) -> bool:
+    return os.access(folder, os.W_OK | os.X_OK)
+
+
+def _refuse_unwritable(path: Path, folder_writable: bool) -> None:
+    """Raise PermissionError naming the folder (or the file) this process may not write."""
+    if folder_writable and not (path.exists() and not os.access(path, os.R_OK | os.W_OK)):
+        return
+    where = path if folder_writable else path.parent
+    raise PermissionError(
+        f"the {'file' if where == path else 'folder'} {where} is not writable by this process (user "
+        f"{_user()}): make it writable, or set [storage] url to a place that is (under systemd the "
+        "default is the unit's StateDirectory=)"
+    )
 
 
 def prepare_file_database(url: str) -> Path:

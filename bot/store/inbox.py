@@ -9,7 +9,7 @@ Telegram keeps an undelivered update for 24 hours, so a row older than `KEEP` ca
 one record in `PRUNE_EVERY` also deletes up to `PRUNE_BATCH` such rows (by the index on `received`), so the table
 stays a day of updates without a scheduler. Times are UTC, ISO 8601 with microseconds, from an injectable clock.
 
-In a fleet (DESIGN §15) each update is handled by the instance that owns its user's partition
+In a fleet (docs/fleet.md) each update is handled by the instance that owns its user's partition
 (`bot.store.fleet`). An update delivered to another instance is recorded with its body, its partition and
 `handled` false (`Waiting`), and the owner is woken in the same transaction (the fleet bus, topic "inbox"); the
 owner `claim`s the waiting rows of its partitions (`FOR UPDATE SKIP LOCKED`, marked handled in the same

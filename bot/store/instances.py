@@ -4,7 +4,7 @@ not work beside it is refused at start (`claim_instance`). Does I/O.
 Refused: a second bot on the same SQLite file (one process per file: the store is not made to be shared), and a
 second bot polling Telegram for the same bot on the same PostgreSQL database (Telegram hands each update to one
 `getUpdates` only, and ends the other's with 409 Conflict). Several bots in webhook mode on PostgreSQL are
-allowed: that is the fleet (DESIGN §15). Each place is a lock that ends with its process, SIGKILL included, so
+allowed: that is the fleet (docs/fleet.md). Each place is a lock that ends with its process, SIGKILL included, so
 a restart after a crash is never refused: an `flock` beside the SQLite file, and a PostgreSQL session advisory
 lock on a connection held for the process's life.
 """

@@ -17,7 +17,13 @@ from bot.store.approvals import ApprovalStore
 from bot.store.audit import AuditEvent, AuditLog
 from bot.store.audit_keys import AuditKeys
 from bot.store.audit_seal import seal_new, sealed_with
-from bot.store.engine import display_url, failure_reason, is_file_database, open_engine
+from bot.store.engine import (
+    display_url,
+    failure_reason,
+    is_file_database,
+    open_engine,
+    writable_file_database,
+)
 from bot.store.errors import StoreUnavailable
 from bot.store.factors import FactorStore
 from bot.store.inbox import InboxStore
@@ -29,7 +35,14 @@ from bot.store.writer import StoreWriter
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Store", "StoreUnavailable", "audit_note", "open_configured_store", "open_store"]
+__all__ = [
+    "Store",
+    "StoreUnavailable",
+    "audit_note",
+    "check_storage",
+    "open_configured_store",
+    "open_store",
+]
 
 
 @dataclass(slots=True)
@@ -113,6 +126,22 @@ async def open_store(
                 logger.warning("could not record the audit checkpoint at stop", exc_info=True)
             writer.close()
             await engine.dispose()
+
+
+def check_storage(storage: StorageConfig | None) -> None:
+    """What `check` can tell of the database without changing it: a SQLite file `open_store` could not make or
+    write fails here with the line `run` would print.
+
+    Raises:
+        StoreUnavailable: the SQLite file's folder (or the file) is not writable by this process.
+    """
+    if storage is None:
+        return
+    url = storage.url.get()
+    try:
+        writable_file_database(url)
+    except PermissionError as exc:
+        raise StoreUnavailable(f"database {display_url(url)}: {failure_reason(exc)}", file=True) from exc
 
 
 def audit_note(storage: StorageConfig | None) -> str | None:

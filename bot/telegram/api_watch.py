@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import anyio
 from telegram import Bot
-from telegram.error import NetworkError, RetryAfter, TelegramError
+from telegram.error import Conflict, NetworkError, RetryAfter, TelegramError
 from telegram.ext import BaseRateLimiter
 
 logger = logging.getLogger(__name__)
@@ -31,6 +31,13 @@ FRESH_S: Final = 60.0
 """A Bot API answer younger than this vouches for Telegram; older, `reachable()` asks with getMe."""
 PROBE_TIMEOUT_S: Final = 5.0
 """How long a getMe probe may take before Telegram counts as unreachable."""
+CONFLICT_EVERY_S: Final = 60.0
+"""A run of 409 Conflicts from getUpdates once the bot polls is one warning per this many seconds."""
+ANOTHER_POLLER: Final = (
+    "another process polls Telegram for updates with this bot token (getUpdates answered 409 Conflict): "
+    "stop that bot, or give this one a token of its own from @BotFather"
+)
+"""Why the bot stops when a 409 Conflict comes before its first poll was answered."""
 
 
 class ApiWatch(BaseRateLimiter[int]):
@@ -48,6 +55,11 @@ class ApiWatch(BaseRateLimiter[int]):
         self._clock = clock
         self._probe = anyio.Lock()
         self._exchanges = 0
+        self.another_poller = anyio.Event()
+        """Set when getUpdates is refused with 409 Conflict before any poll was answered: another bot polls."""
+        self._polled = False
+        self._conflicts = 0
+        self._conflict_said_at: float | None = None
 
     async def initialize(self) -> None:
         await self.inner.initialize()
@@ -83,8 +95,31 @@ class ApiWatch(BaseRateLimiter[int]):
 
         return await self.inner.process_request(attempt, args, kwargs, endpoint, data, rate_limit_args)
 
+    def polled(self) -> None:
+        """A getUpdates was answered (`CardBot.get_updates`): from now on a 409 Conflict is a warning."""
+        self._polled = True
+
     def poll_failed(self, error: TelegramError) -> None:
-        """`Updater.start_polling(error_callback=...)`: a failed getUpdates, logged as PTB would."""
+        """`Updater.start_polling(error_callback=...)`: a failed getUpdates, logged as PTB would.
+
+        A 409 Conflict means another process polls with the token: before this bot's first answered poll it
+        sets `another_poller` (the bot stops with `ANOTHER_POLLER`); later a run of them (each bot's poll ends
+        the other's) is one warning every `CONFLICT_EVERY_S`, not a line every few seconds."""
+        if isinstance(error, Conflict):
+            if not self._polled:
+                self.another_poller.set()
+                return
+            self._conflicts += 1
+            now = self._clock()
+            if self._conflict_said_at is None or now - self._conflict_said_at >= CONFLICT_EVERY_S:
+                logger.warning(
+                    "polling for updates: %d x 409 Conflict (%s) since the last warning: another process polls "
+                    "with this bot token; stop it",
+                    self._conflicts,
+                    error,
+                )
+                self._conflicts, self._conflict_said_at = 0, now
+            return
         logger.error("polling for updates failed: %s", error)
         if isinstance(error, NetworkError):
             self._saw(answered=False)

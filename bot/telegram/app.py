@@ -33,11 +33,12 @@ from bot.store import Store, open_configured_store
 from bot.store.budget import fleet_budget
 from bot.store.bus import FleetBus
 from bot.store.engine import database_url
+from bot.store.errors import SecondInstance
 from bot.store.fleet import Partitions, partition_of
 from bot.store.fleet_state import FleetState
 from bot.store.inbox import InboxStore
 from bot.telegram.access import Access, Refusals
-from bot.telegram.api_watch import ApiWatch
+from bot.telegram.api_watch import ANOTHER_POLLER, ApiWatch
 from bot.telegram.approvals import TelegramApprovals
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.drain import drain, take_answers
@@ -108,7 +109,7 @@ def build_application(config: Config, watch: ApiWatch) -> Application:  # type: 
     # 429 would otherwise surface as that warning (an error under strict warning filters).
     os.environ.setdefault("PTB_TIMEDELTA", "true")
     token = config.require_telegram().get()
-    bot = build_bot(token, config.telegram.api_base_url, watch, Access.of(config.telegram))
+    bot = build_bot(token, config.telegram.api_base_url, watch, Access.of(config.telegram), watch.polled)
     builder = ApplicationBuilder().bot(bot).concurrent_updates(True)
     if config.telegram.mode is TelegramMode.WEBHOOK:
         builder = builder.updater(None)
@@ -283,11 +284,12 @@ async def _serve(
                     await tg.start(web.run)
                 await _start_updates(app, config, watch)
                 logger.info("bot @%s is running", app.bot.username)
+                _say_local_only(config)
                 if store is not None and store.audit_note is not None:
                     logger.warning("%s", store.audit_note)
                 if ready is not None:
                     ready.set()
-                await _first(stop, draining)
+                await _until_stopped(stop, draining, watch)
                 if fleet is not None:
                     fleet.partitions.draining = (
                         True  # takes nothing more; what it holds is given back at the end
@@ -314,6 +316,27 @@ async def _serve(
                         await app.updater.stop()
                     if app.running:
                         await app.stop()
+
+
+def _say_local_only(config: Config) -> None:
+    """The one-line warning at start for a plain-http loopback `public_url` (trying the gateway locally)."""
+    if config.web is not None and config.web.local_only:
+        logger.warning(
+            "[web] public_url %s is plain http on this machine: agents here can try the gateway; "
+            "nothing else can reach it (use https behind a reverse proxy for real)",
+            config.web.public_url,
+        )
+
+
+async def _until_stopped(stop: anyio.Event, draining: anyio.Event, watch: ApiWatch) -> None:
+    """Wait for a stop or a drain.
+
+    Raises:
+        SecondInstance: another process polls with this token (a 409 Conflict before the first answered poll).
+    """
+    await _first(stop, draining, watch.another_poller)
+    if watch.another_poller.is_set():
+        raise SecondInstance(ANOTHER_POLLER)
 
 
 async def _first(*events: anyio.Event) -> None:

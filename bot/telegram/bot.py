@@ -12,9 +12,11 @@ which cuts what the bot never reads out of the updates before PTB builds them.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any, Final
 
 import anyio
+from telegram import Update
 from telegram.constants import ParseMode
 from telegram.ext import BaseRateLimiter, ExtBot
 from telegram.warnings import PTBUserWarning
@@ -37,11 +39,26 @@ _CARD_CALLS: Final = ("sendMessage", "editMessageText", "deleteMessage")
 class CardBot(ExtBot[Any]):
     """`ExtBot` with the card calls: HTML text messages with inline buttons, link previews off."""
 
-    __slots__ = ("_clients",)
+    __slots__ = ("_clients", "_on_polled")
 
-    def __init__(self, token: str, *, clients: tuple[AiohttpRequest, ...] = (), **kwargs: Any) -> None:
+    def __init__(
+        self,
+        token: str,
+        *,
+        clients: tuple[AiohttpRequest, ...] = (),
+        on_polled: Callable[[], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(token, **kwargs)
         self._clients = clients
+        self._on_polled = on_polled
+
+    async def get_updates(self, *args: Any, **kwargs: Any) -> tuple[Update, ...]:
+        """PTB's; `on_polled` is told once a poll was answered (a 409 Conflict before that: another bot polls)."""
+        updates = await super().get_updates(*args, **kwargs)
+        if self._on_polled is not None:
+            self._on_polled()
+        return updates
 
     async def initialize(self) -> None:
         """PTB's, and the HTTP clients closed again when it fails (a rejected token, Telegram unreachable):
@@ -98,10 +115,15 @@ def file_url(base_url: str) -> str:
 
 
 def build_bot(
-    token: str, base_url: str, rate_limiter: BaseRateLimiter[Any], access: Access | None = None
+    token: str,
+    base_url: str,
+    rate_limiter: BaseRateLimiter[Any],
+    access: Access | None = None,
+    on_polled: Callable[[], None] | None = None,
 ) -> CardBot:
     """The bot for `base_url` (`.../bot`), on the aiohttp client (proxies from the environment); `access` is
-    whose taps on cards arrive without their echoed message (`bot.telegram.updates`; None: nobody's)."""
+    whose taps on cards arrive without their echoed message (`bot.telegram.updates`; None: nobody's);
+    `on_polled`: told of each answered getUpdates."""
     # PTB nudges callers of `do_api_request` towards its typed method for a known endpoint; the card calls
     # choose the plain one on purpose (see the module docstring), and only their nudge is silenced.
     for endpoint in _CARD_CALLS:
@@ -118,4 +140,5 @@ def build_bot(
         request=calls,
         get_updates_request=updates,
         rate_limiter=rate_limiter,
+        on_polled=on_polled,
     )

@@ -1,4 +1,4 @@
-"""This instance's part in a fleet (DESIGN §15): the partitions it owns, and what it takes over with them. Does
+"""This instance's part in a fleet (docs/fleet.md): the partitions it owns, and what it takes over with them. Does
 I/O (store, Bot API).
 
 At start an instance restores only the kept questions of the users it owns (never another live instance's).

@@ -118,8 +118,8 @@ _BUILT_IN: Final = (
         name=ASK_PERSON,
         title="Ask the person",
         description="Ask the person you act for a question on their phone and wait for the answer: a form "
-        "(`schema`), a choice (`choices`), or yes/no (neither). Returns `action` (accept, decline or cancel) "
-        "and, when accepted, `content` typed as the schema says.",
+        "(`schema`), a choice (`choices`), or yes/no (neither: `content.answer` is true or false). Returns "
+        "`action` (accept, decline or cancel) and, when accepted, `content` typed as the schema says.",
         input_schema=_ASK_SCHEMA,
         output_schema=_ASK_OUTPUT,
         annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
@@ -132,7 +132,13 @@ _BUILT_IN: Final = (
         annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
     ),
 )
-_YES_NO: Final[dict[str, Any]] = {"type": "object", "properties": {}}
+_YES_NO: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {"answer": {"type": "boolean", "title": "Answer"}},
+    "required": ["answer"],
+}
+"""A yes/no question (no `schema`, no `choices`): one boolean, so the card shows Yes and No (an empty form would
+show only OK)."""
 
 
 class AgentVerifier:

@@ -316,3 +316,26 @@ def test_check_says_an_unkeyed_audit_chain_only_shows_accidents(tmp_path: Path) 
     keyed = run("check", "--config", str(config))
     assert keyed.returncode == 0, keyed.stderr
     assert "accidents" not in keyed.stdout and "demo: ok" in keyed.stdout
+
+
+def test_console_says_an_empty_line_at_a_required_choice_is_no_answer_and_asks_again() -> None:
+    """Enter alone at the deploy's environment (required, nothing to keep): one line saying the field is required
+    and what to type, not "is not one of the options" about a value that is not there; then it goes on."""
+    done = run("console", stdin="/call demo deploy\n\n1\ns\ny\ns\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert "an empty line is not an answer: Environment is required: type one of 1 to 2" in done.stdout
+    assert "not one of the options" not in done.stdout
+    assert "Deployed web to staging" in done.stdout
+
+
+def test_console_refuses_a_command_typed_during_a_question_and_never_takes_it_as_the_answer() -> None:
+    """`/call ...` typed at a number question (and at a text one) is a command: refused with how to leave the
+    question, the question stays; the server never gets it as a value."""
+    stdin = "/call demo book_table restaurant=Luigi\n/call demo echo text=hi\n/decline\n/quit\n"
+    done = run("console", stdin=stdin)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "/call is a command, not an answer: answer this question first, or /decline or /cancel it"
+        in done.stdout
+    )
+    assert "Booking declined" in done.stdout

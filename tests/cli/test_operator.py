@@ -95,6 +95,19 @@ def test_an_unwritable_database_folder_is_one_line_naming_it(tmp_path: Path) -> 
     assert "sqlalche.me" not in lines[0] and "running" not in lines[0]
 
 
+def test_check_fails_on_an_unwritable_database_folder_with_the_line_run_prints(tmp_path: Path) -> None:
+    """`check` promises what `run` would refuse: a database folder the bot may not write is `run`'s one
+    `error:` line and exit 1, before any server is probed, and nothing is created."""
+    config = _read_only_config(tmp_path)
+    ran = run("--config", str(config), unprivileged=True)
+    checked = run("check", "--config", str(config), unprivileged=True)
+    assert checked.returncode == ran.returncode == 1, checked.stdout
+    assert checked.stderr.strip() == ran.stderr.strip()
+    assert f"folder {config.parent} is not writable" in checked.stderr
+    assert "demo:" not in checked.stdout
+    assert sorted(p.name for p in config.parent.iterdir()) == ["config.toml"]
+
+
 def test_check_rejects_the_token_run_rejects(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

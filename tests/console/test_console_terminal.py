@@ -57,11 +57,13 @@ class Terminal:
 
 
 @asynccontextmanager
-async def console_in_a_terminal(config: Path) -> AsyncIterator[Terminal]:
+async def console_in_a_terminal(config: Path, state: Path | None = None) -> AsyncIterator[Terminal]:
+    """The console at a pseudo-terminal; its log goes under `state` (XDG_STATE_HOME), by default a fresh folder."""
     controller, tty = os.openpty()
     fcntl.ioctl(tty, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
     # No cursor-position requests: nothing answers them here (a real terminal does).
     env = {**os.environ, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    env["XDG_STATE_HOME"] = str(state if state is not None else config.parent / "state")
     process = await anyio.open_process(
         [str(EXE), "console", "--config", str(config)],
         stdin=tty,
@@ -181,3 +183,28 @@ def test_every_re_ask_says_why_and_skip_where_it_cannot_apply_says_so() -> None:
     assert "! 'maybe' is not an answer here; type y to open example.com, /decline or /cancel" in out
     assert "! /skip does not apply to the review: nothing is left to skip" in out
     assert "! there is no field 9 (1 to 1)" in out
+
+
+async def test_log_lines_and_a_servers_raw_stderr_stay_out_of_the_prompt_and_go_to_the_log_file(
+    tmp_path: Path,
+) -> None:
+    """A server that writes to stderr and dies: the terminal shows the console's own line for it, not the
+    server's raw stderr nor the bot's warning log line; both are in the log file the console names."""
+    config = tmp_path / "c.toml"
+    noisy = "import sys; print('RAW-STDERR-LINE', file=sys.stderr, flush=True); sys.exit(3)"
+    config.write_text(f'[servers.noisy]\ncommand = "python"\nargs = ["-c", "{noisy}"]\n')
+    state = tmp_path / "state"
+    log = state / "toolnexus-bot" / "console.log"
+    async with console_in_a_terminal(config, state) as terminal:
+        await terminal.expect(f"go to {log}")
+        await terminal.expect("toolnexus>")
+        terminal.type("/servers\r")
+        await terminal.expect("noisy (stdio): unavailable")
+        await terminal.expect("toolnexus>")
+        terminal.type("\x04")
+        with anyio.fail_after(20):
+            assert await terminal.process.wait() == 0
+    assert b"RAW-STDERR-LINE" not in terminal.screen
+    assert b"MCP server noisy" not in terminal.screen
+    written = log.read_text()
+    assert "RAW-STDERR-LINE" in written and "MCP server noisy" in written

@@ -243,7 +243,10 @@ BAD: list[tuple[str, str]] = [
     (_("telegram", f"webhook_secret = '{'a' * 257}'"), f"telegram.webhook_secret: {SECRET_RULE}"),
     (_("telegram", 'webhook_secret = ""'), f"telegram.webhook_secret: {SECRET_RULE}"),
     (_("web", 'public_url = "http://bot.example.com/"'),
-     "web.public_url: must be an https:// URL (Telegram and browsers reach the bot over TLS)"),
+     "web.public_url: must be an https:// URL (Telegram and browsers reach the bot over TLS); http:// only on "
+     "this machine (127.0.0.1, localhost or [::1]), to try the gateway"),
+    (_("telegram", 'mode = "webhook"\nwebhook_secret = "s"\n[web]\npublic_url = "http://127.0.0.1:8080"'),
+     "web.public_url: webhook mode needs https:// (Telegram delivers over TLS)"),
     (_("web", 'public_url = "https://bot.example.com/bot"'), f"web.public_url: {PUBLIC_ROOT}"),
     (_("web", 'public_url = "https://bot.example.com/?x=1"'), f"web.public_url: {PUBLIC_ROOT}"),
     (_("web", 'public_url = "https://u:p@bot.example.com"'), f"web.public_url: {PUBLIC_ROOT}"),

@@ -1,5 +1,5 @@
 """The fleet's proving ground: 2-3 real `toolnexus-bot` processes with one config on one PostgreSQL, in webhook
-mode behind a round-robin proxy (`tests.fleet.proxy`), against the fake Bot API and real MCP servers (DESIGN §15).
+mode behind a round-robin proxy (`tests.fleet.proxy`), against the fake Bot API and real MCP servers (docs/fleet.md).
 
     async with fleet_scene(tmp_path, postgresql_url, n=2) as fleet:
         call = await fleet.alice.send("/call d stamp n=1")       # delivered by the fake to the proxy, then on

@@ -1,4 +1,4 @@
-"""A fleet of bots on one PostgreSQL (DESIGN §15, issue 32): what holds with N processes behind a load balancer.
+"""A fleet of bots on one PostgreSQL (docs/fleet.md, issue 32): what holds with N processes behind a load balancer.
 
 Real parts only (`tests.fleet.scene`): the installed `toolnexus-bot` command twice (or three times) with one
 config, webhook mode, the fake Bot API delivering to a round-robin proxy in front of them, the durable MCP server

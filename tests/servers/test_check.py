@@ -14,11 +14,12 @@ from pathlib import Path
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 
 from bot.config import ServerConfig, ServerProtocol
 from bot.servers.check import check, probe
-from bot.servers.connections import describe_error
+from bot.servers.connections import Connection, describe_error
 from tests.cli.test_cli import EXE, REPO, TOKEN_LINE
 from tests.fakes.servers.elicit import build_server
 from tests.fakes.servers.http import serve_http
@@ -214,3 +215,38 @@ async def test_check_says_what_sharing_means_in_the_era_it_found(protocol: Serve
     with anyio.fail_after(BOUND):
         unshared = await probe(DEMO)
     assert unshared.ok and unshared.line.endswith(" tools)")
+
+
+async def _nobody_asks(*_: object) -> types.ElicitResult | types.ErrorData:
+    raise AssertionError("no question expected")
+
+
+async def _no_messages(*_: object) -> None:
+    return None
+
+
+async def test_a_session_to_a_missing_command_names_the_command_as_check_does() -> None:
+    """The bot's and the console's sessions explain a missing command as `check` does: by its name, not as
+    "[Errno 2] No such file or directory" (the spawn error carries no file name)."""
+    server = ServerConfig(name="gh", command="toolnexus-no-such-command")
+    conn = Connection(server, ("test", "gh"), _nobody_asks, _no_messages)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            await tg.start(conn.own)
+    assert conn.client is None
+    assert conn.error == "command not found: toolnexus-no-such-command"
+    assert (await probe(server)).detail == conn.error
+
+
+async def test_a_session_to_the_wrong_http_path_is_explained_as_check_explains_it() -> None:
+    """The bot's and the console's sessions say what `check` says of an HTTP answer ("HTTP 404 Not Found: is
+    the path /mcp?"), not the SDK's bare "Not Found"."""
+    async with serve_http(build_server) as url:
+        server = ServerConfig(name="web", url=url.replace("/mcp", "/wrong"))
+        conn = Connection(server, ("test", "web"), _nobody_asks, _no_messages)
+        with anyio.fail_after(BOUND):
+            async with anyio.create_task_group() as tg:
+                await tg.start(conn.own)
+            checked = await probe(server, timeout_s=10)
+    assert conn.client is None
+    assert conn.error == checked.detail == "HTTP 404 Not Found: is the path /mcp?"

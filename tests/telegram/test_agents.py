@@ -103,6 +103,32 @@ async def test_new_shows_the_token_once_with_the_lines_to_register_it_and_it_wor
         assert "ci-bot" in listed.text and TOKEN.search(listed.text) is None
 
 
+async def test_a_loopback_http_public_url_lets_an_agent_on_this_machine_try_the_gateway_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`public_url = "http://127.0.0.1:PORT"` (no TLS: trying it on a laptop) is accepted; the bot says once
+    at start that nothing else can reach it, and the `claude mcp add` line `/agents new` prints names
+    `http://127.0.0.1:PORT/mcp`, where the agent's token lists the tools."""
+    port = free_port()
+    local = f"http://127.0.0.1:{port}"
+    web = {"listen": "127.0.0.1", "port": port, "public_url": local}
+    storage = f"sqlite:///{tmp_path / 'bot.db'}"
+    with caplog.at_level(logging.WARNING, logger="bot.telegram.app"):
+        async with bot_scene(web=web, storage=storage, gateway={"enabled": True}) as s:
+            shown, token = await make(s, "laptop")
+            claude = (
+                f"claude mcp add --transport http laptop {local}{GATEWAY_PATH} "
+                f'--header "Authorization: Bearer {token}"'
+            )
+            assert claude in entities(shown, "pre")
+            assert "demo__deploy" in await tool_names(port, token)
+    warned = [r.getMessage() for r in caplog.records if "plain http" in r.getMessage()]
+    assert warned == [
+        f"[web] public_url {local} is plain http on this machine: agents here can try the gateway; nothing "
+        "else can reach it (use https behind a reverse proxy for real)"
+    ]
+
+
 async def test_token_days_give_a_token_an_expiry_that_the_card_and_the_list_show(tmp_path: Path) -> None:
     port = free_port()
     web = {"listen": "127.0.0.1", "port": port, "public_url": PUBLIC_URL}

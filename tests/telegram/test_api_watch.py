@@ -5,9 +5,12 @@ Real PTB (the bot's own `build_bot`) against the fake Bot API; the watch's clock
 
 from __future__ import annotations
 
-import pytest
+import logging
 
-from bot.telegram.api_watch import FRESH_S, ApiWatch
+import pytest
+from telegram.error import Conflict
+
+from bot.telegram.api_watch import CONFLICT_EVERY_S, FRESH_S, ApiWatch
 from bot.telegram.bot import build_bot
 from bot.telegram.flood import FloodLimiter
 from tests.fakes.telegram import FakeTelegram
@@ -64,3 +67,31 @@ async def test_429s_are_counted_per_method_and_every_attempt_is_a_call(
     assert watch.calls["sendChatAction"] == 2
     assert watch.refused == {"sendChatAction": 1}
     assert watch.answered is True
+
+
+async def test_a_run_of_409_conflicts_once_polling_is_one_warning_a_minute(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two bots on one token end each other's polls every few seconds: once this bot has polled, that is one
+    warning per CONFLICT_EVERY_S counting the 409s, not a line each; before its first poll, a stop signal."""
+    now = [1000.0]
+    watch = ApiWatch(FloodLimiter(), clock=lambda: now[0])
+    conflict = Conflict("Conflict: terminated by other getUpdates request")
+    async with FakeTelegram() as fake:
+        bot = build_bot(fake.token, fake.base_url, FloodLimiter(), on_polled=watch.polled)
+        async with bot:
+            await bot.get_updates(timeout=0)
+    with caplog.at_level(logging.WARNING, logger="bot.telegram.api_watch"):
+        for _ in range(5):
+            watch.poll_failed(conflict)
+            now[0] += 5
+        now[0] += CONFLICT_EVERY_S
+        watch.poll_failed(conflict)
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith("polling for updates: 1 x 409 Conflict")
+    assert warnings[1].startswith("polling for updates: 5 x 409 Conflict")
+    assert not watch.another_poller.is_set()
+    first = ApiWatch(FloodLimiter())
+    first.poll_failed(conflict)
+    assert first.another_poller.is_set()

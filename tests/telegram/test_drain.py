@@ -1,5 +1,5 @@
 """A deploy loses nothing: the bot process stopped with SIGTERM drains, exits, and the next process takes up what
-was open (DESIGN §15).
+was open (docs/fleet.md).
 
 End to end with real parts only, as the SIGKILL restart tests (`test_restart.py`, `test_approvals_restart.py`):
 the installed `toolnexus-bot` command against the fake Bot API, a streamable HTTP MCP server in its own process

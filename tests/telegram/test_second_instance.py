@@ -95,3 +95,26 @@ async def test_two_webhook_bots_on_postgresql_both_run(tmp_path: Path, postgresq
             await first.logged("is running", timeout=90)
             await second.logged("is running", timeout=90)
             assert first.process.returncode is None and second.process.returncode is None
+
+
+async def test_a_second_bot_polling_the_same_token_with_its_own_database_stops_with_one_line(
+    tmp_path: Path,
+) -> None:
+    """Two databases, so the database cannot refuse it: Telegram's 409 Conflict, before the second bot's first
+    poll was answered, stops it (exit 1) with one line naming the cause and the fix; the first keeps answering."""
+    async with FakeTelegram() as fake:
+        alice = fake.user(id=ALICE, first_name="Alice")
+        one = write_config(tmp_path, fake, f"sqlite:///{tmp_path / 'one.db'}", "one")
+        two = write_config(tmp_path, fake, f"sqlite:///{tmp_path / 'two.db'}", "two")
+        async with bot_process(one, fake) as first:
+            await first.logged("is running", timeout=90)
+            await answers_help(fake, alice)  # the first has polled: it has been running
+            status, err = await second_start(two, fake)
+            assert status == 1, err
+            lines = [line for line in err.splitlines() if "409" in line or "Conflict" in line]
+            assert lines == [err.strip().splitlines()[-1]], err
+            assert lines[0].startswith(
+                "error: another process polls Telegram for updates with this bot token"
+            )
+            assert "@BotFather" in lines[0]
+            await answers_help(fake, alice)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -213,7 +214,8 @@ async def test_ask_person_returns_typed_content(tmp_path: Path, protocol: str) -
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_ask_person_decline_choices_and_yes_no(tmp_path: Path, protocol: str) -> None:
-    """Declining a form gives `decline`; `choices` asks one pick and returns it; neither asks yes/no."""
+    """Declining a form gives `decline`; `choices` asks one pick and returns it; neither asks yes/no, with Yes
+    and No buttons (not a bare OK), and returns the answer as a boolean."""
     async with gateway_scene(tmp_path, protocol=protocol) as (s, port, url):
         token = await make_token(url, ALICE_ID, "planner")
         async with agent(port, token, agent_mode(protocol)) as client:
@@ -235,11 +237,15 @@ async def test_ask_person_decline_choices_and_yes_no(tmp_path: Path, protocol: s
                 await submit(s, card)
             assert got[-1].structured_content == {"action": "accept", "content": {"choice": "us-east"}}
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(ask, client, {"message": "Ship it now?"}, got)
-                card = await card_for(s, ALICE_ID, "Ship it now?")
-                await s.alice.press(card, "✅ OK")
-            assert got[-1].structured_content == {"action": "accept", "content": {}}
+            for button, answer in (("Yes", True), ("No", False)):
+                question = f"Ship it now ({button})?"
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(ask, client, {"message": question}, got)
+                    card = await card_for(s, ALICE_ID, question)
+                    assert {"Yes", "No"} <= set(card.buttons) and "✅ OK" not in card.buttons
+                    await s.alice.press(card, button)
+                    await submit(s, card)
+                assert got[-1].structured_content == {"action": "accept", "content": {"answer": answer}}
         assert not any(result.is_error for result in got)
 
 
@@ -328,3 +334,21 @@ async def test_a_servers_protocol_meta_stays_behind(tmp_path: Path, protocol: st
     info = meta.pop(SERVER_INFO_META_KEY, None)
     assert info is None if protocol == "legacy" else info["name"] == "toolnexus-bot", info
     assert not meta, meta
+
+
+async def test_an_agents_call_gets_its_info_line_naming_the_agent_as_a_chat_call_does(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator sees an agent's call at INFO as a chat call: server, tool, user, the agent, outcome, time."""
+    async with gateway_scene(tmp_path) as (_, port, url):
+        token = await make_token(url, ALICE_ID, "ci-bot")
+        with caplog.at_level(logging.INFO, logger="bot.servers.hub"):
+            async with agent(port, token) as client:
+                result = await client.call_tool("demo__echo", {"text": "PRIVATE-TEXT"})
+    assert not result.is_error
+    lines = [
+        r.getMessage() for r in caplog.records if r.name == "bot.servers.hub" and r.msg.startswith("call ")
+    ]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"call demo/echo by user {ALICE_ID} via agent ci-bot: ok in "), lines
+    assert "PRIVATE-TEXT" not in caplog.text

@@ -42,8 +42,9 @@ timeout=5)` -> the params of the first matching call. `fake.calls` = [(method, p
 `fake.unexpected_errors` = those not injected; `fake.commands` = [(command, description)] from
 setMyCommands (default scope); `fake.command_sets` for other scopes; `fake.webhook` = last setWebhook.
 
-Methods: getMe, getUpdates (long poll; offset, limit, timeout, allowed_updates; a newer getUpdates or
-stopping the fake releases a waiting one), setWebhook, deleteWebhook, getWebhookInfo, sendMessage,
+Methods: getMe, getUpdates (long poll; offset, limit, timeout, allowed_updates; stopping the fake releases
+a waiting one; a newer getUpdates ends it with 409 "Conflict: terminated by other getUpdates request", sent
+only to a client still connected), setWebhook, deleteWebhook, getWebhookInfo, sendMessage,
 editMessageText, editMessageReplyMarkup, deleteMessage, answerCallbackQuery, sendChatAction,
 set/get/deleteMyCommands, close, logOut. Others: 404 "Not Found: method not found". Params are read from
 form-urlencoded (per-field JSON, except plain-string fields such as `text`), multipart, or JSON bodies.

@@ -16,7 +16,7 @@ from typing import Any, Final
 from .faults import FloodLimiter
 from .formatting import message_text
 from .markup import has_web_app, parse_markup
-from .model import JSON, ApiReject, CallbackAnswer, Keyboard, Msg, Version, bad_request
+from .model import JSON, ApiReject, CallbackAnswer, Keyboard, Msg, PollTerminated, Version, bad_request
 from .state import DEFAULT_SCOPE, World
 
 Method = Callable[[JSON], Awaitable[Any]]
@@ -61,17 +61,20 @@ class BotApi:
             self._allowed_updates = frozenset(p["allowed_updates"]) or _DEFAULT_UPDATES
         offset = int(p.get("offset") or 0)
         limit = min(max(int(p.get("limit") or 100), 1), 100)
-        # A newer getUpdates ends an older long poll (PTB abandons its poll on stop, then calls again).
+        # A newer getUpdates ends an older long poll with 409 Conflict, as Telegram does (a second bot on the
+        # token; PTB abandons its own poll on stop, then calls again).
         self._poll_generation += 1
         generation = self._poll_generation
         world.notify()
 
         def ready() -> list[JSON] | None:
+            if generation != self._poll_generation:
+                raise PollTerminated
             if offset:  # confirms (drops) every update before `offset`
                 world.pending_updates = [u for u in world.pending_updates if u["update_id"] >= offset]
             # Telegram never delivers update kinds outside allowed_updates: drop them.
             world.pending_updates = [u for u in world.pending_updates if _kind(u) in self._allowed_updates]
-            if world.pending_updates or world.closing or generation != self._poll_generation:
+            if world.pending_updates or world.closing:
                 return world.pending_updates[:limit]
             return None
 

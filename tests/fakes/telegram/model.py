@@ -29,6 +29,17 @@ class ApiReject(Exception):
         self.retry_after = retry_after
 
 
+class PollTerminated(ApiReject):
+    """A long poll ended by a newer getUpdates for the same token: Telegram answers the older one 409. Sent only
+    to a client still waiting (a bot restarting its own poll abandoned the older request, and never reads it)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            409,
+            "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+        )
+
+
 def bad_request(detail: str) -> ApiReject:
     """Telegram's 400: every description starts with "Bad Request: "."""
     return ApiReject(400, f"Bad Request: {detail}")

@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from .api import BotApi
 from .faults import Fault, Faults, FloodLimiter, RateLimits, default_description
-from .model import JSON, ApiReject, ErrorReply, ScriptError
+from .model import JSON, ApiReject, ErrorReply, PollTerminated, ScriptError
 from .state import World
 
 # PTB form-encodes str params raw and everything else as JSON, so these must never be JSON-decoded
@@ -306,6 +306,10 @@ class FakeTelegram(World):
                     await self._hold(method, params, request)
                 return self._error(method, params, fault.reject(), injected=True)
             result = await implementation(params)
+        except PollTerminated as rejected:
+            if await request.is_disconnected():  # abandoned by its bot: nobody reads the answer
+                return JSONResponse({"ok": True, "result": []})
+            return self._error(method, params, rejected, injected=False)
         except ApiReject as rejected:
             return self._error(method, params, rejected, injected=False)
         return JSONResponse({"ok": True, "result": result})
