@@ -37,7 +37,7 @@ from bot.core import (
     ToolOutcome,
 )
 from bot.core.approvals import ApprovalAsk, ApprovalStatus, Approver, Verdict, unnamed
-from bot.servers.calls import Calls, Flight, ProgressSink
+from bot.servers.calls import Calls, Flight, ProgressSink, covers
 from bot.servers.connections import describe_error
 from bot.servers.elicitation import Elicitations
 from bot.servers.limits import Limits, Refusal
@@ -365,6 +365,9 @@ class Hub:
             chat=rule.chat,
             self_approval=rule.self_approval,
             timeout_s=rule.timeout_s,
+            remind_after_s=rule.remind_after_s,
+            escalate_after_s=rule.escalate_after_s,
+            escalate_to=rule.escalate_to,
         )
         return await self.approver.decide(ask)
 
@@ -392,6 +395,9 @@ class Hub:
             chat=rule.chat,
             self_approval=rule.self_approval,
             timeout_s=rule.timeout_s,
+            remind_after_s=rule.remind_after_s,
+            escalate_after_s=rule.escalate_after_s,
+            escalate_to=rule.escalate_to,
             question=prompt.request.prompt,
         )
         approver = self.approver
@@ -421,8 +427,10 @@ class Hub:
         return self.approver.unavailable()
 
     def cancel(self, origin: Origin) -> int:
-        """/cancel: this person's pending prompts and running calls in this chat; returns how many."""
-        return self.calls.cancel(origin)
+        """/cancel: this person's pending prompts and running calls in this chat, and their calls still waiting
+        for approvers (the request ends for everyone); returns how many."""
+        waiting = 0 if self.approver is None else self.approver.cancel(lambda other: covers(origin, other))
+        return self.calls.cancel(origin) + waiting
 
 
 def caller_of(origin: Origin) -> Caller:
