@@ -597,6 +597,7 @@ _EXAMPLES = {
         )
     ),
     *(("approvals", key) for key in ("servers", "tools", "approvers", "quorum", "chat")),
+    *(("approvals", key) for key in ("remind_after_s", "escalate_after_s", "escalate_to")),
 }
 
 
