@@ -228,6 +228,8 @@ class _Waiter:
     """An agent's call waits (through the gateway): it does not outlive this process."""
     cancelled: bool = False
     """Its requester cancelled the call (/cancel): the waiting call ends the request."""
+    answer: bool = False
+    """Gate "answers": an answer waits, inside a running call."""
     done: anyio.Event = field(default_factory=anyio.Event)
     verdict: Verdict | None = None
     settling: bool = False
@@ -418,13 +420,17 @@ class ApprovalService:
         except BookUnavailable:
             logger.exception("could not store an approval request")
             return Verdict(ApprovalStatus.CANCELLED, f"the approval request could not be recorded; {nothing}")
-        waiter = self._waiters[record.id] = _Waiter(ask.origin, agent=ask.origin.agent is not None)
+        waiter = self._waiters[record.id] = _Waiter(
+            ask.origin, agent=ask.origin.agent is not None, answer=ask.question is not None
+        )
         notice: int | None = None
         try:
             if fresh:
-                # Votes wait until the cards are stored: a vote's redraw must find every card.
-                async with self._lock(record.id):
-                    record = await self._post(show, record)
+                # Votes wait until the cards are stored: a vote's redraw must find every card. Shielded: a card
+                # sent is a card stored, also when the call is cancelled meanwhile (its /cancel redraws it).
+                with anyio.CancelScope(shield=True):
+                    async with self._lock(record.id):
+                        record = await self._post(show, record)
                 self._nudge_later(record)
             else:
                 await self._redraw(show, record)
@@ -445,6 +451,11 @@ class ApprovalService:
             )
         finally:
             del self._waiters[record.id]
+            if waiter.cancelled and waiter.verdict is None and not waiter.settling:
+                # The /cancel cancelled the call's task too (gate "answers": the call itself is cancelled):
+                # the request still ends for everyone.
+                with anyio.CancelScope(shield=True):
+                    await self._cancelled(record.id, waiter)
             if notice is not None:
                 with anyio.CancelScope(shield=True):
                     await show.settled(record, notice, waiter.verdict)
@@ -463,13 +474,18 @@ class ApprovalService:
 
     def cancel(self, covered: Callable[[Origin], bool]) -> int:
         """/cancel: each call waiting here for a request of a `covered` requester ends it (cancelled, cards
-        redrawn, audited) and is told so; returns how many."""
+        redrawn, audited) and is told so; returns how many calls (an answer waiting for approval belongs to a
+        call its host cancels and counts)."""
         count = 0
         for waiter in self._waiters.values():
-            if covered(waiter.origin) and not (waiter.cancelled or waiter.settling or waiter.verdict):
+            if (
+                covered(waiter.origin)
+                and not (waiter.cancelled or waiter.settling)
+                and waiter.verdict is None
+            ):
                 waiter.cancelled = True
                 waiter.done.set()
-                count += 1
+                count += 0 if waiter.answer else 1
         return count
 
     async def _cancelled(self, approval_id: str, waiter: _Waiter) -> None:

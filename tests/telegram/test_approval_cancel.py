@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.telegram.test_approvals import CAROL_ID, DAVE_ID, DEPLOY, ops_scene
+from tests.telegram.test_approvals import ANSWERS, CAROL_ID, DAVE_ID, DEPLOY, answer_owner, ops_scene
 
 pytestmark = pytest.mark.anyio
 
@@ -42,3 +42,20 @@ async def test_cancel_of_a_call_waiting_for_approvers_ends_the_request_for_every
             e for (e,) in db.execute("SELECT event FROM audit ORDER BY seq") if e.startswith("approval")
         ]
     assert status == "cancelled" and events == ["approval_requested", "approval_cancelled"]
+
+
+async def test_cancel_while_an_answer_waits_for_approval_ends_its_request_too_and_counts_one_call(
+    tmp_path: Path,
+) -> None:
+    """Gate "answers": Alice's answer waits for approval inside her running call; /cancel cancels the call
+    (counted once) and the request ends for everyone: the card settles as cancelled and the store says so."""
+    async with ops_scene(tmp_path, **ANSWERS) as o:
+        s = o.s
+        await answer_owner(o, "zoe")
+        card = await s.fake.wait_for(lambda m: o.card(m) and bool(m.reply_markup))
+        await s.alice.send("/cancel", chat=s.group)
+        said = await s.fake.wait_for(lambda m: m.chat_id == s.group and "Cancelled" in m.text)
+        await s.fake.wait_for(lambda m: m is card and "Cancelled" in m.text and not m.reply_markup)
+    assert said.text.startswith("Cancelled 1 pending")
+    with sqlite3.connect(tmp_path / "bot.db") as db:
+        assert db.execute("SELECT status FROM approvals").fetchall() == [("cancelled",)]
