@@ -793,10 +793,10 @@ class ApprovalService:
             cards = await show.escalated(escalated, added) if added else ()
             if cards:
                 try:
-                    escalated = await self.book.set_cards(escalated, (*escalated.cards, *cards))
+                    await self.book.set_cards(escalated, (*escalated.cards, *cards))
                 except BookUnavailable:
                     logger.exception("could not store where the approval cards are")
-        await show.redraw(escalated)
+        await show.redraw(escalated)  # the cards there were before: the new ones were drawn escalated
 
     # -- deadlines -------------------------------------------------------------------------------------
 
