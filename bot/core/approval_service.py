@@ -431,9 +431,9 @@ class ApprovalService:
                 with anyio.CancelScope(shield=True):
                     async with self._lock(record.id):
                         record = await self._post(show, record)
-                self._nudge_later(record)
             else:
                 await self._redraw(show, record)
+            self._nudge_later(record)  # also again once a changed answer is pending again
             if ask.question is not None:
                 notice = await show.waiting(record)
             with anyio.move_on_after(max(0.0, record.deadline - self.clock())):
