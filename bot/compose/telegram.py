@@ -4,7 +4,7 @@ callback. Does I/O."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -36,10 +36,18 @@ async def serve(
     transport: Callable[[ServerConfig], Any] | None = None,
     clock: Callable[[], float] = time.monotonic,
     drain: anyio.Event | None = None,
+    approval_sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
 ) -> None:
     """`bot.telegram.app.serve` with the web endpoint of `[web]`."""
     await telegram_app.serve(
-        config, stop, ready, transport=transport, endpoint=web_endpoint, clock=clock, drain=drain
+        config,
+        stop,
+        ready,
+        transport=transport,
+        endpoint=web_endpoint,
+        clock=clock,
+        drain=drain,
+        approval_sleep=approval_sleep,
     )
 
 

@@ -529,6 +529,12 @@ class ApprovalRule(Table):
         None
     )
     """`totp`: an approval also needs the approver's current authenticator code (needs `[storage] secret_key`)."""
+    remind_after_s: Annotated[float | None, _checked(_optional(read.positive)), _EXPAND] = None
+    """Approvers who have not voted by then get one private reminder each (batched); None: no reminder."""
+    escalate_after_s: Annotated[float | None, _checked(_optional(read.positive)), _EXPAND] = None
+    """Not decided by then: the people of `escalate_to` join the approvers; None: no escalation."""
+    escalate_to: UserIds = frozenset()
+    """Telegram user ids who become approvers of a request at `escalate_after_s`."""
     index: int = 0
     """The rule's place among `[[approvals]]` (named in problems and on cards)."""
 
@@ -553,6 +559,17 @@ class ApprovalRule(Table):
                 found.append(((name,), "must list at least one"))
         if v.approvers and v.quorum is not None and v.quorum > len(v.approvers):
             found.append((("quorum",), f"{v.quorum} approvals needed but only {len(v.approvers)} approvers"))
+        if (v.escalate_after_s is None) != (not v.escalate_to):
+            missing = "escalate_to" if v.escalate_after_s is not None else "escalate_after_s"
+            found.append(
+                ((missing,), "required with " + ({"escalate_to", "escalate_after_s"} - {missing}).pop())
+            )
+        for name in ("remind_after_s", "escalate_after_s"):
+            after = getattr(v, name)
+            if after is not None and v.timeout_s is not None and after >= v.timeout_s:
+                found.append(
+                    ((name,), f"must be less than timeout_s ({v.timeout_s:g}): the request ends then")
+                )
         return found
 
 
@@ -889,7 +906,7 @@ class Config(Table):
     @property
     def approvers(self) -> frozenset[int]:
         """Everyone who may approve something: their taps on approval cards pass the access gate."""
-        return frozenset().union(*(rule.approvers for rule in self.approvals))
+        return frozenset().union(*(rule.approvers | rule.escalate_to for rule in self.approvals))
 
     @property
     def miniapp_on(self) -> bool:

@@ -31,6 +31,13 @@ An approver's tap may decide a request on another instance than the one whose ca
 - where nobody waits, only the instance that owns the requester (`owns`) carries a decision out: the
   requester's call would be waiting there. On a takeover, the fleet has the new owner `adopt` the dead one's
   requests: their deadline timers, and the decided ones nobody carried out. A single process owns everybody.
+
+Reminders and escalation (a rule's `remind_after_s`, `escalate_after_s`): their times are stored with the
+request and timed, like its deadline, by the process whose call waits for it (or, after a restart or a
+takeover, by the requester's owner). A reminder is taken with a compare-and-set (`ApprovalBook.remind`) and
+sent once; the reminders falling due within `REMIND_BATCH_S` of each other go out together, one message per
+approver listing their requests. An escalation is a compare-and-set on the revision like a vote: the new
+approvers' votes count from then on, and they get cards of their own.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import logging
 import os
 import platform
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
@@ -64,6 +71,7 @@ from bot.core.approvals import (
     tally,
     unnamed,
 )
+from bot.core.values import Origin
 
 __all__ = [
     "AGENT_GONE",
@@ -94,6 +102,10 @@ RAN_ELSEWHERE: Final = "approved, but another instance of the bot has already ca
 """A waiting call whose approved request was claimed by another process (it ran there, or was found orphaned)."""
 CAS_ATTEMPTS: Final = 5
 """Fresh reads a vote gets when other votes keep committing first."""
+REMIND_BATCH_S: Final = 15.0
+"""Reminders falling due this close together go out as one message per approver (a flood of requests is one
+message, not one per request): each waits at most this long."""
+CANCELLED_BY_REQUESTER: Final = "cancelled by its requester"
 
 
 class ApprovalBook(Protocol):
@@ -144,6 +156,14 @@ class ApprovalBook(Protocol):
         """The display names kept of `user_ids` (people never seen are left out)."""
         ...
 
+    async def remind(self, record: ApprovalRecord) -> ApprovalRecord | None:
+        """Take a pending request's reminder to send: the record for exactly one caller in the fleet, else None."""
+        ...
+
+    async def escalate(self, record: ApprovalRecord) -> ApprovalRecord | None:
+        """`record.ask.escalate_to` join its approvers (a compare-and-set on the revision)."""
+        ...
+
 
 class Wakeups(Protocol):
     """The fleet's bus (the store's `FleetBus`): `on_message(payload)` for each notification of `topic`,
@@ -185,6 +205,14 @@ class ApprovalShow(Protocol):
         """Run a call approved after the process that asked for it ended, and show its result."""
         ...
 
+    async def remind(self, user_id: int, records: Sequence[ApprovalRecord]) -> None:
+        """One private reminder to an approver of the pending requests `records` that wait for their vote."""
+        ...
+
+    async def escalated(self, record: ApprovalRecord, added: frozenset[int]) -> Sequence[tuple[int, int]]:
+        """Show an escalated request to the approvers who just joined it; where their cards are."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Cast:
@@ -198,8 +226,13 @@ class Cast:
 
 @dataclass(slots=True)
 class _Waiter:
+    origin: Origin
     agent: bool = False
     """An agent's call waits (through the gateway): it does not outlive this process."""
+    cancelled: bool = False
+    """Its requester cancelled the call (/cancel): the waiting call ends the request."""
+    answer: bool = False
+    """Gate "answers": an answer waits, inside a running call."""
     done: anyio.Event = field(default_factory=anyio.Event)
     verdict: Verdict | None = None
     settling: bool = False
@@ -214,8 +247,8 @@ def orphaned(record: ApprovalRecord, waiting: bool) -> bool:
     return record.ask.origin.agent is not None and not waiting
 
 
-def verdict_of(record: ApprovalRecord) -> Verdict:
-    """The requester's line for a final request."""
+def verdict_of(record: ApprovalRecord, name_of: Callable[[int], str] | None = None) -> Verdict:
+    """The requester's line for a final request (`name_of`: the names known; default: those kept with it)."""
     state = record.state
     nothing = "the call was not made" if record.ask.question is None else "the server was told decline"
     if state.status is ApprovalStatus.APPROVED:
@@ -229,15 +262,24 @@ def verdict_of(record: ApprovalRecord) -> Verdict:
     if state.status is ApprovalStatus.REJECTED:
         return Verdict(state.status, f"rejected by {names(state.deciders)}; {nothing}", record.id)
     if state.status is ApprovalStatus.EXPIRED:
-        return Verdict(state.status, f"not approved in time; {nothing}", record.id)
+        silent = tuple(
+            (name_of or (lambda u: record.names.get(u) or unnamed(u)))(u) for u in state.unanswered
+        )
+        unheard = f" (no answer from {_and(silent)})" if silent else ""
+        return Verdict(state.status, f"not approved in time{unheard}; {nothing}", record.id)
     return Verdict(state.status, f"the approval request was cancelled; {nothing}", record.id)
+
+
+def _and(people: Sequence[str]) -> str:
+    return people[0] if len(people) == 1 else ", ".join(people[:-1]) + " and " + people[-1]
 
 
 class ApprovalService:
     """The approval requests of one process: give it to the hub as its approver, `start` it in the host's task
     group with the host's `ApprovalShow`, `stop` it before the hub closes.
 
-    `clock` is Unix time: deadlines and ballot times are read from it (tests pass a virtual one). In a fleet,
+    `clock` is Unix time: deadlines and ballot times are read from it, and `sleep` waits for reminders and
+    escalations (tests pass virtual ones). In a fleet,
     `owns(user_id)` says whether this process owns a requester (default: a single process owns everybody), and
     `name` is what `ApprovalRecord.ran_by` says of this process.
     """
@@ -249,9 +291,11 @@ class ApprovalService:
         *,
         owns: Callable[[int], bool] = lambda _user_id: True,
         name: str | None = None,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         self.book = book
         self.clock = clock
+        self.sleep = sleep
         self.owns = owns
         self.name = name or f"{platform.node()}:{os.getpid()}"
         self.people: dict[int, str] = {}
@@ -266,6 +310,10 @@ class ApprovalService:
         """Requests with a deadline timer here (a takeover does not start a second one)."""
         self._fleet = False
         """Listening to the fleet's bus: other processes may hold waiting calls."""
+        self._nudged: set[str] = set()
+        """Requests with a reminder and escalation timer here."""
+        self._reminders: list[str] = []
+        """Requests whose reminder fell due, to be sent together (`REMIND_BATCH_S`)."""
 
     def name_of(self, user_id: int) -> str:
         return self.people.get(user_id) or unnamed(user_id)
@@ -331,6 +379,8 @@ class ApprovalService:
             if owned(record.ask.origin.user_id) and record.id not in self._timed:
                 self._timed.add(record.id)
                 tg.start_soon(self._expire_at, record.id, record.deadline)
+            if owned(record.ask.origin.user_id):
+                self._nudge_later(record)
         for (
             record
         ) in due:  # carried out before this returns (each approved call is started in the task group)
@@ -379,19 +429,28 @@ class ApprovalService:
         except BookUnavailable:
             logger.exception("could not store an approval request")
             return Verdict(ApprovalStatus.CANCELLED, f"the approval request could not be recorded; {nothing}")
-        waiter = self._waiters[record.id] = _Waiter(agent=ask.origin.agent is not None)
+        waiter = self._waiters[record.id] = _Waiter(
+            ask.origin, agent=ask.origin.agent is not None, answer=ask.question is not None
+        )
         notice: int | None = None
         try:
             if fresh:
-                # Votes wait until the cards are stored: a vote's redraw must find every card.
-                async with self._lock(record.id):
-                    record = await self._post(show, record)
+                # Votes wait until the cards are stored: a vote's redraw must find every card. Shielded: a card
+                # sent is a card stored, also when the call is cancelled meanwhile (its /cancel redraws it).
+                with anyio.CancelScope(shield=True):
+                    async with self._lock(record.id):
+                        record = await self._post(show, record)
             else:
                 await self._redraw(show, record)
+            self._nudge_later(record)  # also again once a changed answer is pending again
             if ask.question is not None:
                 notice = await show.waiting(record)
             with anyio.move_on_after(max(0.0, record.deadline - self.clock())):
                 await waiter.done.wait()
+            if waiter.cancelled and waiter.verdict is None:
+                waiter.done = anyio.Event()  # set again by whoever settles it now
+                if not waiter.settling:
+                    await self._cancelled(record.id, waiter)
             if waiter.verdict is None and not waiter.settling:
                 await self.expire(record.id)  # reads it again first: it may have been decided elsewhere
             if waiter.settling:  # being carried out by another task (a vote, the bus): its verdict comes
@@ -401,6 +460,11 @@ class ApprovalService:
             )
         finally:
             del self._waiters[record.id]
+            if waiter.cancelled and waiter.verdict is None and not waiter.settling:
+                # The /cancel cancelled the call's task too (gate "answers": the call itself is cancelled):
+                # the request still ends for everyone.
+                with anyio.CancelScope(shield=True):
+                    await self._cancelled(record.id, waiter)
             if notice is not None:
                 with anyio.CancelScope(shield=True):
                     await show.settled(record, notice, waiter.verdict)
@@ -416,6 +480,44 @@ class ApprovalService:
                 return
         if ended is not None and self._show is not None:
             await self._redraw(self._show, ended)
+
+    def cancel(self, covered: Callable[[Origin], bool]) -> int:
+        """/cancel: each call waiting here for a request of a `covered` requester ends it (cancelled, cards
+        redrawn, audited) and is told so; returns how many calls (an answer waiting for approval belongs to a
+        call its host cancels and counts)."""
+        count = 0
+        for waiter in self._waiters.values():
+            if (
+                covered(waiter.origin)
+                and not (waiter.cancelled or waiter.settling)
+                and waiter.verdict is None
+            ):
+                waiter.cancelled = True
+                waiter.done.set()
+                count += 0 if waiter.answer else 1
+        return count
+
+    async def _cancelled(self, approval_id: str, waiter: _Waiter) -> None:
+        """End a request its requester cancelled; one decided meanwhile is carried out with that decision."""
+        async with self._lock(approval_id):
+            try:
+                record = await self.book.get(approval_id)
+                ended = None
+                if record is not None and record.state.open:
+                    ended = await self.book.finish(record, ApprovalStatus.CANCELLED)
+                    if ended is None:  # decided meanwhile
+                        record = await self.book.get(approval_id)
+            except BookUnavailable:
+                logger.exception("could not cancel approval %s", approval_id)
+                return
+        if ended is None:
+            if record is not None and not record.state.open:
+                await self._conclude(record)
+            return
+        if self._show is not None:
+            await self._redraw(self._show, ended)
+        nothing = "the call was not made" if ended.ask.question is None else "the server was told decline"
+        waiter.verdict = Verdict(ApprovalStatus.CANCELLED, f"{CANCELLED_BY_REQUESTER}; {nothing}", ended.id)
 
     async def _post(self, show: ApprovalShow, record: ApprovalRecord) -> ApprovalRecord:
         cards = await show.post(record)
@@ -552,7 +654,7 @@ class ApprovalService:
         """Claim the decision (one process in the fleet wins), then tell the requester and, when nobody waits
         here, have the host run the approved call. The verdict for a call waiting here: a lost claim of an
         approval is not an approval (the call ran, or was found orphaned, elsewhere)."""
-        verdict = verdict_of(record)
+        verdict = verdict_of(record, self.name_of)
         try:
             won = await self.book.claim(record, self.name)
         except BookUnavailable:
@@ -600,6 +702,113 @@ class ApprovalService:
             return
         if record is not None and not record.state.open:
             await self._conclude(record)
+
+    # -- reminders and escalation ----------------------------------------------------------------------
+
+    def _nudge_later(self, record: ApprovalRecord) -> None:
+        """Time the request's reminder and escalation here (once per process)."""
+        tg = self._tg
+        if tg is None or self._stopping or record.next_nudge is None or record.id in self._nudged:
+            return
+        self._nudged.add(record.id)
+        tg.start_soon(self._nudge, record)
+
+    async def _nudge(self, record: ApprovalRecord) -> None:
+        """Wait for each reminder and escalation time the stored request has left, and act on it."""
+        with anyio.CancelScope() as scope:
+            self._timers.add(scope)
+            try:
+                current: ApprovalRecord | None = record
+                batched = False
+                while current is not None:
+                    if batched:  # taken when its batch goes out
+                        current = replace(current, reminded_at=current.reminded_at or self.now())
+                    at = current.next_nudge
+                    if at is None:
+                        return
+                    await self.sleep(max(0.0, at - self.clock()))
+                    if current.remind_at == at and current.reminded_at is None:
+                        self._remind_soon(current.id)
+                        batched = True
+                    if current.escalate_at == at and current.escalated_at is None:
+                        await self._escalate(current.id)
+                    try:
+                        current = await self.book.get(current.id)
+                    except BookUnavailable:
+                        logger.exception("could not read approval %s", record.id)
+                        return
+            finally:
+                self._timers.discard(scope)
+                self._nudged.discard(record.id)
+
+    def _remind_soon(self, approval_id: str) -> None:
+        """Add a request to the reminders going out together; the first of a batch starts its wait."""
+        if approval_id in self._reminders or self._tg is None:
+            return
+        self._reminders.append(approval_id)
+        if len(self._reminders) == 1:
+            self._tg.start_soon(self._send_reminders)
+
+    async def _send_reminders(self) -> None:
+        """After `REMIND_BATCH_S`, take each batched request's reminder (once in the fleet), and send each
+        approver who has not voted one message listing their requests."""
+        with anyio.CancelScope() as scope:
+            self._timers.add(scope)
+            try:
+                await self.sleep(REMIND_BATCH_S)
+            finally:
+                self._timers.discard(scope)
+        if scope.cancel_called:
+            return
+        batch, self._reminders = self._reminders, []
+        waiting: dict[int, list[ApprovalRecord]] = {}
+        for approval_id in batch:
+            try:
+                record = await self.book.get(approval_id)
+                taken = None if record is None else await self.book.remind(record)
+            except BookUnavailable:
+                logger.exception("could not take the reminder of approval %s", approval_id)
+                continue
+            if taken is not None:
+                for user_id in taken.state.unanswered:
+                    waiting.setdefault(user_id, []).append(taken)
+        show = self._show
+        if show is None or not waiting:
+            return
+        await self._learn({u for records in waiting.values() for r in records for u in people_of(r.ask)})
+        for user_id, records in sorted(waiting.items()):
+            await show.remind(user_id, records)
+
+    async def _escalate(self, approval_id: str) -> None:
+        """More approvers join a pending request: committed, shown to them, every card redrawn."""
+        async with self._lock(approval_id):
+            for _ in range(CAS_ATTEMPTS):
+                try:
+                    record = await self.book.get(approval_id)
+                    if record is None or record.state.status is not ApprovalStatus.PENDING:
+                        return
+                    if record.escalated_at is not None:
+                        return
+                    escalated = await self.book.escalate(record)
+                except BookUnavailable:
+                    logger.exception("could not escalate approval %s", approval_id)
+                    return
+                if escalated is not None:
+                    break
+            else:
+                return
+            show = self._show
+            if show is None:
+                return
+            added = escalated.state.approvers - record.state.approvers
+            await self._learn(people_of(escalated.ask))
+            cards = await show.escalated(escalated, added) if added else ()
+            if cards:
+                try:
+                    await self.book.set_cards(escalated, (*escalated.cards, *cards))
+                except BookUnavailable:
+                    logger.exception("could not store where the approval cards are")
+        await show.redraw(escalated)  # the cards there were before: the new ones were drawn escalated
 
     # -- deadlines -------------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ an `Approver` before sending a gated call; `bot.core.approval_service.ApprovalSe
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
@@ -19,6 +19,7 @@ __all__ = [
     "DECIDED_TOPIC",
     "DUE",
     "NEEDS_CODE",
+    "SHORT_HASH",
     "ApprovalAsk",
     "ApprovalRecord",
     "ApprovalState",
@@ -33,6 +34,7 @@ __all__ = [
     "content_hash",
     "names",
     "people_of",
+    "short_hash",
     "tally",
     "unnamed",
 ]
@@ -71,6 +73,15 @@ class ApprovalStatus(enum.StrEnum):
     """The call went away before a decision (stopped, cancelled by its requester)."""
 
 
+SHORT_HASH: Final = 8
+"""Hex characters of a content hash people compare by eye (cards, reminders)."""
+
+
+def short_hash(digest: str) -> str:
+    """The first `SHORT_HASH` characters of a content hash, as people read it."""
+    return digest[:SHORT_HASH]
+
+
 @dataclass(frozen=True, slots=True)
 class ApprovalAsk:
     """What the hub asks a gate to have approved: who, which call, exactly what, and by whom."""
@@ -93,6 +104,11 @@ class ApprovalAsk:
     """For gate "answers": the server's question the content answers."""
     factor: Factor = Factor.TAP
     """What each approval needs: a tap, or (`Factor.TOTP`) a tap and a one-time code."""
+    remind_after_s: float | None = None
+    """Approvers who have not voted by then get one private reminder (batched with their other reminders)."""
+    escalate_after_s: float | None = None
+    """Not decided by then: `escalate_to` join the approvers."""
+    escalate_to: frozenset[int] = frozenset()
 
     @property
     def hash(self) -> str:
@@ -130,6 +146,10 @@ class Approver(Protocol):
 
     async def withdraw(self, approval_id: str) -> None:
         """End a request whose requester gave up changing it."""
+        ...
+
+    def cancel(self, covered: Callable[[Origin], bool]) -> int:
+        """/cancel: end the requests whose calls wait here for `covered` requesters; returns how many."""
         ...
 
 
@@ -195,6 +215,16 @@ class ApprovalState:
         """Not decided yet (pending, or being changed)."""
         return self.status in (ApprovalStatus.PENDING, ApprovalStatus.CHANGING)
 
+    @property
+    def unanswered(self) -> tuple[int, ...]:
+        """The approvers whose vote could still count and who gave none on the current content (sorted)."""
+        voted = {b.user_id for b in self.ballots if b.content_hash == self.content_hash}
+        return tuple(
+            sorted(
+                u for u in self.approvers if u not in voted and (u != self.requester_id or self.self_approval)
+            )
+        )
+
 
 def unnamed(user_id: int) -> str:
     """How a card names a person whose display name nobody has seen."""
@@ -202,8 +232,8 @@ def unnamed(user_id: int) -> str:
 
 
 def people_of(ask: ApprovalAsk) -> frozenset[int]:
-    """Whom a request's card names: its approvers and its requester."""
-    return ask.approvers | {ask.origin.user_id}
+    """Whom a request's card names: its approvers (those it may escalate to included) and its requester."""
+    return ask.approvers | ask.escalate_to | {ask.origin.user_id}
 
 
 def names(ballots: tuple[Ballot, ...]) -> str:
@@ -238,6 +268,25 @@ class ApprovalRecord:
     ran_by: str | None = None
     """`DUE` once decided, until somebody carries the decision out (runs the call, tells the requester): then
     who did. None: still open, withdrawn, or decided by a version that did not keep it."""
+    remind_at: float | None = None
+    """Unix time the approvers who have not voted are reminded; None: never."""
+    reminded_at: str | None = None
+    """When the reminder was taken by a process to send (it is sent once, also in a fleet)."""
+    escalate_at: float | None = None
+    """Unix time `ask.escalate_to` join the approvers; None: never."""
+    escalated_at: str | None = None
+
+    @property
+    def next_nudge(self) -> float | None:
+        """When this request's next reminder or escalation is due, while it is pending; None: nothing left."""
+        if self.state.status is not ApprovalStatus.PENDING:
+            return None
+        times = [
+            at
+            for at, done in ((self.remind_at, self.reminded_at), (self.escalate_at, self.escalated_at))
+            if at is not None and done is None
+        ]
+        return min(times, default=None)
 
     @property
     def id(self) -> str:

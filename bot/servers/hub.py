@@ -39,7 +39,7 @@ from bot.core import (
 )
 from bot.core.approvals import ApprovalAsk, ApprovalStatus, Approver, Factor, Verdict, content_hash, unnamed
 from bot.receipts import META_KEY, Approval, issue
-from bot.servers.calls import Calls, Flight, ProgressSink
+from bot.servers.calls import Calls, Flight, ProgressSink, covers
 from bot.servers.connections import describe_error
 from bot.servers.elicitation import Elicitations
 from bot.servers.limits import Limits, Refusal
@@ -405,6 +405,9 @@ class Hub:
             self_approval=rule.self_approval,
             timeout_s=rule.timeout_s,
             factor=Factor.TAP if rule.second_factor is None else Factor.TOTP,
+            remind_after_s=rule.remind_after_s,
+            escalate_after_s=rule.escalate_after_s,
+            escalate_to=rule.escalate_to,
         )
         return await self.approver.decide(ask)
 
@@ -433,6 +436,9 @@ class Hub:
             self_approval=rule.self_approval,
             timeout_s=rule.timeout_s,
             factor=Factor.TAP if rule.second_factor is None else Factor.TOTP,
+            remind_after_s=rule.remind_after_s,
+            escalate_after_s=rule.escalate_after_s,
+            escalate_to=rule.escalate_to,
             question=prompt.request.prompt,
         )
         approver = self.approver
@@ -462,8 +468,10 @@ class Hub:
         return self.approver.unavailable()
 
     def cancel(self, origin: Origin) -> int:
-        """/cancel: this person's pending prompts and running calls in this chat; returns how many."""
-        return self.calls.cancel(origin)
+        """/cancel: this person's pending prompts and running calls in this chat, and their calls still waiting
+        for approvers (the request ends for everyone); returns how many."""
+        waiting = 0 if self.approver is None else self.approver.cancel(lambda other: covers(origin, other))
+        return self.calls.cancel(origin) + waiting
 
 
 def caller_of(origin: Origin) -> Caller:

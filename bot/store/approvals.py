@@ -101,7 +101,18 @@ class ApprovalStore:
             content_hash=ask.hash,
             factor=ask.factor,
         )
-        record = ApprovalRecord(ask, state, gate, deadline, now_iso(), names=dict(names or {}))
+        # Reminder and escalation times count from when the request was asked, as its deadline does.
+        asked = deadline - ask.timeout_s
+        record = ApprovalRecord(
+            ask,
+            state,
+            gate,
+            deadline,
+            now_iso(),
+            names=dict(names or {}),
+            remind_at=None if ask.remind_after_s is None else asked + ask.remind_after_s,
+            escalate_at=None if ask.escalate_after_s is None else asked + ask.escalate_after_s,
+        )
         async with self.engine.begin() as conn:
             await conn.execute(
                 insert(approvals).values(
@@ -129,6 +140,7 @@ class ApprovalStore:
                     created_at=record.created_at,
                     # Written only when asked for: a tap-only request is stored as the version before stored it.
                     **({} if ask.factor is Factor.TAP else {"second_factor": ask.factor.value}),
+                    **_nudges(record),
                 )
             )
         detail: dict[str, Any] = {
@@ -314,6 +326,59 @@ class ApprovalStore:
         )
         return replace(updated, decided_at=at)
 
+    @unavailable_as("taking an approval reminder")
+    async def remind(self, record: ApprovalRecord) -> ApprovalRecord | None:
+        """Take the reminder of a pending request to send: the record for exactly one caller in the whole fleet;
+        None when somebody took it, or the request is no longer pending (not a change of the tally: no
+        revision, no audit)."""
+        at = now_iso()
+        async with self.engine.begin() as conn:
+            changed = await conn.execute(
+                update(approvals)
+                .where(
+                    approvals.c.id == record.id,
+                    approvals.c.reminded_at.is_(None),
+                    approvals.c.status == ApprovalStatus.PENDING.value,
+                )
+                .values(reminded_at=at)
+            )
+        return replace(record, reminded_at=at) if changed.rowcount == 1 else None
+
+    @unavailable_as("escalating an approval request")
+    async def escalate(self, record: ApprovalRecord) -> ApprovalRecord | None:
+        """`ask.escalate_to` join the approvers of a pending request; None when it changed meanwhile (or was
+        escalated already). Audited as `approval_escalated`, with who joined."""
+        at = now_iso()
+        approvers = record.state.approvers | record.ask.escalate_to
+        async with self.engine.begin() as conn:
+            if not await _advance(
+                conn,
+                record,
+                approvals.c.status == ApprovalStatus.PENDING.value,
+                approvals.c.escalated_at.is_(None),
+                approvers=json.dumps(sorted(approvers)),
+                escalated_at=at,
+            ):
+                return None
+        updated = replace(
+            record,
+            ask=replace(record.ask, approvers=approvers),
+            state=replace(record.state, approvers=approvers),
+            revision=record.revision + 1,
+            escalated_at=at,
+        )
+        await self._audit(
+            AuditEvent.APPROVAL_ESCALATED,
+            updated,
+            {
+                "approval_id": record.id,
+                "content_sha256": record.state.content_hash,
+                "added": sorted(approvers - record.state.approvers),
+                "approvers": sorted(approvers),
+            },
+        )
+        return updated
+
     @unavailable_as("storing a person's name")
     async def remember(self, user_id: int, name: str) -> None:
         """Keep the name `user_id` shows now (a row written only when it is new or differs)."""
@@ -363,6 +428,17 @@ class ApprovalStore:
             logger.exception("could not write the audit event %s", event.value)
 
 
+def _nudges(record: ApprovalRecord) -> dict[str, Any]:
+    """The reminder and escalation columns of a new request, only those it uses (none: a row as before 0016)."""
+    values: dict[str, Any] = {}
+    if record.remind_at is not None:
+        values["remind_at"] = record.remind_at
+    if record.escalate_at is not None:
+        values["escalate_at"] = record.escalate_at
+        values["escalate_to"] = json.dumps(sorted(record.ask.escalate_to))
+    return values
+
+
 def _kept(values: Mapping[str, Any] | None, content: AuditContent) -> dict[str, Any]:
     if content is AuditContent.FULL:
         return {"content": None if values is None else dict(values)}
@@ -392,6 +468,7 @@ def _record(row: dict[str, Any], votes: list[dict[str, Any]]) -> ApprovalRecord:
         timeout_s=0.0,
         question=row["question"],
         factor=Factor(row["second_factor"] or "tap"),
+        escalate_to=frozenset(int(u) for u in json.loads(row["escalate_to"] or "[]")),
     )
     state = ApprovalState(
         id=row["id"],
@@ -416,6 +493,10 @@ def _record(row: dict[str, Any], votes: list[dict[str, Any]]) -> ApprovalRecord:
         decided_at=row["decided_at"],
         names={int(k): v for k, v in json.loads(row["names"]).items()},
         ran_by=row["ran_by"],
+        remind_at=row["remind_at"],
+        reminded_at=row["reminded_at"],
+        escalate_at=row["escalate_at"],
+        escalated_at=row["escalated_at"],
     )
 
 

@@ -72,6 +72,8 @@ class AuditEvent(enum.StrEnum):
     """Gate "answers": the requester changed the answer; approvals given before no longer count."""
     APPROVAL_CANCELLED = "approval_cancelled"
     """The call went away before a decision (the bot stopped, its requester cancelled it)."""
+    APPROVAL_ESCALATED = "approval_escalated"
+    """Not decided within the rule's `escalate_after_s`: more approvers joined (`detail.added`)."""
     SIGNED_IN = "signed_in"
     """A person signed in to a server with OAuth (the issuer; never a token)."""
     REFRESH_FAILED = "refresh_failed"

@@ -154,6 +154,11 @@ approvals = Table(
         comment="'due' once decided; then who carried the decision out (ran the call); null: decided before 0012",
     ),
     Column("second_factor", String(16), comment="'totp': each approval needs a one-time code; null: a tap"),
+    Column("remind_at", Float, comment="Unix time approvers who have not voted are reminded; null: never"),
+    Column("reminded_at", String(32), comment="when a process took the reminder to send (once)"),
+    Column("escalate_at", Float, comment="Unix time escalate_to join the approvers; null: never"),
+    Column("escalate_to", Text, comment="JSON list of user ids who join the approvers at escalate_at"),
+    Column("escalated_at", String(32)),
 )
 Index("ix_approvals_status", approvals.c.status)
 

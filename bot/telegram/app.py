@@ -125,6 +125,7 @@ async def serve(
     endpoint: EndpointFactory,
     clock: Callable[[], float] = time.monotonic,
     drain: anyio.Event | None = None,
+    approval_sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
 ) -> None:
     """Run the bot until `stop` is set; then cancel every pending prompt, settle its card, and shut down.
 
@@ -135,7 +136,8 @@ async def serve(
     With `[web]`, the web endpoint (`endpoint`) runs beside PTB (webhook mode needs it): it starts once PTB
     can take updates and stops first, so no update arrives that PTB would not handle. `transport` replaces how
     servers are reached (tests pass in-process servers).
-    `clock` is the time refusals to strangers are rationed by (tests pass a virtual one).
+    `clock` is the time refusals to strangers are rationed by, `approval_sleep` how approvals wait for their
+    reminders and escalations (tests pass virtual ones).
     """
     allowed = Access.of(config.telegram)
     async with open_configured_store(config, claim=True) as store:  # refuses a second bot that cannot work
@@ -156,7 +158,7 @@ async def serve(
         fleet_state = None if store is None or bus is None else FleetState.of(config, store, bus)
         auth = None if signins is None else signins.auth_for
         signed_in = None if signins is None else signins.signed_in
-        service, no_approver = _approval_service(config, store, bus)
+        service, no_approver = _approval_service(config, store, bus, approval_sleep)
         async with Hub(
             config,
             prompts,
@@ -467,7 +469,10 @@ async def _until(
 
 
 def _approval_service(
-    config: Config, store: Store | None, bus: FleetBus | None = None
+    config: Config,
+    store: Store | None,
+    bus: FleetBus | None = None,
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
 ) -> tuple[ApprovalService | None, str]:
     """The hub's approver for `[[approvals]]` (it needs the database: a request must outlive the process), or
     None and why gated calls are refused."""
@@ -475,7 +480,7 @@ def _approval_service(
         return None, "this host cannot ask approvers"
     if store is None:
         return None, "approvals need the database ([storage])"
-    service = ApprovalService(store.approvals)
+    service = ApprovalService(store.approvals, sleep=sleep)
     if bus is not None:  # a fleet: decisions wake the process whose call waits, wherever they are taken
         store.approvals.bus = bus
         service.listen(bus)

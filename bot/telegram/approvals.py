@@ -20,7 +20,13 @@ from telegram.error import TelegramError
 from bot.core.approval_service import AGENT_GONE, GONE, STOPPING, ApprovalService, orphaned
 from bot.core.approvals import ApprovalRecord, ApprovalStatus, Verdict, Vote, names
 from bot.servers.hub import Hub
-from bot.telegram.approval_cards import agent_note, approval_screen, change_screen, request_line
+from bot.telegram.approval_cards import (
+    agent_note,
+    approval_screen,
+    change_screen,
+    reminder_screen,
+    request_line,
+)
 from bot.telegram.callback_data import Action, Button
 from bot.telegram.render import NAME_CLIP, TITLE_CLIP, Screen, esc
 from bot.telegram.second_factor import SecondFactors
@@ -77,7 +83,15 @@ class TelegramApprovals:
     # -- ApprovalShow ----------------------------------------------------------------------------------
 
     def _screen(self, record: ApprovalRecord, gone: bool = False) -> Screen:
-        return approval_screen(record.ask, record.state, self.service.name_of, record.deadline, gone=gone)
+        return approval_screen(
+            record.ask,
+            record.state,
+            self.service.name_of,
+            record.deadline,
+            gone=gone,
+            escalate_at=record.escalate_at,
+            escalated_at=record.escalated_at,
+        )
 
     async def post(self, record: ApprovalRecord) -> Sequence[tuple[int, int]]:
         chats = [record.ask.chat] if record.ask.chat is not None else sorted(record.ask.approvers)
@@ -167,6 +181,23 @@ class TelegramApprovals:
         outcome = await self.hub.call_tool(ask.server, ask.tool, arguments, ask.origin, approved=verdict)
         for text in result_messages(f"{ask.server} · {ask.tool}", outcome):
             await self._notify(record, text)
+
+    async def remind(self, user_id: int, records: Sequence[ApprovalRecord]) -> None:
+        try:
+            await self.surface.send(user_id, reminder_screen(records, self.service.name_of))
+        except TelegramError as exc:
+            logger.info("the approval reminder to user %s failed: %s", user_id, exc)
+
+    async def escalated(self, record: ApprovalRecord, added: frozenset[int]) -> Sequence[tuple[int, int]]:
+        # Privately, also with an approval group: they may not be in it, and being asked is the point.
+        screen = self._screen(record)
+        cards: list[tuple[int, int]] = []
+        for user_id in sorted(added):
+            try:
+                cards.append((user_id, await self.surface.send(user_id, screen)))
+            except TelegramError as exc:
+                logger.info("the escalated approval card to user %s failed: %s", user_id, exc)
+        return cards
 
     async def _notify(self, record: ApprovalRecord, text: str) -> None:
         try:

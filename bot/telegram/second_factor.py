@@ -27,7 +27,7 @@ from telegram import User
 from telegram.error import TelegramError
 
 from bot.core.approval_service import ApprovalService
-from bot.core.approvals import BookUnavailable, Factor, Vote
+from bot.core.approvals import BookUnavailable, Factor, Vote, short_hash
 from bot.core.totp import MAX_FAILURES, provisioning_uri
 from bot.store.errors import StoreUnavailable
 from bot.store.factors import CodeCheck, CodeStatus, FactorStore
@@ -105,7 +105,7 @@ class SecondFactors:
         ask = record.ask
         return (
             f"<b>{esc(ask.tool, NAME_CLIP)}</b> on <b>{esc(ask.server, NAME_CLIP)}</b> for "
-            f"{esc(ask.requester, NAME_CLIP)} (content <code>{record.state.content_hash[:12]}</code>)"
+            f"{esc(ask.requester, NAME_CLIP)} (content <code>{short_hash(record.state.content_hash)}</code>)"
         )
 
     # -- codes sent in the private chat ----------------------------------------------------------------

@@ -600,6 +600,7 @@ _EXAMPLES = {
         )
     ),
     *(("approvals", key) for key in ("servers", "tools", "approvers", "quorum", "chat", "second_factor")),
+    *(("approvals", key) for key in ("remind_after_s", "escalate_after_s", "escalate_to")),
 }
 
 

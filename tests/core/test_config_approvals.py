@@ -123,3 +123,41 @@ def test_a_second_factor_needs_the_key_that_seals_the_authenticator_secrets() ->
     )
     config = parse_config(tomllib.loads(BASE + storage + key + rule.format("totp")), {})
     assert config.approvals[0].second_factor == "totp"
+
+
+def test_reminder_and_escalation_keys_are_read_and_escalated_approvers_pass_the_gate() -> None:
+    """`remind_after_s`, `escalate_after_s` and `escalate_to`: read, off by default, and the people a rule
+    escalates to may tap approval cards (they are among `approvers`)."""
+    rule = '[[approvals]]\nservers = ["prod"]\ntools = ["*"]\napprovers = [2001]\ntimeout_s = 1800\n'
+    config = parse_config(
+        tomllib.loads(
+            BASE + rule + "remind_after_s = 300\nescalate_after_s = 900\nescalate_to = [2002, 2003]\n"
+        ),
+        {},
+    )
+    (nudged,) = config.approvals
+    assert (nudged.remind_after_s, nudged.escalate_after_s, nudged.escalate_to) == (
+        300.0,
+        900.0,
+        frozenset({2002, 2003}),
+    )
+    assert config.approvers == frozenset({2001, 2002, 2003})
+    (plain,) = parse_config(tomllib.loads(BASE + rule), {}).approvals
+    assert (plain.remind_after_s, plain.escalate_after_s, plain.escalate_to) == (None, None, frozenset())
+
+
+def test_escalation_needs_both_keys_and_every_step_comes_before_the_timeout() -> None:
+    """`escalate_after_s` without `escalate_to` (or the reverse) is named; a reminder or an escalation at or
+    after `timeout_s` could never happen."""
+    rule = '[[approvals]]\nservers = ["prod"]\ntools = ["*"]\napprovers = [2001]\ntimeout_s = 600\n'
+    assert problems(rule + "escalate_after_s = 300\n") == (
+        "approvals[0].escalate_to: required with escalate_after_s",
+    )
+    assert problems(rule + "escalate_to = [2002]\n") == (
+        "approvals[0].escalate_after_s: required with escalate_to",
+    )
+    found = problems(rule + "remind_after_s = 600\nescalate_after_s = 900\nescalate_to = [2002]\n")
+    assert found == (
+        "approvals[0].remind_after_s: must be less than timeout_s (600): the request ends then",
+        "approvals[0].escalate_after_s: must be less than timeout_s (600): the request ends then",
+    )

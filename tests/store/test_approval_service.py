@@ -77,6 +77,9 @@ class Shown:
     told: list[tuple[ApprovalStatus, bool]] = field(default_factory=list)
     """(status, waiting) of each `decided`."""
     ran: list[ApprovalRecord] = field(default_factory=list)
+    reminded: list[tuple[int, list[str]]] = field(default_factory=list)
+    """(approver, the requests listed) of each reminder."""
+    escalations: list[tuple[str, frozenset[int]]] = field(default_factory=list)
     _told: anyio.Event = field(default_factory=anyio.Event)
 
     def _tell(self) -> None:
@@ -112,6 +115,15 @@ class Shown:
     async def run_approved(self, record: ApprovalRecord, verdict: Verdict) -> None:
         self.ran.append(record)
         self._tell()
+
+    async def remind(self, user_id: int, records: Sequence[ApprovalRecord]) -> None:
+        self.reminded.append((user_id, [r.id for r in records]))
+        self._tell()
+
+    async def escalated(self, record: ApprovalRecord, added: frozenset[int]) -> Sequence[tuple[int, int]]:
+        self.escalations.append((record.id, added))
+        self._tell()
+        return [(u, 1) for u in sorted(added)]
 
 
 @dataclass
@@ -308,6 +320,12 @@ class Racing:
     async def names(self, user_ids: Collection[int]) -> dict[int, str]:
         return await self.book.names(user_ids)
 
+    async def remind(self, record: ApprovalRecord) -> ApprovalRecord | None:
+        return await self.book.remind(record)
+
+    async def escalate(self, record: ApprovalRecord) -> ApprovalRecord | None:
+        return await self.book.escalate(record)
+
 
 @dataclass
 class Drawn(Shown):
@@ -424,7 +442,8 @@ async def test_a_request_expires_at_its_deadline_on_the_injected_clock(store: St
         late = await service.vote(asked.id, BOB, "Bob", Vote.APPROVE)
     assert (
         verdict.status is ApprovalStatus.EXPIRED
-        and verdict.text == "not approved in time; the call was not made"
+        and verdict.text.startswith("not approved in time (no answer from ")
+        and verdict.text.endswith("; the call was not made")
     )
     record = await store.approvals.get(asked.id)
     assert record is not None and record.state.status is ApprovalStatus.EXPIRED

@@ -140,6 +140,8 @@ async def test_a_database_that_fails_raises_the_stores_own_error_from_every_meth
         "ending an approval request": lambda: store.approvals.finish(record, ApprovalStatus.EXPIRED),
         "reading the decided approval requests": lambda: store.approvals.due(),
         "claiming an approved call": lambda: store.approvals.claim(record, "A"),
+        "taking an approval reminder": lambda: store.approvals.remind(record),
+        "escalating an approval request": lambda: store.approvals.escalate(record),
     }
     for what, call in calls.items():
         with pytest.raises(StoreUnavailable, match=f"^{what}: "):

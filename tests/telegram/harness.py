@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +83,7 @@ async def bot_scene(
     secret_key: str | None = None,
     gateway: dict[str, Any] | None = None,
     limits: dict[str, Any] | None = None,
+    approval_sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     **telegram: Any,
 ) -> AsyncIterator[Chat]:
     """Run the bot with `demo` and `t` (the elicit test server) in-process unless told otherwise.
@@ -92,7 +93,8 @@ async def bot_scene(
     `[gateway]`; `limits` is `[limits]`; `telegram` adds to `[telegram]`.
 
     With `world` (an earlier scene), a new bot process runs against that scene's fake and people: a restart.
-    `clock` is the time the bot rations refusals to strangers by.
+    `clock` is the time the bot rations refusals to strangers by; `approval_sleep` how approvals wait for
+    their reminders and escalations.
     """
     factories: dict[str, Callable[[], Any]] = (
         {"demo": build_demo, "t": build_elicit} if in_process is None else in_process
@@ -130,7 +132,9 @@ async def bot_scene(
 
         async def run() -> None:
             try:
-                await serve(config, scene.stop, ready, transport=transport, clock=clock)
+                await serve(
+                    config, scene.stop, ready, transport=transport, clock=clock, approval_sleep=approval_sleep
+                )
             finally:
                 scene.stopped.set()
 
