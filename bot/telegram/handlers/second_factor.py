@@ -2,7 +2,8 @@
 
 Registered before the access gate: approvers need not be allowed to use the bot. Only the approvers of rules
 with `second_factor` reach them, only in a private chat; a message that is not a code expected of its sender
-goes on to the other handlers.
+goes on to the other handlers, and so does a code-like answer to a question waiting for a typed answer (unless
+it replies to the code prompt).
 """
 
 from __future__ import annotations
@@ -37,7 +38,16 @@ def handlers(codes: SecondFactors, approvers: frozenset[int]) -> list[BaseHandle
     async def code(update: Update, context: Context) -> None:
         user, message = update.effective_user, update.effective_message
         assert user is not None and message is not None
-        reply = await codes.on_code(user, message.text or "")
+        replied = message.reply_to_message
+        chat = message.chat.id
+        if replied is not None and codes.surface.card_for_reply(chat, replied.message_id) is not None:
+            return  # an answer to a question's card: the forms' handler takes it
+        reply = await codes.on_code(
+            user,
+            message.text or "",
+            replied_to=None if replied is None else replied.message_id,
+            others_waiting=bool(codes.surface.text_cards(chat, user.id)),
+        )
         if reply is None:
             return  # not a code we wait for: the other handlers see it
         await codes.surface.send(user.id, Screen(reply))
