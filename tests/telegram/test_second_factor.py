@@ -232,8 +232,8 @@ async def test_a_six_digit_answer_to_a_form_goes_to_the_form_and_a_reply_to_the_
     tmp_path: Path,
 ) -> None:
     """Bob tapped Approve (the code prompt asks for a reply, ForceReply) and a tool asks him for a PIN in the
-    same private chat: his reply to the code prompt approves, and six digits sent plainly answer the PIN
-    question (they are not checked as a code)."""
+    same private chat: six digits sent plainly answer the PIN question (they are not checked as a code, the
+    prompt still waits), and his reply to the code prompt approves."""
     async with totp_scene(tmp_path) as g:
         s = g.s
         bob_app, _ = await enrol(s, s.bob)
@@ -244,8 +244,6 @@ async def test_a_six_digit_answer_to_a_form_goes_to_the_form_and_a_reply_to_the_
         await s.bob.send(ASK_PIN)
         await said(s, s.bob, "Your door PIN?", prompt.message_id)
 
-        sent = await s.bob.send(next_code(bob_app), reply_to=prompt)
-        await said(s, s.bob, "Approved (1 of 2)", sent.message_id)
         pin = wrong(bob_app)
         sent = await s.bob.send(pin)
         review = await s.fake.wait_for(lambda m: m.chat_id == s.bob.id and "Please review" in m.text)
@@ -253,6 +251,9 @@ async def test_a_six_digit_answer_to_a_form_goes_to_the_form_and_a_reply_to_the_
         said_after = [
             m.text for m in s.fake.messages(s.bob.id, from_bot=True) if m.message_id > sent.message_id
         ]
+        sent = await s.bob.send(next_code(bob_app), reply_to=prompt)
+        await said(s, s.bob, "Approved (1 of 2)", sent.message_id)
+        await s.fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text)
     assert prompt.force_reply
     assert pin in reviewed
     assert not [t for t in said_after if "not right" in t or "tries left" in t]
