@@ -279,3 +279,20 @@ async def test_a_code_sent_after_a_restart_answers_the_prompt_sent_before_it(tmp
             done = await said(s, s.bob, "Approved (1 of 2)", sent.message_id)
             await s.fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text)
     assert done.text.startswith("✅")
+
+
+async def test_2fa_is_in_the_command_menu_and_the_help_only_when_a_rule_asks_for_a_code(
+    tmp_path: Path,
+) -> None:
+    """With a `second_factor = "totp"` rule the menu (setMyCommands) and /help name /2fa; without one, neither
+    does."""
+    async with totp_scene(tmp_path) as g:
+        menu = {command for command, _ in g.s.fake.commands}
+        asked = await g.s.alice.send("/help")
+        told = await said(g.s, g.s.alice, "/tools", asked.message_id)
+        assert "2fa" in menu and "/2fa" in told.text
+    async with bot_scene() as s:
+        plain = {command for command, _ in s.fake.commands}
+        asked = await s.alice.send("/help")
+        told = await said(s, s.alice, "/tools", asked.message_id)
+        assert plain >= {"tools", "help"} and "2fa" not in plain and "/2fa" not in told.text

@@ -8,7 +8,9 @@ it replies to the code prompt).
 
 from __future__ import annotations
 
-from telegram import Update
+from typing import Final
+
+from telegram import BotCommand, Update
 from telegram.ext import (
     ApplicationHandlerStop,
     BaseHandler,
@@ -18,12 +20,33 @@ from telegram.ext import (
     filters,
 )
 
+from bot.config import Config
 from bot.telegram.render import Screen
 from bot.telegram.second_factor import SecondFactors
 
-__all__ = ["handlers"]
+__all__ = ["COMMAND", "HELP_LINE", "handlers", "help_lines", "menu"]
 
 Context = ContextTypes.DEFAULT_TYPE
+
+COMMAND: Final = BotCommand("2fa", "Approvers: set up your authenticator app for approvals that need a code")
+HELP_LINE: Final = (
+    "/2fa — for approvers of requests that need a one-time code: set up your authenticator app (once, in a "
+    "private chat with me); <code>/2fa new CODE</code> moves it to a new phone"
+)
+
+
+def _coded(config: Config) -> bool:
+    return any(rule.second_factor is not None for rule in config.approvals)
+
+
+def menu(config: Config) -> list[BotCommand]:
+    """The command menu's entry for /2fa: only when some approval rule asks for a code."""
+    return [COMMAND] if _coded(config) else []
+
+
+def help_lines(config: Config) -> list[str]:
+    """/help's line for /2fa: only when some approval rule asks for a code."""
+    return [HELP_LINE] if _coded(config) else []
 
 
 def handlers(codes: SecondFactors, approvers: frozenset[int]) -> list[BaseHandler]:  # type: ignore[type-arg]
