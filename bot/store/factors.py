@@ -7,6 +7,10 @@ so a half-finished `/2fa` never locks anyone out, and a new phone replaces the o
 Every check is a compare-and-set on the row's revision, so two processes (or two taps) cannot both accept one
 code: the last step accepted only grows, a recovery code is removed by the check that uses it, and wrong codes
 add up to a lock (`bot.core.totp`). Nothing here logs a secret or a code.
+
+The code an approver was asked for (`code_prompts`, one per approver): which request, at which content, and until
+when their next code approves it. It is kept here rather than in a process's memory so a code sent after a
+restart, or received by another process of the fleet, still counts.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import Row, insert, select, update
+from sqlalchemy import Row, delete, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -29,9 +33,9 @@ from bot.core.totp import Lockout, matching_step, new_recovery_codes, new_secret
 from bot.store.audit import AuditEvent, AuditLog
 from bot.store.crypto import Sealer, Unreadable
 from bot.store.errors import unavailable_as
-from bot.store.tables import second_factors
+from bot.store.tables import code_prompts, second_factors
 
-__all__ = ["CodeCheck", "CodeStatus", "FactorStore"]
+__all__ = ["CodeCheck", "CodePrompt", "CodeStatus", "FactorStore"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +69,20 @@ class CodeCheck:
     @property
     def ok(self) -> bool:
         return self.status is CodeStatus.OK
+
+
+@dataclass(frozen=True, slots=True)
+class CodePrompt:
+    """An approver was asked for a code to approve a request: the Approve they tapped (the request, the content
+    generation and hash it showed, the card), the prompt's message in their private chat, and its end."""
+
+    approval_id: str
+    generation: int
+    content_hash: str
+    card: tuple[int, int] | None
+    expires_at: float
+    """Unix time after which a code no longer answers it."""
+    message_id: int | None = None
 
 
 class FactorStore:
@@ -189,6 +207,58 @@ class FactorStore:
                 await self._locked(user_id, failed, now)
                 return _wrong(CodeStatus.USED if used else CodeStatus.WRONG, failed, now)
         return CodeCheck(CodeStatus.WRONG, left=0)
+
+    @unavailable_as("keeping a code prompt")
+    async def ask(self, user_id: int, prompt: CodePrompt) -> None:
+        """The person's next code answers `prompt` (in place of any earlier prompt of theirs)."""
+        card_chat, card_message = prompt.card if prompt.card is not None else (None, None)
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(code_prompts).where(code_prompts.c.user_id == user_id))
+            await conn.execute(
+                insert(code_prompts).values(
+                    user_id=user_id,
+                    approval_id=prompt.approval_id,
+                    generation=prompt.generation,
+                    content_hash=prompt.content_hash,
+                    card_chat=card_chat,
+                    card_message=card_message,
+                    message_id=prompt.message_id,
+                    expires_at=prompt.expires_at,
+                )
+            )
+
+    @unavailable_as("keeping a code prompt")
+    async def asked_in(self, user_id: int, approval_id: str, message_id: int) -> None:
+        """Where the prompt about `approval_id` was sent (a reply to it is a code)."""
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(code_prompts)
+                .where(code_prompts.c.user_id == user_id, code_prompts.c.approval_id == approval_id)
+                .values(message_id=message_id)
+            )
+
+    @unavailable_as("reading a code prompt")
+    async def asked(self, user_id: int) -> CodePrompt | None:
+        """The prompt the person's next code answers; None: none, or it ended."""
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(code_prompts).where(code_prompts.c.user_id == user_id))).first()
+        if row is None or row.expires_at <= self.clock():
+            return None
+        card = None if row.card_chat is None else (int(row.card_chat), int(row.card_message))
+        return CodePrompt(
+            row.approval_id, row.generation, row.content_hash, card, row.expires_at, row.message_id
+        )
+
+    @unavailable_as("ending a code prompt")
+    async def answered(self, user_id: int, approval_id: str) -> bool:
+        """End the person's prompt about `approval_id`: True for exactly one caller (a code counts once)."""
+        async with self.engine.begin() as conn:
+            gone = await conn.execute(
+                delete(code_prompts).where(
+                    code_prompts.c.user_id == user_id, code_prompts.c.approval_id == approval_id
+                )
+            )
+        return gone.rowcount == 1
 
     async def _locked(self, user_id: int, lockout: Lockout, now: float) -> None:
         if lockout.locked(now):

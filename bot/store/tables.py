@@ -28,6 +28,7 @@ __all__ = [
     "audit",
     "audit_checkpoints",
     "audit_seal",
+    "code_prompts",
     "fleet_instances",
     "fleet_partitions",
     "metadata",
@@ -205,6 +206,27 @@ second_factors = Table(
     Column(
         "revision", Integer, nullable=False, comment="bumped by every change: a change is a compare-and-set"
     ),
+)
+
+
+code_prompts = Table(
+    "code_prompts",
+    metadata,
+    Column(
+        "user_id", BigInteger, primary_key=True, comment="the approver asked for a code (one prompt each)"
+    ),
+    Column("approval_id", String(36), nullable=False, comment="the approval request the code approves"),
+    Column(
+        "generation",
+        Integer,
+        nullable=False,
+        comment="the request's content generation Approve was tapped on",
+    ),
+    Column("content_hash", String(64), nullable=False, comment="the content hash Approve was tapped on"),
+    Column("card_chat", BigInteger, comment="the card tapped: its chat (null: unknown)"),
+    Column("card_message", BigInteger, comment="the card tapped: its message id"),
+    Column("message_id", BigInteger, comment="the prompt's message in the approver's private chat"),
+    Column("expires_at", Float, nullable=False, comment="Unix time after which a code no longer answers it"),
 )
 
 oauth_accounts = Table(

@@ -252,7 +252,7 @@ async def _serve(
             + tokens
             + forms.handlers(deps)
             + admin
-            + commands.handlers(deps, agents.help_lines(config))
+            + commands.handlers(deps, agents.help_lines(config) + second_factor.help_lines(config))
         )
         app.add_error_handler(on_error)
         web = endpoint(
@@ -275,7 +275,7 @@ async def _serve(
         )
         fleet_done = anyio.Event()
         async with app:
-            await app.bot.set_my_commands(commands.menu(agents.menu(config)))
+            await app.bot.set_my_commands(commands.menu(agents.menu(config) + second_factor.menu(config)))
             await app.start()
             try:
                 # Before updates (polled or delivered): a tap on a kept card finds it.

@@ -72,10 +72,19 @@ class CardBot(ExtBot[Any]):
             raise
 
     async def send_html(
-        self, chat_id: int, text: str, keyboard: Keyboard | None = None, reply_to: int | None = None
+        self,
+        chat_id: int,
+        text: str,
+        keyboard: Keyboard | None = None,
+        reply_to: int | None = None,
+        placeholder: str | None = None,
     ) -> int:
-        """Send a message; its id. A reply whose original is gone is sent as a plain message."""
+        """Send a message; its id. A reply whose original is gone is sent as a plain message. `placeholder`
+        (without `keyboard`): the person's app opens a reply to the message, with this hint in the input field
+        (ForceReply)."""
         params = _html(text, keyboard, chat_id=chat_id)
+        if placeholder is not None and not keyboard:
+            params["reply_markup"] = {"force_reply": True, "input_field_placeholder": placeholder}
         if reply_to is not None:
             params["reply_parameters"] = {"message_id": reply_to, "allow_sending_without_reply": True}
         sent = await self.do_api_request("sendMessage", api_kwargs=params)

@@ -9,8 +9,10 @@ Telegram session alone cannot enrol its own authenticator.
 An approval: Approve on such a request's card counts nothing by itself (`tally` refuses a tap without a code);
 the approver is asked in their private chat for the current code, and the reply, checked by the store
 (`bot.store.factors`: once per time step, locked after repeated wrong codes), casts the vote with its factor.
-Which request a reply is for is kept in this process's memory (the last Approve tapped): after a restart, tap
-Approve again.
+Which request a code is for (the last Approve tapped, its content hash, for `PROMPT_S`) is kept in the store, so
+a code sent after a restart, or to another process of the fleet, still counts; a request whose content changed
+since is not approved by it. A message is a code only when it replies to the code prompt, or when no other
+question of the person waits for a typed answer in the chat: a six-digit answer to a form goes to the form.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import datetime as dt
 import io
 import logging
 import re
-from dataclasses import dataclass
 from typing import Final
 
 import segno
@@ -30,13 +31,13 @@ from bot.core.approval_service import ApprovalService
 from bot.core.approvals import BookUnavailable, Factor, Vote, short_hash
 from bot.core.totp import MAX_FAILURES, provisioning_uri
 from bot.store.errors import StoreUnavailable
-from bot.store.factors import CodeCheck, CodeStatus, FactorStore
+from bot.store.factors import CodeCheck, CodePrompt, CodeStatus, FactorStore
 from bot.telegram.callback_data import Button
 from bot.telegram.render import NAME_CLIP, Screen, esc
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.taps import TapAnswer
 
-__all__ = ["CODE", "ISSUER", "SecondFactors"]
+__all__ = ["CODE", "ISSUER", "PROMPT_S", "SecondFactors"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,25 +47,25 @@ CODE: Final = re.compile(r"\s*(\d{3}\s?\d{3}|[a-z0-9]{4}(-?[a-z0-9]{4}){3})\s*",
 """A message that is a code: six digits, or a recovery code."""
 HOW: Final = "send /2fa to me in a private chat to set up your authenticator app (once)"
 UNAVAILABLE: Final = "The database is unavailable; try again in a moment."
-
-
-@dataclass(frozen=True, slots=True)
-class _Asked:
-    """The approval an approver was asked a code for (the Approve they tapped)."""
-
-    approval_id: str
-    generation: int
-    card: tuple[int, int] | None
+PROMPT_S: Final = 600.0
+"""How long a code prompt waits for its code: after that, tap Approve again."""
+PLACEHOLDER: Final = "6-digit code"
+"""The hint in the input field of a reply to the code prompt."""
+GONE: Final = "That request is no longer waiting for approval."
+CHANGED: Final = (
+    "⚠️ The request changed since you tapped Approve (or ended): your code was not used. Look at its card "
+    "again and tap Approve if you still agree."
+)
 
 
 class SecondFactors:
-    """Enrolment and codes of the approvers; `store` keeps the secrets, `service` counts the votes."""
+    """Enrolment and codes of the approvers; `store` keeps the secrets and the code prompts, `service` counts
+    the votes."""
 
     def __init__(self, store: FactorStore, service: ApprovalService, surface: TelegramSurface) -> None:
         self.store = store
         self.service = service
         self.surface = surface
-        self._asked: dict[int, _Asked] = {}
 
     # -- an approval -----------------------------------------------------------------------------------
 
@@ -80,63 +81,95 @@ class SecondFactors:
                 user.id, f"🔐 Approving this request needs a code from an authenticator app: {HOW}."
             )
             return TapAnswer(f"This approval needs a code from an authenticator app: {HOW}.", alert=True)
-        self._asked[user.id] = _Asked(button.token, button.version, card)
-        what = await self._what(button.token)
-        if not await self._tell(
-            user.id,
-            f"🔐 To approve {what}, send me the 6-digit code your authenticator app shows now "
-            "(or one of your recovery codes).",
-        ):
-            del self._asked[user.id]
+        try:
+            record = await self.service.book.get(button.token)
+        except BookUnavailable:
+            return TapAnswer(UNAVAILABLE, alert=True)
+        if record is None:
+            return TapAnswer(GONE, alert=True)
+        prompt = CodePrompt(
+            button.token, button.version, record.state.content_hash, card, self.store.clock() + PROMPT_S
+        )
+        try:
+            await self.store.ask(user.id, prompt)
+        except StoreUnavailable:
+            return TapAnswer(UNAVAILABLE, alert=True)
+        ask = record.ask
+        what = (
+            f"<b>{esc(ask.tool, NAME_CLIP)}</b> on <b>{esc(ask.server, NAME_CLIP)}</b> for "
+            f"{esc(ask.requester, NAME_CLIP)} (content <code>{short_hash(record.state.content_hash)}</code>)"
+        )
+        try:
+            sent = await self.surface.send(
+                user.id,
+                Screen(
+                    f"🔐 To approve {what}, send me the 6-digit code your authenticator app shows now (or one "
+                    f"of your recovery codes) as a reply to this message, within {int(PROMPT_S // 60)} minutes."
+                ),
+                placeholder=PLACEHOLDER,
+            )
+        except TelegramError as exc:
+            logger.info("could not write to approver %s privately: %s", user.id, exc)
+            await self._forget(user.id, button.token)
             return TapAnswer(
                 "This approval needs a code: open a private chat with me first (Start).", alert=True
+            )
+        try:
+            await self.store.asked_in(user.id, button.token, sent)
+        except StoreUnavailable:
+            logger.info(
+                "where the code prompt of %s went was not kept (the database is unavailable)", user.id
             )
         return TapAnswer(
             "This approval needs a code from your authenticator app: see our private chat.", alert=True
         )
 
-    async def _what(self, approval_id: str) -> str:
+    async def _forget(self, user_id: int, approval_id: str) -> None:
         try:
-            record = await self.service.book.get(approval_id)
-        except BookUnavailable:
-            return "the request"
-        if record is None:
-            return "the request"
-        ask = record.ask
-        return (
-            f"<b>{esc(ask.tool, NAME_CLIP)}</b> on <b>{esc(ask.server, NAME_CLIP)}</b> for "
-            f"{esc(ask.requester, NAME_CLIP)} (content <code>{short_hash(record.state.content_hash)}</code>)"
-        )
+            await self.store.answered(user_id, approval_id)
+        except StoreUnavailable:
+            logger.info("a code prompt of %s that was not sent stays until it ends", user_id)
 
     # -- codes sent in the private chat ----------------------------------------------------------------
 
-    async def on_code(self, user: User, text: str) -> str | None:
+    async def on_code(
+        self, user: User, text: str, replied_to: int | None = None, others_waiting: bool = False
+    ) -> str | None:
         """A code the person sent privately: it finishes an enrolment, or approves the request they were
-        asked about; the reply. None: no code was expected of them (the message is not for us)."""
+        asked about; the reply. `replied_to`: the message it replies to; `others_waiting`: another question of
+        theirs in the chat waits for a typed answer, which then gets it unless it replies to the code prompt.
+        None: the message is not a code for us (the other handlers see it)."""
         if not CODE.fullmatch(text):
             return None
         try:
-            if await self.store.enrolling(user.id):
+            prompt = await self.store.asked(user.id)
+            for_prompt = prompt is not None and replied_to is not None and replied_to == prompt.message_id
+            if others_waiting and not for_prompt:
+                return None
+            if not for_prompt and await self.store.enrolling(user.id):
                 checked, recovery = await self.store.confirm(user.id, text)
                 if checked.ok:
                     return _enrolled(recovery)
                 return _refused(checked)
-            asked = self._asked.get(user.id)
-            if asked is None:
+            if prompt is None:
                 return None
+            if await self._changed(prompt):
+                await self.store.answered(user.id, prompt.approval_id)
+                return CHANGED
             checked = await self.store.check(user.id, text)
-        except StoreUnavailable:
+            if not checked.ok or checked.factor is None:
+                return _refused(checked)
+            if not await self.store.answered(user.id, prompt.approval_id):
+                return None  # another process took this code's prompt first, and answers it
+        except BookUnavailable:  # the store's StoreUnavailable too
             return UNAVAILABLE
-        if not checked.ok or checked.factor is None:
-            return _refused(checked)
-        del self._asked[user.id]
         cast = await self.service.vote(
-            asked.approval_id,
+            prompt.approval_id,
             user.id,
             user.first_name,
             Vote.APPROVE,
-            asked.generation,
-            asked.card,
+            prompt.generation,
+            prompt.card,
             factor=checked.factor,
         )
         left = (
@@ -145,6 +178,11 @@ class SecondFactors:
             else ""
         )
         return ("🚫 " if cast.refused else "✅ ") + esc(cast.text) + left
+
+    async def _changed(self, prompt: CodePrompt) -> bool:
+        """Whether the request ended or its content is no longer what Approve was tapped on."""
+        record = await self.service.book.get(prompt.approval_id)
+        return record is None or record.state.content_hash != prompt.content_hash
 
     # -- /2fa ------------------------------------------------------------------------------------------
 

@@ -76,9 +76,11 @@ class TelegramSurface:
 
     # -- sending ---------------------------------------------------------------------------------------
 
-    async def send(self, chat_id: int, screen: Screen, *, reply_to: int | None = None) -> int:
-        """Send a screen; the new message's id."""
-        return await self.bot.send_html(chat_id, screen.text, screen.keyboard, reply_to)
+    async def send(
+        self, chat_id: int, screen: Screen, *, reply_to: int | None = None, placeholder: str | None = None
+    ) -> int:
+        """Send a screen; the new message's id. `placeholder`: the message asks for a reply (ForceReply)."""
+        return await self.bot.send_html(chat_id, screen.text, screen.keyboard, reply_to, placeholder)
 
     async def send_photo(self, chat_id: int, png: bytes, screen: Screen) -> int:
         """Send a picture with a short caption (`screen.text`, HTML); the new message's id."""

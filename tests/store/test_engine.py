@@ -16,7 +16,7 @@ from tests.inprocess import toolnexus
 
 pytestmark = pytest.mark.anyio
 
-NEWEST = "0018"
+NEWEST = "0019"
 
 
 async def test_a_fresh_database_is_migrated_to_the_newest_revision_on_open(store_url: str) -> None:

@@ -17,7 +17,7 @@ from bot.config import Secret, StorageConfig
 from bot.core.approvals import Factor
 from bot.core.totp import LOCK_S, MAX_FAILURES, RECOVERY_CODES, STEP_S
 from bot.store import open_store
-from bot.store.factors import CodeStatus, FactorStore
+from bot.store.factors import CodePrompt, CodeStatus, FactorStore
 from bot.store.tables import audit, second_factors
 
 pytestmark = pytest.mark.anyio
@@ -135,3 +135,24 @@ async def test_an_enrolment_outlives_the_process(enrolled: Enrolled, store_url: 
         assert again.factors is not None and await again.factors.enrolled(BOB)
         checked = await again.factors.check(BOB, pyotp.TOTP(enrolled.secret).now())
     assert checked.ok
+
+
+async def test_a_code_prompt_is_kept_per_approver_until_it_ends_and_is_answered_once(
+    enrolled: Enrolled,
+) -> None:
+    """The prompt Bob's next code answers is in the database (the request, its content hash, the card, the
+    message asking): a newer Approve replaces it, it is answered once, and after its end it is gone."""
+    factors, clock = enrolled.factors, enrolled.clock
+    assert await factors.asked(BOB) is None
+    await factors.ask(BOB, CodePrompt("req-1", 0, "a" * 64, (-7001, 5), clock.now + 600))
+    await factors.ask(BOB, CodePrompt("req-2", 3, "b" * 64, None, clock.now + 600))
+    await factors.asked_in(BOB, "req-2", 42)
+    assert await factors.asked(BOB) == CodePrompt("req-2", 3, "b" * 64, None, clock.now + 600, 42)
+    assert not await factors.answered(BOB, "req-1")
+    assert await factors.answered(BOB, "req-2") and not await factors.answered(BOB, "req-2")
+    assert await factors.asked(BOB) is None
+
+    await factors.ask(BOB, CodePrompt("req-3", 0, "c" * 64, (-7001, 6), clock.now + 600))
+    assert (await factors.asked(BOB)) == CodePrompt("req-3", 0, "c" * 64, (-7001, 6), clock.now + 600)
+    clock.now += 600
+    assert await factors.asked(BOB) is None

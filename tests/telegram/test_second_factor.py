@@ -23,6 +23,7 @@ import segno
 from bot.core.totp import MAX_FAILURES, RECOVERY_CODES, STEP_S, provisioning_uri
 from bot.store.audit_keys import AuditKeys
 from bot.telegram.second_factor import ISSUER
+from tests.fakes.servers.elicit import build_server as build_elicit
 from tests.fakes.servers.receipts import Guarded
 from tests.fakes.telegram import FakeUser, Msg
 from tests.telegram.harness import BOB_ID, Chat, bot_scene
@@ -33,6 +34,10 @@ CAROL_ID, DAVE_ID = 3003, 3004
 OPS = -7001
 SECRET = base64.urlsafe_b64encode(bytes(range(32))).decode()
 DEPLOY = "/call prod deploy service=web version=1.2.3"
+PIN = json.dumps(
+    {"type": "object", "properties": {"pin": {"type": "string", "title": "PIN"}}, "required": ["pin"]}
+)
+ASK_PIN = f"/call t ask_form message=Your door PIN? schema_json={PIN}"
 
 
 @dataclass
@@ -49,7 +54,7 @@ class Scene:
 
 @asynccontextmanager
 async def totp_scene(tmp_path: Path, world: Scene | None = None) -> AsyncIterator[Scene]:
-    """Alice may call tools; Bob, Carol and Dave approve `deploy` on `prod` (2 of 3) in OPS, each approval
+    """Alice and Bob may call tools (`t` asks questions); Bob, Carol and Dave approve `deploy` on `prod` (2 of 3) in OPS, each approval
     with a code. With `world`, a new bot process on the same database and fake (a restart)."""
     server = world.server if world is not None else Guarded(public_key=AuditKeys(SECRET).public_key)
     rule = {
@@ -62,7 +67,7 @@ async def totp_scene(tmp_path: Path, world: Scene | None = None) -> AsyncIterato
     }
     db = tmp_path / "bot.db"
     async with bot_scene(
-        in_process={"prod": server.build},
+        in_process={"prod": server.build, "t": build_elicit},
         storage=f"sqlite:///{db}",
         secret_key=SECRET,
         approvals=[rule],
@@ -221,3 +226,73 @@ async def test_an_enrolment_survives_a_restart_and_a_recovery_code_works_once(tm
     assert "tries left" in again.text
     [(_, _, receipt)] = g.server.ran
     assert [a.factor for a in receipt.approvers] == ["totp", "recovery_code"]
+
+
+async def test_a_six_digit_answer_to_a_form_goes_to_the_form_and_a_reply_to_the_code_prompt_is_the_code(
+    tmp_path: Path,
+) -> None:
+    """Bob tapped Approve (the code prompt asks for a reply, ForceReply) and a tool asks him for a PIN in the
+    same private chat: six digits sent plainly answer the PIN question (they are not checked as a code, the
+    prompt still waits), and his reply to the code prompt approves."""
+    async with totp_scene(tmp_path) as g:
+        s = g.s
+        bob_app, _ = await enrol(s, s.bob)
+        await s.alice.send(DEPLOY, chat=s.group)
+        card = await s.fake.wait_for(lambda m: g.card(m) and bool(m.reply_markup))
+        await s.bob.press(card, "✅ Approve")
+        prompt = await said(s, s.bob, "send me the 6-digit code")
+        await s.bob.send(ASK_PIN)
+        await said(s, s.bob, "Your door PIN?", prompt.message_id)
+
+        pin = wrong(bob_app)
+        sent = await s.bob.send(pin)
+        review = await s.fake.wait_for(lambda m: m.chat_id == s.bob.id and "Please review" in m.text)
+        reviewed = review.text
+        said_after = [
+            m.text for m in s.fake.messages(s.bob.id, from_bot=True) if m.message_id > sent.message_id
+        ]
+        sent = await s.bob.send(next_code(bob_app), reply_to=prompt)
+        await said(s, s.bob, "Approved (1 of 2)", sent.message_id)
+        await s.fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text)
+    assert prompt.force_reply
+    assert pin in reviewed
+    assert not [t for t in said_after if "not right" in t or "tries left" in t]
+
+
+async def test_a_code_sent_after_a_restart_answers_the_prompt_sent_before_it(tmp_path: Path) -> None:
+    """Bob taps Approve and is asked for a code; the bot stops and a new process starts on the same database
+    before he answers: his reply to the prompt still approves that request (no second tap), and the card
+    says so."""
+    async with totp_scene(tmp_path) as first:
+        bob_app, _ = await enrol(first.s, first.s.bob)
+        await first.s.alice.send(DEPLOY, chat=first.s.group)
+        card = await first.s.fake.wait_for(lambda m: first.card(m) and bool(m.reply_markup))
+        await first.s.bob.press(card, "✅ Approve")
+        prompt = await said(first.s, first.s.bob, "send me the 6-digit code")
+        first.s.stop.set()
+        with anyio.fail_after(10):
+            await first.s.stopped.wait()
+
+        async with totp_scene(tmp_path, world=first) as g:
+            s = g.s
+            sent = await s.bob.send(next_code(bob_app), reply_to=prompt)
+            done = await said(s, s.bob, "Approved (1 of 2)", sent.message_id)
+            await s.fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text)
+    assert done.text.startswith("✅")
+
+
+async def test_2fa_is_in_the_command_menu_and_the_help_only_when_a_rule_asks_for_a_code(
+    tmp_path: Path,
+) -> None:
+    """With a `second_factor = "totp"` rule the menu (setMyCommands) and /help name /2fa; without one, neither
+    does."""
+    async with totp_scene(tmp_path) as g:
+        menu = {command for command, _ in g.s.fake.commands}
+        asked = await g.s.alice.send("/help")
+        told = await said(g.s, g.s.alice, "/tools", asked.message_id)
+        assert "2fa" in menu and "/2fa" in told.text
+    async with bot_scene() as s:
+        plain = {command for command, _ in s.fake.commands}
+        asked = await s.alice.send("/help")
+        told = await said(s, s.alice, "/tools", asked.message_id)
+        assert plain >= {"tools", "help"} and "2fa" not in plain and "/2fa" not in told.text

@@ -82,7 +82,8 @@ async def start_tool(
 
 
 def handlers(deps: Deps, more_help: list[str] | None = None) -> list[BaseHandler]:  # type: ignore[type-arg]  # noqa: C901 - the nested handlers' branches count toward it
-    """The commands; `more_help` adds a feature's lines (HTML) to /help (/agents with the gateway on)."""
+    """The commands; `more_help` adds a feature's lines (HTML) to /help (/agents with the gateway on, /2fa
+    with a rule asking for a code)."""
     help_text = "\n".join([HELP, *(more_help or [])])
 
     async def reply(update: Update, text: str, keyboard: Keyboard | None = None) -> None:
