@@ -42,6 +42,11 @@ class CallFailed(Exception):
     """The call ended before it asked: the bot showed how it ended (failed, timed out, ...) instead of a card."""
 
 
+class AnswerLost(Exception):
+    """The call ended after its person answered, without the tool's result: the bot showed how (its connection
+    broke after the answer, say) instead of the result."""
+
+
 @dataclass(frozen=True, slots=True)
 class Answered:
     """One completed elicitation, as the scripted person lived it."""
@@ -73,6 +78,13 @@ def _ended(tool: str) -> Callable[[Msg], bool]:
     """How a call of `tool` ended other than well: "⚠️ server · tool — failed" heads its message."""
     marker = f" · {tool} — "
     return lambda m: marker in m.text.partition("\n")[0]
+
+
+def _ended_after(tool: str) -> Callable[[Msg], bool]:
+    """How a call of `tool` ended other than well, after its person answered: on a message of its own, or on
+    the card it was folded into."""
+    marker = f" · {tool} — "
+    return lambda m: any(marker in line for line in m.text.splitlines())
 
 
 def _result_for(tag: str) -> Callable[[Msg], bool]:
@@ -120,11 +132,18 @@ async def start_pick(fake: BenchFake, user: FakeUser, tag: str) -> tuple[float, 
 async def finish_pick(
     fake: BenchFake, user: FakeUser, tag: str, choice: str, started: float, card: Msg
 ) -> Answered:
-    """Choose (a tap), Submit on the review card (a second tap), wait for the result and check it."""
+    """Choose (a tap), Submit on the review card (a second tap), wait for the result and check it.
+
+    Raises:
+        AnswerLost: the call ended after the answer without its result (its connection broke, say).
+    """
     await _tap(user, card, choice)
     await _tap(user, card, SUBMIT)
     submitted = time.monotonic()
-    result = await fake.until(user.id, _result_for(tag), TIMEOUT_S)
+    done, ended = _result_for(tag), _ended_after("pick")
+    result = await fake.until(user.id, lambda m: done(m) or ended(m), TIMEOUT_S)
+    if not done(result):
+        raise AnswerLost(result.text)
     if _content(result) != {"tag": tag, "action": "accept", "content": {"colour": choice}}:
         raise WrongAnswer(f"{tag}: {result.text!r}")
     card_at = fake.arrived[(card.chat_id, card.message_id)]

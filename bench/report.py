@@ -157,6 +157,15 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:  # noqa: C
                 sum(failed.values()),
                 f"not in the figures below ({reasons})",
             )
+        lost = c.get("calls_failed_after_answering")
+        if lost:  # their people were told; the answers they gave are not counted as answered correctly
+            reasons = "; ".join(f"{n}: {reason}" for reason, n in lost.items())
+            add(
+                s,
+                "calls that broke after the answer",
+                sum(lost.values()),
+                f"told so, with Run again ({reasons})",
+            )
         add(
             s,
             "answered correctly",

@@ -505,6 +505,8 @@ async def pending_users(
             cards: dict[int, tuple[float, Any]] = {}
             # Whose call ended before it asked (a broken connection): counted, not waited for.
             failed: dict[int, str] = {}
+            # Whose call ended after the answer without its result (its connection broke): counted, as those.
+            lost: dict[int, str] = {}
             all_shown, answer_now = anyio.Event(), anyio.Event()
             if profile is not None or memory is not None:
                 bot.profile(True)
@@ -523,7 +525,10 @@ async def pending_users(
                 if user.id in failed:
                     return
                 await answer_now.wait()
-                await flows.finish_pick(fake, user, f"c{user.id}", _choice(user), started, card)
+                try:
+                    await flows.finish_pick(fake, user, f"c{user.id}", _choice(user), started, card)
+                except flows.AnswerLost as ended:
+                    lost[user.id] = str(ended)
 
             async with anyio.create_task_group() as tg:
                 for user in people:
@@ -549,7 +554,7 @@ async def pending_users(
                 bot.profile(False)
             peak = bot.memory()["VmHWM"]
         records = server.read_log()
-    expected = {f"c{u.id}": {"colour": _choice(u)} for u in people if u.id not in failed}
+    expected = {f"c{u.id}": {"colour": _choice(u)} for u in people if u.id not in failed and u.id not in lost}
     mine = [r for r in records if r["tag"] in expected]
     delays, to_bot, to_card = [], [], []
     for record in mine:
@@ -569,6 +574,7 @@ async def pending_users(
         "people": users,
         "pending_at_once": pending_now,
         "calls_failed_before_asking": dict(Counter(text.partition("\n")[2] for text in failed.values())),
+        "calls_failed_after_answering": dict(Counter(_how_it_ended(text) for text in lost.values())),
         "answered_correctly": _check_log(records, expected),
         "distinct_server_sessions": len({r["session"] for r in mine}),
         "rss_kb_bot_started": rss_start,
@@ -604,6 +610,13 @@ async def pending_users(
             "wall": round(shown_s, 2),
         },
     }
+
+
+def _how_it_ended(text: str) -> str:
+    """The reason line of a call's failure message (the line under its "⚠️ b · pick — failed" head)."""
+    lines = text.splitlines()
+    head = next((i for i, line in enumerate(lines) if " · pick — " in line), len(lines) - 1)
+    return lines[head + 1] if head + 1 < len(lines) else lines[head]
 
 
 def questions_heard(database: Path | None, users: set[int]) -> dict[int, float]:

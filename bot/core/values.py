@@ -109,6 +109,9 @@ class ToolOutcome:
     source: object = None
     """The server's own result (an SDK `CallToolResult`), for the gateway to hand an agent unchanged; surfaces
     read `text`, never this. None when the call did not return one (refused, failed, cancelled)."""
+    again: bool = False
+    """The call broke off after its person answered, and the bot cannot tell whether the server got the answer:
+    a surface offers to run it again (never on its own: running a tool twice may do its work twice)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp import MCPError, UrlElicitationRequiredError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -193,6 +194,7 @@ class Calls:
             for prompt, question in restored:
                 tg.start_soon(wait, prompt, question)
         first = kept[0]
+        call.caller.answered = bool(responses)  # the round goes back with its answers
         return Resumed(responses, first.request_state, [q.id for q in kept])
 
     def cancel(self, origin: Origin) -> int:
@@ -301,11 +303,21 @@ class Calls:
 
         if result is not None:
             return outcome_of_result(result)
-        if ended_by == "gone" or (error is not None and conn.gone.is_set()):
+        gone = ended_by == "gone" or (error is not None and conn.gone.is_set())
+        if gone or (error is not None and call.caller.answered and _broken(error)):
             # The call's cards say "the server went away" before its result does.
             with anyio.CancelScope(shield=True), anyio.move_on_after(SETTLE_GRACE_S):
                 await conn.finished.wait()
                 await self.prompts.wait_settled(conn.key)
+            if call.caller.answered:
+                # Whether the answer reached the tool, nobody here can tell: never sent again on its own (the
+                # tool might do its work twice), never silence; its person may run the call again.
+                return ToolOutcome(
+                    status=CallStatus.FAILED,
+                    text=f"the connection to {call.server} broke after your answer; "
+                    "the server may or may not have it",
+                    again=True,
+                )
             return failure(
                 CallStatus.UNAVAILABLE, f"the server went away ({conn.error or 'connection closed'})"
             )
@@ -363,6 +375,14 @@ class Calls:
         if waited.cancelled_caught:
             return failure(CallStatus.TIMED_OUT, "authorization was not completed in time")
         return None
+
+
+def _broken(error: BaseException) -> bool:
+    """Whether a call's request failed because its connection broke (before its session noticed it had ended):
+    the SDK's "Connection closed", or a transport error of the HTTP request itself."""
+    if isinstance(error, MCPError):
+        return error.code == types.CONNECTION_CLOSED
+    return isinstance(error, httpx2.TransportError | anyio.BrokenResourceError | anyio.ClosedResourceError)
 
 
 def _url_mode(question: KeptQuestion) -> bool:

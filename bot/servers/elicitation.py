@@ -70,6 +70,9 @@ class Caller:
     asked them something)."""
     refusal_told: float | None = None
     """When its person was last told that its questions were too many (on a shared session)."""
+    answered: bool = False
+    """An answer of its person's went back to the server (or is on its way): a connection that breaks from then
+    on may have taken it along."""
 
 
 Vet = Callable[[Prompt, str | None, dict[str, Any]], Awaitable[dict[str, Any] | None]]
@@ -315,17 +318,26 @@ class Elicitations:
             asked.set()  # calls waiting for this shared legacy session learn why
         if conn.gone.is_set():  # asked just before the server went: shown, and settled so at once
             self.prompts.abort(prompt, Outcome.SERVER_GONE)
-        try:
-            answer = await self.prompts.ask(prompt)
-        finally:
-            for caller in askers:
-                caller.asking.discard(prompt)
+        answer = await self._ask_for(prompt, askers)
         result = answer_to_elicit_result(answer)
         if request.kind is RequestKind.AUTHORIZATION and result["action"] == "accept":
             result = {"action": "accept"}  # URL mode: consent only, no content on the wire
         return ElicitResult.model_validate(
             await self.vetted(prompt, askers[0].tool if askers else None, result)
         )
+
+    async def _ask_for(self, prompt: Prompt, askers: list[Caller]) -> Answer:
+        """Show `prompt` for the calls that asked it and wait for its answer; an answer by its person's hand is
+        on its way to the server from now on (`Caller.answered`)."""
+        try:
+            answer = await self.prompts.ask(prompt)
+        finally:
+            for caller in askers:
+                caller.asking.discard(prompt)
+        if prompt.outcome in _THE_PERSONS:
+            for caller in askers:
+                caller.answered = True
+        return answer
 
     async def ask_for_agent(self, request: Request, form: FormSpec | None, origin: Origin) -> Answer | str:
         """An agent's own question to its person (the gateway's `ask_person`): a card like a server's, under the
@@ -426,6 +438,9 @@ class Elicitations:
             return None
         return conn.key[1]  # type: ignore[index,no-any-return]
 
+
+_THE_PERSONS: Final = frozenset({Outcome.ANSWERED, Outcome.DECLINED, Outcome.CANCELLED})
+"""How a prompt ends by its person's hand: their answer goes to the server."""
 
 _FORM_KEY_MAX: Final = 16_384
 """Schemas whose JSON is longer are parsed every time (a hostile server must not fill the cache)."""

@@ -442,13 +442,14 @@ class TelegramSurface:
             old = card.message_id
             with card_first():  # the next question: its person is waiting for it
                 await self._placed(card, await self.send(card.chat_id, screen))
-            await self._retire(card.chat_id, old)
+            await self.retire(card.chat_id, old)
             return
         resent = await self.edit(card.chat_id, card.message_id, screen)
         if resent is not None:
             await self._placed(card, resent)
 
-    async def _retire(self, chat_id: int, message_id: int) -> None:
+    async def retire(self, chat_id: int, message_id: int) -> None:
+        """Delete a message that moved below (or, when it cannot be deleted, say so on it)."""
         try:
             await self.bot.delete(chat_id, message_id)
         except TelegramError:

@@ -38,6 +38,7 @@ from bot.telegram.render import (
     TEXT_CLIP,
     TITLE_CLIP,
     InlineButton,
+    Keyboard,
     Screen,
     callback_button,
     esc,
@@ -188,6 +189,15 @@ class _Status:
     """A task is bringing the message up to date (it ends when nothing is left to show)."""
     asker: tuple[Origin, str] | None = None
     """Whose cards (person, server) stand for this call: the last answered one may take its result."""
+    flight: Flight | None = None
+    """The call as it runs: how many questions it has asked (`Caller.asked`)."""
+    asked_before: int = 0
+    """Questions the call had asked when the message was sent: a card asked since stands below it."""
+
+    @property
+    def asked(self) -> int:
+        caller = self.flight.caller if self.flight is not None else None
+        return caller.asked if caller is not None else 0
 
 
 class ToolRunner:
@@ -283,10 +293,14 @@ class ToolRunner:
     def run_again_button(self, question: KeptQuestion) -> InlineButton:
         """**Run again** for a legacy question lost in a restart: the same call, the same arguments, only for
         the same person (the button's token is looked up here; nothing in it is trusted)."""
+        return self._run_again(question.server, question.tool, question.arguments or {}, question.origin)
+
+    def _run_again(self, server: str, tool: str, args: dict[str, Any], origin: Origin) -> InlineButton:
+        """**Run again** for this call (a lost question's, or one whose connection broke after an answer)."""
         token = secrets.token_urlsafe(9)
         # The person taps it: an agent's lost call runs again as the person's own (their rules and limits).
-        origin = replace(question.origin, agent=None)
-        self._reruns[token] = (question.server, question.tool, question.arguments or {}, origin)
+        origin = replace(origin, agent=None)
+        self._reruns[token] = (server, tool, args, origin)
         while len(self._reruns) > RERUNS_KEPT:
             self._reruns.popitem(last=False)
         return callback_button("🔁 Run again", Button(Kind.RERUN, token, 0, Action.CALL).pack())
@@ -317,7 +331,9 @@ class ToolRunner:
                 if extra is None:
                     return
                 args = {**{k: v for k, v in args.items() if k not in missing}, **extra}
-        status = _Status(origin.chat_id, None, f"{tool.server} · {tool.name}", asker=(origin, tool.server))
+        status = _Status(
+            origin.chat_id, None, f"{tool.server} · {tool.name}", asker=(origin, tool.server), flight=flight
+        )
         loop = asyncio.get_running_loop()
         timer: asyncio.TimerHandle | None = None
         async with anyio.create_task_group() as tg:
@@ -364,7 +380,8 @@ class ToolRunner:
                 timer.cancel()
             if status.keeper:  # a status task runs (most calls end before one starts)
                 tg.cancel_scope.cancel()
-        await self._show(status, outcome)
+        again = [[self._run_again(tool.server, tool.name, args, origin)]] if outcome.again else None
+        await self._show(status, outcome, again)
 
     async def _keep_status(self, status: _Status) -> None:
         """Send the status message, or edit it to the latest progress (one edit a second at most); ends when
@@ -382,6 +399,7 @@ class ToolRunner:
                     try:
                         if status.message_id is None:
                             with unless(functools.partial(self._status_moot, status)), after_cards():
+                                status.asked_before = status.asked
                                 status.message_id = await self.surface.send(status.chat_id, screen)
                         else:
                             resent = await self.surface.edit(status.chat_id, status.message_id, screen)
@@ -401,18 +419,33 @@ class ToolRunner:
         waiting for the call's result."""
         return self.prompts.asking(origin, server) or self.surface.awaits_result(origin, server)
 
-    async def _show(self, status: _Status, outcome: ToolOutcome) -> None:
+    async def _show(self, status: _Status, outcome: ToolOutcome, keyboard: Keyboard | None = None) -> None:
+        """The result: on the card just answered, on the status message, or below; `keyboard` under its last
+        message (never folded into a card)."""
         messages = result_messages(status.title, outcome)
+        if status.message_id is not None and status.asked > status.asked_before:
+            # A card came below the status message since it was sent: the result goes below that card, where
+            # its person looks (edited in place above it, it would go unseen).
+            await self.surface.retire(status.chat_id, status.message_id)
+            status.message_id = None
         if status.asker is not None:
             # The result goes on the card just answered, when this call is the only one that could have asked
             # it and no status message stands for the call; else that card is settled first, above the result.
-            alone = status.message_id is None and self._running[status.asker] == 1 and bool(messages)
+            alone = (
+                status.message_id is None
+                and self._running[status.asker] == 1
+                and bool(messages)
+                and keyboard is None
+            )
             if await self.surface.fold_result(*status.asker, messages[0] if alone else None):
                 messages.pop(0)
         if status.message_id is not None and messages:
-            await self.surface.edit(status.chat_id, status.message_id, Screen(messages.pop(0)))
-        for text in messages:
-            await self.surface.send(status.chat_id, Screen(text))
+            text = messages.pop(0)
+            await self.surface.edit(
+                status.chat_id, status.message_id, Screen(text, None if messages else keyboard)
+            )
+        for i, text in enumerate(messages, 1):
+            await self.surface.send(status.chat_id, Screen(text, keyboard if i == len(messages) else None))
 
     async def _ask_arguments(
         self, tool: ToolInfo, names: list[str], origin: Origin, check: ArgumentCheck
