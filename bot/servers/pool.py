@@ -118,8 +118,8 @@ class Pool:
         return (server.name,) if server.shared else (server.name, origin)
 
     def get(self, server: ServerConfig, origin: Origin) -> Connection | None:
-        """The open session for `origin` on `server`, if any (never connects)."""
-        return self.connections.get(self.key(server, origin))
+        """The open session for `origin` on `server`, if any (never connects); not one that is closing."""
+        return _live(self.connections.get(self.key(server, origin)))
 
     @asynccontextmanager
     async def use(self, server: ServerConfig, origin: Origin) -> AsyncIterator[Connection]:
@@ -156,15 +156,15 @@ class Pool:
 
     async def _connect(self, server: ServerConfig, origin: Origin) -> Connection:
         key = self.key(server, origin)
-        conn = self.connections.get(key)
-        if conn is not None and not conn.gone.is_set():
+        conn = _live(self.connections.get(key))
+        if conn is not None:
             return conn  # the common case, without the lock (it only orders first connects and reconnects)
         async with (
             self._connecting.setdefault(key, anyio.Lock(fast_acquire=True)),
             self._opening[server.name],
         ):
-            conn = self.connections.get(key)
-            if conn is not None and not conn.gone.is_set():
+            conn = _live(self.connections.get(key))
+            if conn is not None:
                 return conn
             health = self._health[server.name]
             now = self._now()
@@ -241,3 +241,11 @@ class Pool:
             for conn in list(self.connections.values()):
                 if conn.idle and now - conn.last_used >= idle_s:
                     conn.close()
+
+
+def _live(conn: Connection | None) -> Connection | None:
+    """The session if a call may still use it: not gone, and not closing. A session being closed (a /logout, the
+    idle sweep) stays in `connections` until its owner has left it, which takes the transport's own time (a
+    2025-era HTTP session sends its DELETE first); a call handed it meanwhile would fail on its closed streams
+    ("Connection closed"), so the next call opens a new one instead."""
+    return conn if conn is not None and not conn.gone.is_set() and not conn.closing else None

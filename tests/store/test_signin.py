@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from anyio.streams.text import TextReceiveStream
 from port_for import get_port
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
 from bot.config import Secret, StorageConfig, parse_config
@@ -164,6 +166,51 @@ async def test_two_people_get_two_tokens_and_logout_of_one_leaves_the_other(stor
     assert server.subjects_seen == ["alice", "bob", "bob"]
     events = await audit_events(store_url)
     assert events.count("signed_in") == 2 and events.count("logged_out") == 1
+
+
+async def test_the_call_right_after_logout_asks_to_sign_in_while_the_old_session_is_still_closing(
+    store_url: str,
+) -> None:
+    """/logout closes the person's session; its close is held open at the server (a 2025-era session ends with a
+    DELETE, which waits), and the call sent meanwhile gets a new session and a fresh sign-in card, not the
+    closing one ("Connection closed"). Let go, the old session ends without a sign-in card of its own (its
+    DELETE, refused for the revoked token, does not ask the person to sign in)."""
+    async with serve_protected() as (server, url), scene(url, store_url, protocol="legacy") as (s, local):
+        first = await signed_in_call(s, local, s.alice, ALICE_ID, "alice")
+        closing, release = anyio.Event(), anyio.Event()
+
+        async def hold_the_close() -> None:
+            closing.set()
+            await release.wait()
+
+        server.on_session_end = hold_the_close
+        try:
+            await s.alice.send("/logout gh")
+            await s.fake.next_message(s.alice, containing="Signed out of gh")
+            with anyio.fail_after(10):
+                await closing.wait()
+            await s.alice.send("/call gh whoami")
+            again = await next_result(s, ALICE_ID, "needs you to sign in", first)
+            assert CONSENT in again.buttons
+        finally:
+            release.set()
+        for _ in range(200):  # the old session ends; the new one waits for its sign-in: it is not open yet
+            if await sessions_open(local) == 0:
+                break
+            await anyio.sleep(0.05)
+        else:
+            raise AssertionError("the signed-out session did not end")
+        after = [m for m in s.fake.messages(s.alice, from_bot=True) if m.message_id > first.message_id]
+        assert [m.text.split("\n")[0] for m in after] == ["Signed out of gh.", "🔑 gh needs you to sign in:"]
+    assert server.subjects_seen == ["alice"]
+
+
+async def sessions_open(local: str) -> float:
+    """The bot's open MCP sessions, from its /metrics."""
+    async with httpx.AsyncClient() as http:
+        response = await http.get(local + "/metrics")
+    samples = (s for f in text_string_to_metric_families(response.text) for s in f.samples)
+    return next(s.value for s in samples if s.name == "toolnexus_mcp_sessions_open")
 
 
 async def test_a_group_call_sends_the_sign_in_card_privately(store_url: str) -> None:

@@ -63,6 +63,10 @@ class Account:
         """The sign-in whose code is being exchanged for tokens."""
         self.exchange_refused: str | None = None
         """Why the token endpoint refused the code, when it did."""
+        self.signed_out = False
+        """The person signed out (`/logout`): the sessions still closing on this account send their last requests
+        (a 2025-era session's DELETE) without a token, and never ask the person to sign in; the next session
+        gets a new account."""
         self.storage = AccountStorage(
             host.store,
             server,
@@ -165,6 +169,9 @@ class BoundAuth(httpx2.Auth):
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         account = self.account
+        if account.signed_out:
+            yield request
+            return
         account.origin = self.origin
         account.mark_due()
         flow = account.provider.async_auth_flow(request)

@@ -156,6 +156,8 @@ class SignIns:
         """Forget the person's tokens for `server`, revoking them first where the server offers it; False when
         they were not signed in. The caller closes their open sessions on it."""
         account = self._accounts.pop((user_id, server.name), None)
+        if account is not None:
+            account.signed_out = True
         found = await self.store.tokens(user_id, server.name)
         revoked = False
         if found is not None:

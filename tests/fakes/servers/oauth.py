@@ -89,6 +89,9 @@ class AuthServer(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToke
     """(path, how the client authenticated: "basic", "post" or "none") of every /token and /revoke request."""
     on_refresh: Callable[[], Awaitable[None]] | None = None
     """Awaited when a refresh token (found valid) is about to be exchanged: a test holds a refresh in flight."""
+    on_session_end: Callable[[], Awaitable[None]] | None = None
+    """Awaited when a client ends its (2025-era) MCP session with a DELETE, before the server ends it: a test
+    holds a session's close in flight."""
 
     # -- OAuthAuthorizationServerProvider ---------------------------------------------------------------
 
@@ -291,13 +294,16 @@ async def serve_protected(access_ttl_s: int = 3600) -> AsyncIterator[tuple[AuthS
 
 class _Metadata:
     """ASGI: the authorization server's metadata document with the test's overrides applied (read at each
-    request); notes how each token and revocation request authenticated its client."""
+    request); notes how each token and revocation request authenticated its client; holds a session's DELETE
+    on `on_session_end`."""
 
     def __init__(self, app: ASGIApp, auth: AuthServer) -> None:
         self.app = app
         self.auth = auth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "DELETE" and self.auth.on_session_end is not None:
+            await self.auth.on_session_end()
         if scope["type"] == "http" and scope["path"] in ("/token", "/revoke"):
             await self.app(scope, await self._noted(scope, receive), send)
             return
