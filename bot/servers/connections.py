@@ -12,7 +12,6 @@ import math
 import os
 import socket
 import ssl
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeAlias
@@ -20,7 +19,7 @@ from typing import Any, Final, TypeAlias
 import anyio
 import httpx2
 from anyio.abc import TaskStatus
-from mcp import Client, StdioServerParameters, stdio_client
+from mcp import Client
 from mcp.client import ClientRequestContext, IncomingMessage, Transport
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitRequestParams, ElicitResult, ErrorData, Implementation
@@ -28,6 +27,7 @@ from mcp_types import ElicitRequestParams, ElicitResult, ErrorData, Implementati
 from bot.config import ServerConfig
 from bot.core import ToolInfo
 from bot.servers.signin_errors import SignInFailed
+from bot.servers.stdio import StdioProcess
 
 TransportStreams: TypeAlias = tuple[Any, Any]
 """The (read, write) streams a `Transport` yields (the SDK names their type only in a private module)."""
@@ -114,12 +114,9 @@ def default_transport(
     if server.url is not None:
         return _http(server, auth, on_response)
     assert server.command is not None
-    params = StdioServerParameters(
-        command=server.command, args=list(server.args), env=dict(server.env) or None, cwd=server.cwd
-    )
-    # The process's own stderr (file descriptor 2), not `sys.stderr`, which the console's prompt replaces: there
-    # the console sends descriptor 2 to its log file, and a server's raw stderr stays out of the prompt.
-    return stdio_client(params, errlog=sys.__stderr__ or sys.stderr)
+    # Its stderr goes to this process's descriptor 2 (the console sends that to its log file: a server's raw
+    # stderr stays out of the prompt), and its end is kept to explain an exit.
+    return StdioProcess(server)
 
 
 @functools.cache
@@ -222,6 +219,8 @@ class Connection:
         self._on_elicit = on_elicit
         self._on_message = on_message
         self._answer: tuple[int, str, str | None] | None = None
+        self._process: StdioProcess | None = None
+        """The stdio transport of this session's server process, to explain its exit."""
         """The last HTTP answer of the default transport: (status, reason, location), to explain a failure."""
         # An OAuth session is HTTP with its auth whatever `transport` says (an in-process stand-in has no HTTP).
         self._transport = (
@@ -233,10 +232,17 @@ class Connection:
     async def _heard(self, response: httpx2.Response) -> None:
         self._answer = (response.status_code, response.reason_phrase, response.headers.get("location"))
 
-    def _explain(self, exc: BaseException) -> str:
-        """Why the session failed: the HTTP answer that ended it, as `check` says it, else the exception."""
-        said = None if self._answer is None else http_status_reason(*self._answer)
+    async def _explain(self, exc: BaseException) -> str:
+        """Why the session failed, as `check` says it: the server process's exit, the HTTP answer that ended
+        it, else the exception."""
+        said = await self._process_end()
+        if said is None and self._answer is not None:
+            said = http_status_reason(*self._answer)
         return said or describe_error(exc, self.server)
+
+    async def _process_end(self) -> str | None:
+        """How the stdio server's process ended (its status and the end of its stderr), if it did."""
+        return None if self._process is None else await self._process.ended()
 
     @property
     def protocol(self) -> str | None:
@@ -293,6 +299,7 @@ class Connection:
         started = False
         try:
             target = self._transport(self.server)
+            self._process = target if isinstance(target, StdioProcess) else None
             client = Client(
                 _watched(target, self._eof) if _is_transport(target) else target,
                 elicitation_callback=self._elicit,
@@ -309,10 +316,14 @@ class Connection:
                     tg.start_soon(_set_when, self.gone, self._stop)
                     await self._stop.wait()
                     tg.cancel_scope.cancel()
+            if not self.closing:  # the server went away: a process that exited says how
+                self.error = await self._process_end()
+                if self.error is not None:
+                    logger.warning("MCP server %s: %s", self.server.name, self.error)
         except Exception as exc:
             failed = _sign_in_failure(exc)
             self.sign_in_failed = failed is not None
-            self.error = failed.reason if failed is not None else self._explain(exc)
+            self.error = failed.reason if failed is not None else await self._explain(exc)
             if not self.closing:
                 logger.warning("MCP server %s: %s", self.server.name, self.error)
         finally:

@@ -1,0 +1,48 @@
+"""A stdio MCP server that exits on purpose, saying why on stderr, as a misconfigured or crashing server does.
+
+`python -m tests.fakes.servers.exits start` writes `BAD_CONFIG` (and, after it, the value of `SECRET_VAR` when
+set) to stderr and exits with status 3 before answering anything. Without `start` it serves the tool `die`,
+which writes `DYING` to stderr and exits with status 5 in the middle of its call. Does I/O.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Final
+
+from mcp.server.mcpserver import MCPServer
+
+__all__ = ["BAD_CONFIG", "DYING", "SECRET_VAR"]
+
+BAD_CONFIG: Final = "boom: bad config"
+DYING: Final = "dying: lost the database"
+SECRET_VAR: Final = "EXITS_API_TOKEN"
+"""An environment variable whose value the server echoes on stderr before it exits (a leak to be redacted)."""
+
+
+def build_server() -> MCPServer:
+    server = MCPServer("exits")
+
+    @server.tool()
+    def die() -> str:
+        """Exit with status 5 mid-call."""
+        print(DYING, file=sys.stderr, flush=True)
+        os._exit(5)
+
+    return server
+
+
+def main() -> None:
+    if sys.argv[1:] == ["start"]:
+        print("starting the exits server", file=sys.stderr)
+        print(BAD_CONFIG, file=sys.stderr, flush=True)
+        secret = os.environ.get(SECRET_VAR)
+        if secret:
+            print(f"token tried: {secret}", file=sys.stderr, flush=True)
+        sys.exit(3)
+    build_server().run("stdio")
+
+
+if __name__ == "__main__":
+    main()
