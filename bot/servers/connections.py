@@ -40,6 +40,8 @@ ElicitHandler = Callable[
 MessageHandler = Callable[["Connection", IncomingMessage], Awaitable[None]]
 
 CLIENT_INFO = Implementation(name="toolnexus-bot", version="0.1.0")
+ENDED_GRACE_S: Final = 5.0
+"""How long a failed request waits for its ended session to say why (`Connection.why_failed`)."""
 
 
 class _WatchedStream:
@@ -243,6 +245,14 @@ class Connection:
     async def _process_end(self) -> str | None:
         """How the stdio server's process ended (its status and the end of its stderr), if it did."""
         return None if self._process is None else await self._process.ended()
+
+    async def why_failed(self, exc: BaseException) -> str:
+        """Why a request on this session failed: when the session ended meanwhile, how it ended (a server process
+        that exited says how, as `check` does); else the exception (`describe_error`)."""
+        if self.gone.is_set():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(ENDED_GRACE_S):
+                await self.finished.wait()
+        return self.error or describe_error(exc, self.server)
 
     @property
     def protocol(self) -> str | None:
