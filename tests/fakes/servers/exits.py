@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Final
+from typing import Any, Final
 
 from mcp.server.mcpserver import MCPServer
 
@@ -45,6 +45,7 @@ def _exit_at_list() -> None:
         if message.get("method") == "tools/list":
             print(NO_TOOLS, file=sys.stderr, flush=True)
             sys.exit(4)
+        reply: dict[str, Any]
         if message.get("method") == "initialize":
             reply = {
                 "result": {
