@@ -221,9 +221,9 @@ class Connection:
         self._on_elicit = on_elicit
         self._on_message = on_message
         self._answer: tuple[int, str, str | None] | None = None
+        """The last HTTP answer of the default transport: (status, reason, location), to explain a failure."""
         self._process: StdioProcess | None = None
         """The stdio transport of this session's server process, to explain its exit."""
-        """The last HTTP answer of the default transport: (status, reason, location), to explain a failure."""
         # An OAuth session is HTTP with its auth whatever `transport` says (an in-process stand-in has no HTTP).
         self._transport = (
             functools.partial(default_transport, auth=auth, on_response=self._heard)

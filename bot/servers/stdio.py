@@ -72,8 +72,9 @@ def stderr_tail(raw: bytes | str, hide: tuple[str, ...] = ()) -> str:
 
 
 def server_secrets(server: ServerConfig) -> tuple[str, ...]:
-    """Values of the server's environment whose names say they are secret (a token the server may echo)."""
-    return tuple(v for k, v in server.env.items() if _SECRET_NAME.search(k) and len(v) >= 6)
+    """Values (8 characters or more) of the server's environment whose names say they are secret (`GITHUB_TOKEN`,
+    `API_KEY`, ...): a token the server may echo on stderr."""
+    return tuple(v for k, v in server.env.items() if _SECRET_NAME.search(k) and len(v) >= 8)
 
 
 def spawn_problem(server: ServerConfig) -> OSError | None:
