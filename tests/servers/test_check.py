@@ -278,3 +278,20 @@ def test_the_quoted_stderr_is_its_last_lines_with_control_characters_escaped_and
     assert stderr_tail(b"zero\none\n\n\x1b]0;owned\x07two\nthree\n") == "one | \\x1b]0;owned\\x07two | three"
     long = stderr_tail("a" * 1000 + "END")
     assert len(long) == TAIL_CLIP and long.startswith("...") and long.endswith("aEND")
+
+
+async def test_a_command_that_is_not_executable_is_explained_alike_by_a_session_and_by_check(
+    tmp_path: Path,
+) -> None:
+    """A server command that is a file without the execute bit: `check` and a session both say it cannot be
+    run, not how the watcher that starts it exited."""
+    script = tmp_path / "server.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o644)
+    server = ServerConfig(name="x", command=str(script))
+    conn = Connection(server, ("test", "x"), _nobody_asks, _no_messages)
+    with anyio.fail_after(BOUND):
+        async with anyio.create_task_group() as tg:
+            await tg.start(conn.own)
+        checked = await probe(server)
+    assert conn.error == checked.detail == f"cannot run {script}: permission denied"
