@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -108,15 +108,13 @@ class StdioProcess(AbstractAsyncContextManager[Any]):
         self._lock = threading.Lock()
         self._drained = threading.Event()
         self._status: int | None = None
-        self._cm: AbstractAsyncContextManager[Any] | None = None
+        self._stack = AsyncExitStack()
 
     async def __aenter__(self) -> Any:
-        self._cm = self._open()
-        return await self._cm.__aenter__()
+        return await self._stack.enter_async_context(self._open())
 
     async def __aexit__(self, *exc: Any) -> bool | None:
-        assert self._cm is not None
-        return await self._cm.__aexit__(*exc)
+        return await self._stack.__aexit__(*exc)
 
     @property
     def status(self) -> int | None:
