@@ -9,8 +9,11 @@ The MCP SDK's `stdio_client` does not expose the process it starts, so what it a
   the other end, forwards every chunk to this process's descriptor 2 (the console's log file, the journal), and
   keeps the last `TAIL_BYTES` in memory: the raw output never reaches the console's prompt, and an exit can be
   explained with what the server said last.
-- the exit status: the server runs under `_watch_exit.py` (as under `check`), which waits for it and writes its
-  status to a file in a private folder; the folder is gone once the transport has closed.
+  `check` keeps it without forwarding it (`forward_stderr=False`).
+- the exit status: nothing public gives it (the SDK waits for the process itself), so the server runs under
+  `_watch_exit.py` (a stdlib script, a small extra process), which waits for it and writes its status to a file
+  in a private folder; the folder is gone once the transport has closed. A missing command or folder is found
+  before anything starts (`spawn_problem`): under the watcher it would look like the watcher's own exit.
 """
 
 from __future__ import annotations
