@@ -1,4 +1,4 @@
-"""Run a stdio MCP server and write its exit status to a file: `check` names how a server died. Does I/O.
+"""Run a stdio MCP server and write its exit status to a file: `check` and sessions say how it ended. Does I/O.
 
 Run by path (`python _watch_exit.py STATUS_FILE COMMAND [ARG ...]`), stdlib only, so it needs no install.
 The server inherits stdin, stdout, stderr, cwd and environment; this process lets go of its own copies of

@@ -9,37 +9,29 @@ SIGTERM (the MCP client stops a stdio server's whole process group).
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import signal
-import sys
-import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Final, TextIO
+from typing import Final
 
 import anyio
 import httpx2
 import mcp_types as types
-from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp import Client, MCPError
 from mcp.client import ClientRequestContext, IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.config import Config, ServerConfig
-from bot.servers.connections import Connection, TransportStreams, http_status_reason
+from bot.servers.connections import Connection, TransportStreams, describe_error, http_status_reason
+from bot.servers.stdio import StdioProcess, spawn_problem
 
 __all__ = ["DEFAULT_TIMEOUT_S", "CheckResult", "check", "probe"]
 
 DEFAULT_TIMEOUT_S: Final = 10.0
 """How long one server may take to connect and list its tools."""
 
-STDERR_LINES: Final = 3
-"""How many of a dead stdio server's last stderr lines the reason quotes."""
-
-_WATCH_EXIT: Final = str(Path(__file__).with_name("_watch_exit.py"))
 _QUIET: Final = (
     "bot.servers.connections",
     "mcp",
@@ -66,21 +58,13 @@ class CheckResult:
 class _Evidence:
     """What a probe saw besides the exception that ended it."""
 
-    folder: Path
-    """A private temporary folder for the stdio server's stderr and exit status."""
+    process: StdioProcess | None = None
+    """The stdio server's process (its stderr kept, not shown: the result line quotes its end)."""
     http_status: int | None = None
     http_reason: str = ""
     location: str | None = None
     content_type: str | None = None
     not_json_rpc: anyio.Event = field(default_factory=anyio.Event)
-
-    @property
-    def stderr_path(self) -> Path:
-        return self.folder / "stderr"
-
-    @property
-    def status_path(self) -> Path:
-        return self.folder / "status"
 
     async def on_response(self, response: httpx2.Response) -> None:
         self.http_status, self.http_reason = response.status_code, response.reason_phrase
@@ -91,19 +75,8 @@ class _Evidence:
         if isinstance(message, Exception):  # a line or body that did not parse as JSON-RPC
             self.not_json_rpc.set()
 
-    def exit_status(self) -> int | None:
-        try:
-            return int(self.status_path.read_text(encoding="ascii"))
-        except (OSError, ValueError):
-            return None
-
     def stderr_tail(self) -> str:
-        try:
-            text = self.stderr_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        return " | ".join(lines[-STDERR_LINES:])
+        return "" if self.process is None else self.process.tail()
 
 
 async def check(
@@ -155,27 +128,22 @@ async def probe(server: ServerConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> C
     early = _before_start(server)
     if early is not None:
         return CheckResult(server.name, False, early)
-    with tempfile.TemporaryDirectory(prefix="toolnexus-check-") as folder:
-        evidence = _Evidence(Path(folder))
-        with _open_errlog(evidence.stderr_path) as errlog:
-            conn = Connection(
-                server,
-                ("check", server.name),
-                _nobody,
-                evidence.on_message,
-                transport=_transport(evidence, errlog),
-            )
-            tools, protocol, error, timed_out = await _connect_and_list(conn, evidence, timeout_s)
-        if tools is not None:
-            return CheckResult(
-                server.name,
-                True,
-                f"protocol {protocol or 'unknown'}, {tools} tools{_sharing(server, protocol)}",
-            )
-        if server.oauth is not None and evidence.http_status == 401:
-            # Reached, and asking for a person's sign-in: all `check` can see without a person.
-            return CheckResult(server.name, True, "reachable; asks each person to sign in (OAuth) first")
-        return CheckResult(server.name, False, _reason(server, evidence, error, timed_out, timeout_s))
+    evidence = _Evidence()
+    conn = Connection(
+        server, ("check", server.name), _nobody, evidence.on_message, transport=_transport(evidence)
+    )
+    tools, protocol, error, timed_out = await _connect_and_list(conn, evidence, timeout_s)
+    ended = None if evidence.process is None or timed_out else await evidence.process.ended()
+    if tools is not None:
+        return CheckResult(
+            server.name,
+            True,
+            f"protocol {protocol or 'unknown'}, {tools} tools{_sharing(server, protocol)}",
+        )
+    if server.oauth is not None and evidence.http_status == 401:
+        # Reached, and asking for a person's sign-in: all `check` can see without a person.
+        return CheckResult(server.name, True, "reachable; asks each person to sign in (OAuth) first")
+    return CheckResult(server.name, False, _reason(server, evidence, error, ended, timed_out, timeout_s))
 
 
 def _sharing(server: ServerConfig, protocol: str | None) -> str:
@@ -234,27 +202,16 @@ def _before_start(server: ServerConfig) -> str | None:
     """A reason found without starting anything: the working folder or the command is missing."""
     if server.command is None:
         return None
-    if server.cwd is not None and not os.path.isdir(server.cwd):
-        return f"the working folder does not exist: {server.cwd}"
-    if os.sep not in server.command:
-        path = server.env.get("PATH", os.environ.get("PATH"))
-        if shutil.which(server.command, path=path) is None:
-            return f"command not found: {server.command}"
-    return None
+    problem = spawn_problem(server)
+    return None if problem is None else describe_error(problem, server)
 
 
-def _transport(evidence: _Evidence, errlog: TextIO) -> Callable[[ServerConfig], object]:
+def _transport(evidence: _Evidence) -> Callable[[ServerConfig], object]:
     def make(server: ServerConfig) -> object:
         if server.url is not None:
             return _http(server, evidence)
-        assert server.command is not None
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=[_WATCH_EXIT, str(evidence.status_path), server.command, *server.args],
-            env=dict(server.env) or None,
-            cwd=server.cwd,
-        )
-        return stdio_client(params, errlog=errlog)
+        evidence.process = StdioProcess(server, forward_stderr=False)
+        return evidence.process
 
     return make
 
@@ -281,16 +238,17 @@ async def _nobody(
 
 
 def _reason(
-    server: ServerConfig, evidence: _Evidence, error: str | None, timed_out: bool, timeout_s: float
+    server: ServerConfig,
+    evidence: _Evidence,
+    error: str | None,
+    ended: str | None,
+    timed_out: bool,
+    timeout_s: float,
 ) -> str:
     if evidence.not_json_rpc.is_set() and server.command is not None:
         return "not an MCP server (the answer was not JSON-RPC)"
-    if server.command is not None and not timed_out:
-        status = evidence.exit_status()
-        if status is not None:
-            how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
-            tail = evidence.stderr_tail()
-            return f"the server process {how}" + (f"; its stderr ends: {tail}" if tail else "")
+    if ended is not None:
+        return ended
     status_code = evidence.http_status
     said = (
         None
@@ -326,11 +284,6 @@ def _quiet_logs() -> Iterator[None]:
     finally:
         for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
-
-
-def _open_errlog(path: Path) -> TextIO:
-    """The file a stdio server's stderr goes to (a real file: the child writes to its descriptor)."""
-    return open(path, "w+", encoding="utf-8")
 
 
 def _print(line: str) -> None:

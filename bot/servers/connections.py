@@ -12,7 +12,6 @@ import math
 import os
 import socket
 import ssl
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeAlias
@@ -20,7 +19,7 @@ from typing import Any, Final, TypeAlias
 import anyio
 import httpx2
 from anyio.abc import TaskStatus
-from mcp import Client, StdioServerParameters, stdio_client
+from mcp import Client
 from mcp.client import ClientRequestContext, IncomingMessage, Transport
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitRequestParams, ElicitResult, ErrorData, Implementation
@@ -28,6 +27,7 @@ from mcp_types import ElicitRequestParams, ElicitResult, ErrorData, Implementati
 from bot.config import ServerConfig
 from bot.core import ToolInfo
 from bot.servers.signin_errors import SignInFailed
+from bot.servers.stdio import StdioProcess
 
 TransportStreams: TypeAlias = tuple[Any, Any]
 """The (read, write) streams a `Transport` yields (the SDK names their type only in a private module)."""
@@ -40,6 +40,8 @@ ElicitHandler = Callable[
 MessageHandler = Callable[["Connection", IncomingMessage], Awaitable[None]]
 
 CLIENT_INFO = Implementation(name="toolnexus-bot", version="0.1.0")
+ENDED_GRACE_S: Final = 5.0
+"""How long a failed request waits for its ended session to say why (`Connection.why_failed`)."""
 
 
 class _WatchedStream:
@@ -114,12 +116,9 @@ def default_transport(
     if server.url is not None:
         return _http(server, auth, on_response)
     assert server.command is not None
-    params = StdioServerParameters(
-        command=server.command, args=list(server.args), env=dict(server.env) or None, cwd=server.cwd
-    )
-    # The process's own stderr (file descriptor 2), not `sys.stderr`, which the console's prompt replaces: there
-    # the console sends descriptor 2 to its log file, and a server's raw stderr stays out of the prompt.
-    return stdio_client(params, errlog=sys.__stderr__ or sys.stderr)
+    # Its stderr goes to this process's descriptor 2 (the console sends that to its log file: a server's raw
+    # stderr stays out of the prompt), and its end is kept to explain an exit.
+    return StdioProcess(server)
 
 
 @functools.cache
@@ -234,6 +233,8 @@ class Connection:
         self._on_message = on_message
         self._answer: tuple[int, str, str | None] | None = None
         """The last HTTP answer of the default transport: (status, reason, location), to explain a failure."""
+        self._process: StdioProcess | None = None
+        """The stdio transport of this session's server process, to explain its exit."""
         # An OAuth session is HTTP with its auth whatever `transport` says (an in-process stand-in has no HTTP).
         self._transport = (
             functools.partial(default_transport, auth=auth, on_response=self._heard)
@@ -244,10 +245,25 @@ class Connection:
     async def _heard(self, response: httpx2.Response) -> None:
         self._answer = (response.status_code, response.reason_phrase, response.headers.get("location"))
 
-    def _explain(self, exc: BaseException) -> str:
-        """Why the session failed: the HTTP answer that ended it, as `check` says it, else the exception."""
-        said = None if self._answer is None else http_status_reason(*self._answer)
+    async def _explain(self, exc: BaseException) -> str:
+        """Why the session failed, as `check` says it: the server process's exit, the HTTP answer that ended
+        it, else the exception."""
+        said = await self._process_end()
+        if said is None and self._answer is not None:
+            said = http_status_reason(*self._answer)
         return said or describe_error(exc, self.server)
+
+    async def _process_end(self) -> str | None:
+        """How the stdio server's process ended (its status and the end of its stderr), if it did."""
+        return None if self._process is None else await self._process.ended()
+
+    async def why_failed(self, exc: BaseException) -> str:
+        """Why a request on this session failed: when the session ended meanwhile, how it ended (a server process
+        that exited says how, as `check` does); else the exception (`describe_error`)."""
+        if self.gone.is_set():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(ENDED_GRACE_S):
+                await self.finished.wait()
+        return self.error or describe_error(exc, self.server)
 
     @property
     def protocol(self) -> str | None:
@@ -304,6 +320,7 @@ class Connection:
         started = False
         try:
             target = self._transport(self.server)
+            self._process = target if isinstance(target, StdioProcess) else None
             client = Client(
                 _watched(target, self._eof) if _is_transport(target) else target,
                 elicitation_callback=self._elicit,
@@ -320,10 +337,14 @@ class Connection:
                     tg.start_soon(_set_when, self.gone, self._stop)
                     await self._stop.wait()
                     tg.cancel_scope.cancel()
+            if not self.closing:  # the server went away: a process that exited says how
+                self.error = await self._process_end()
+                if self.error is not None:
+                    logger.warning("MCP server %s: %s", self.server.name, self.error)
         except Exception as exc:
             failed = _sign_in_failure(exc)
             self.sign_in_failed = failed is not None
-            self.error = failed.reason if failed is not None else self._explain(exc)
+            self.error = failed.reason if failed is not None else await self._explain(exc)
             if not self.closing:
                 logger.warning("MCP server %s: %s", self.server.name, self.error)
         finally:

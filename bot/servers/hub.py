@@ -40,7 +40,6 @@ from bot.core import (
 from bot.core.approvals import ApprovalAsk, ApprovalStatus, Approver, Factor, Verdict, content_hash, unnamed
 from bot.receipts import META_KEY, Approval, issue
 from bot.servers.calls import Calls, Flight, ProgressSink, covers
-from bot.servers.connections import describe_error
 from bot.servers.elicitation import Elicitations
 from bot.servers.limits import Limits, Refusal
 from bot.servers.pool import Pool, Unavailable
@@ -199,7 +198,7 @@ class Hub:
                         if not cursor:
                             break
             except (MCPError, TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                raise Unavailable(name, describe_error(exc)) from exc
+                raise Unavailable(name, await conn.why_failed(exc)) from exc
             conn.tools = [
                 ToolInfo(
                     server=name,

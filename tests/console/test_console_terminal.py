@@ -188,8 +188,9 @@ def test_every_re_ask_says_why_and_skip_where_it_cannot_apply_says_so() -> None:
 async def test_log_lines_and_a_servers_raw_stderr_stay_out_of_the_prompt_and_go_to_the_log_file(
     tmp_path: Path,
 ) -> None:
-    """A server that writes to stderr and dies: the terminal shows the console's own line for it, not the
-    server's raw stderr nor the bot's warning log line; both are in the log file the console names."""
+    """A server that writes to stderr and dies: the terminal shows the console's own line for it, which names
+    the exit status and quotes the stderr's end, not the server's raw stderr nor the bot's warning log line;
+    both are in the log file the console names."""
     config = tmp_path / "c.toml"
     noisy = "import sys; print('RAW-STDERR-LINE', file=sys.stderr, flush=True); sys.exit(3)"
     config.write_text(f'[servers.noisy]\ncommand = "python"\nargs = ["-c", "{noisy}"]\n')
@@ -199,12 +200,16 @@ async def test_log_lines_and_a_servers_raw_stderr_stay_out_of_the_prompt_and_go_
         await terminal.expect(f"go to {log}")
         await terminal.expect("toolnexus>")
         terminal.type("/servers\r")
-        await terminal.expect("noisy (stdio): unavailable")
+        await terminal.expect(
+            "noisy (stdio): unavailable: the server process exited with status 3; its stderr ends: RAW-STDERR-LINE"
+        )
         await terminal.expect("toolnexus>")
         terminal.type("\x04")
         with anyio.fail_after(20):
             assert await terminal.process.wait() == 0
-    assert b"RAW-STDERR-LINE" not in terminal.screen
+    assert terminal.screen.count(b"RAW-STDERR-LINE") == terminal.screen.count(
+        b"its stderr ends: RAW-STDERR-LINE"
+    )
     assert b"MCP server noisy" not in terminal.screen
     written = log.read_text()
     assert "RAW-STDERR-LINE" in written and "MCP server noisy" in written

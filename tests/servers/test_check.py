@@ -20,8 +20,10 @@ import pytest
 from bot.config import ServerConfig, ServerProtocol
 from bot.servers.check import check, probe
 from bot.servers.connections import Connection, describe_error
+from bot.servers.stdio import TAIL_CLIP, stderr_tail
 from tests.cli.test_cli import EXE, REPO, TOKEN_LINE
 from tests.fakes.servers.elicit import build_server
+from tests.fakes.servers.exits import BAD_CONFIG
 from tests.fakes.servers.http import serve_http
 from tests.fakes.servers.hung import hung_http
 from tests.inprocess import toolnexus
@@ -250,3 +252,46 @@ async def test_a_session_to_the_wrong_http_path_is_explained_as_check_explains_i
             checked = await probe(server, timeout_s=10)
     assert conn.client is None
     assert conn.error == checked.detail == "HTTP 404 Not Found: is the path /mcp?"
+
+
+async def test_a_session_to_a_server_that_exits_at_start_is_explained_as_check_explains_it() -> None:
+    """The bot's and the console's sessions say what `check` says of a stdio server that exits at start: its
+    exit status and the end of its stderr, not the SDK's "Connection closed"."""
+    server = ServerConfig(
+        name="x", command=PY, args=("-m", "tests.fakes.servers.exits", "start"), cwd=str(REPO)
+    )
+    conn = Connection(server, ("test", "x"), _nobody_asks, _no_messages)
+    with anyio.fail_after(BOUND):
+        async with anyio.create_task_group() as tg:
+            await tg.start(conn.own)
+        checked = await probe(server)
+    assert conn.client is None
+    assert conn.error == checked.detail
+    assert (
+        conn.error
+        == f"the server process exited with status 3; its stderr ends: starting the exits server | {BAD_CONFIG}"
+    )
+
+
+def test_the_quoted_stderr_is_its_last_lines_with_control_characters_escaped_and_its_end_kept() -> None:
+    """Three last non-empty lines, a terminal's escape sequence shown as text, and a long line cut at its start."""
+    assert stderr_tail(b"zero\none\n\n\x1b]0;owned\x07two\nthree\n") == "one | \\x1b]0;owned\\x07two | three"
+    long = stderr_tail("a" * 1000 + "END")
+    assert len(long) == TAIL_CLIP and long.startswith("...") and long.endswith("aEND")
+
+
+async def test_a_command_that_is_not_executable_is_explained_alike_by_a_session_and_by_check(
+    tmp_path: Path,
+) -> None:
+    """A server command that is a file without the execute bit: `check` and a session both say it cannot be
+    run, not how the watcher that starts it exited."""
+    script = tmp_path / "server.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o644)
+    server = ServerConfig(name="x", command=str(script))
+    conn = Connection(server, ("test", "x"), _nobody_asks, _no_messages)
+    with anyio.fail_after(BOUND):
+        async with anyio.create_task_group() as tg:
+            await tg.start(conn.own)
+        checked = await probe(server)
+    assert conn.error == checked.detail == f"cannot run {script}: permission denied"
