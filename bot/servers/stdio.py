@@ -131,9 +131,13 @@ class StdioProcess(AbstractAsyncContextManager[Any]):
         return stderr_tail(raw, server_secrets(self.server))
 
     async def ended(self) -> str | None:
-        """How the process ended (`exit_reason`), once the transport has closed; None when no status is known."""
+        """How the process ended (`exit_reason`), once the transport has closed; None when no status is known.
+        A `shared` server's stderr is not quoted: it serves everyone, so its last lines may be about someone else
+        than the person shown the reason (they still reach the log, where the operator reads them)."""
         if self._status is None:
             return None
+        if self.server.shared:
+            return exit_reason(self._status, "")
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self._drained.wait, DRAIN_S)
         return exit_reason(self._status, self.tail())

@@ -66,3 +66,15 @@ async def test_a_secret_the_server_echoes_on_stderr_is_neither_shown_nor_logged(
         logged
     )
     assert all(SECRET not in line for line in logged)
+
+
+async def test_a_shared_servers_exit_is_named_without_quoting_its_stderr_which_may_be_about_someone_else() -> (
+    None
+):
+    """A `shared = true` server serves everyone, so the end of its stderr may be another person's: the call's
+    failure gives the exit status only."""
+    async with bot_scene(servers={"x": {**EXITS_AT_START, "shared": True}}, in_process={}) as s:
+        await s.alice.send("/call x die")
+        failed = await s.fake.wait_for(lambda m: "exited with status" in m.text, timeout=20)
+        assert "the server process exited with status 3" in failed.text
+        assert "stderr" not in failed.text and BAD_CONFIG not in failed.text
