@@ -133,8 +133,6 @@ class Partitions:
         """Set (and replaced) as each heartbeat ends, whether it went through or not."""
         self._poke = anyio.Event()
         """Set to start the next heartbeat now (a check waits for it)."""
-        self.fenced = 0
-        """Side effects refused because their person's partition was lost (`acts_for` said False)."""
         self._acquired: list[Callable[[Mapping[int, int]], None]] = []
         self._lost: list[Callable[[frozenset[int]], None]] = []
         self.draining = False
@@ -163,7 +161,6 @@ class Partitions:
             beat = self._beat
             self._poke.set()
             await beat.wait()
-        self.fenced += 1
         logger.warning("partitions: user %s is no longer this instance's; nothing is done for them", user_id)
         await anyio.lowlevel.checkpoint()  # a call of theirs was cancelled under the caller: it ends here
         return False
@@ -453,6 +450,7 @@ class Partitions:
                 "partitions: lost the lock session; %d partition(s) no longer owned", len(self._owned)
             )
         self._forget(frozenset(self._owned))
+        self._heartbeat_over()  # checks waiting for a heartbeat have their answer: nothing is owned
 
     def _require(self) -> asyncpg.Connection:
         if self._conn is None:
