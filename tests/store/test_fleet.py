@@ -402,3 +402,33 @@ async def test_a_lock_session_cut_off_for_a_minute_loses_its_partitions_and_take
         await running.until(lambda: instance.owned_count() == PARTITIONS)
         assert await instance.acts_for(1001)
         tg.cancel_scope.cancel()
+
+
+async def heartbeat(engine: AsyncEngine, instance: Partitions) -> float:
+    async with engine.connect() as conn:
+        found = await conn.scalar(
+            select(fleet_instances.c.heartbeat).where(fleet_instances.c.instance == instance.instance)
+        )
+    assert found is not None
+    return float(found)
+
+
+async def test_an_instance_whose_hold_is_older_than_the_takeover_time_has_it_renewed_before_it_acts(
+    postgresql_url: str, engine: AsyncEngine
+) -> None:
+    """Within `takeover_s` of its last heartbeat an instance acts for its people on its word alone; past it (as
+    after a stall), the check has the next heartbeat run first, and says yes once it went through."""
+    async with anyio.create_task_group() as tg:
+        instance = Partitions(postgresql_url, BOT, heartbeat_s=3600)  # takeover_s: 5 s
+        running = Running(instance)
+        await tg.start(instance.run)
+        first = await heartbeat(engine, instance)
+        assert await instance.acts_for(1001)
+        assert await heartbeat(engine, instance) == first  # no heartbeat for a fresh hold
+        await anyio.sleep(instance.takeover_s)  # the hold goes stale (the next heartbeat is an hour away)
+        assert await instance.acts_for(1001)
+        assert await heartbeat(engine, instance) > first  # a heartbeat renewed it first
+        await terminate(engine, instance.pid)  # a takeover ends the session
+        await running.until(lambda: running.losses == 1)
+        assert not await instance.acts_for(1001)
+        tg.cancel_scope.cancel()
