@@ -38,6 +38,7 @@ settings.load_profile("toolnexus")
 # moves tests, every test still runs.
 SLOWEST_FIRST = (
     "tests/fleet/test_fleet.py",
+    "tests/store/test_fleet.py",  # a minute with the network to PostgreSQL cut
     "tests/telegram/test_restart.py",
     "tests/telegram/test_drain.py",
     "tests/store/test_audit_tamper.py",

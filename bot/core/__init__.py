@@ -6,6 +6,7 @@ that cross (`Origin`, `Outcome`, `ToolOutcome`, ...). Imports nothing else of `b
 
 from bot.core.agents import AgentBook, AgentToken
 from bot.core.events import Observer
+from bot.core.ownership import EVERYONE, Ownership
 from bot.core.prompt import Keeper, Prompt
 from bot.core.registry import PromptRegistry
 from bot.core.rounds import Era, KeptQuestion, RoundBook
@@ -25,6 +26,7 @@ from bot.core.values import (
 )
 
 __all__ = [
+    "EVERYONE",
     "MESSAGE_CLIP",
     "OUTCOME_TEXT",
     "Account",
@@ -37,6 +39,7 @@ __all__ = [
     "Observer",
     "Origin",
     "Outcome",
+    "Ownership",
     "Progress",
     "Prompt",
     "PromptRegistry",

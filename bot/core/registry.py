@@ -18,6 +18,7 @@ from functools import partial
 import anyio
 
 from bot.core.events import Observer
+from bot.core.ownership import EVERYONE, Ownership
 from bot.core.prompt import Prompt
 from bot.core.surface import Surface
 from bot.core.values import Origin, Outcome
@@ -52,6 +53,9 @@ class PromptRegistry:
         self.detached = False
         """Set when the process leaves what is kept to the next one (a drain's end): a kept prompt whose wait is
         cancelled then is neither settled nor recorded as ended; its row and card stay as they stand."""
+        self.fence: Ownership = EVERYONE
+        """The people this process acts for (in a fleet, its partitions'): a prompt of someone it lost is left as
+        it stands, and none ends for a person before `acts_for` said yes (no card edited, nothing recorded)."""
 
     def detach(self) -> None:
         """The process is leaving after a drain: from now on, kept prompts are left as they stand, as a crash
@@ -59,8 +63,14 @@ class PromptRegistry:
         self.detached = True
 
     def kept(self, prompt: Prompt) -> bool:
-        """Whether the prompt is left for the next process once `detached`."""
-        return self.detached and prompt.keeper is not None
+        """Whether the prompt is left as it stands: for the next process once `detached`, or for the instance
+        that took its person over (whatever its kind: this process does nothing more for them)."""
+        return (self.detached and prompt.keeper is not None) or not self.fence.owns(prompt.origin.user_id)
+
+    def leaves(self, user_id: int) -> bool:
+        """Whether what is kept for the person is left as it stands (a drain's end, or they are another
+        instance's now): no kept row is closed for them."""
+        return self.detached or not self.fence.owns(user_id)
 
     @contextmanager
     def shielded_io(self) -> Iterator[anyio.CancelScope]:
@@ -146,6 +156,10 @@ class PromptRegistry:
                     await self.surface.show_prompt(prompt)
             with anyio.move_on_after(prompt.seconds_left):
                 await prompt._answered.wait()
+            # A process that was stalled wakes with every deadline due: its people may be another's by now.
+            if not await self.fence.acts_for(prompt.origin.user_id):
+                self._forget(prompt)  # neither settled nor recorded: the new owner has the question
+                return Answer(id=prompt.request.id, ok=False, reason=Outcome.CANCELLED.value)
             answer = prompt._answer
             if answer is None:
                 prompt._answer = answer = Answer(id=prompt.request.id, ok=False, reason="timeout")

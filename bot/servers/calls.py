@@ -162,7 +162,7 @@ class Calls:
         finally:
             # However the resumed call ended, its kept round is done with; unless the process leaves after a
             # drain before the round went back (`Rounds.drive` forgets it once sent): the next process takes it.
-            if kept is not None and not self.prompts.detached:
+            if kept is not None and not self.prompts.leaves(origin.user_id):
                 await self.rounds.forget([q.id for q in kept])
             self._calls.remove(call)
             if not self._calls:

@@ -113,14 +113,18 @@ class Rounds:
                 continue
             keepers: list[RoundKeeper] = []
             sent = False
+            prompts = self.elicitations.prompts
             try:
                 responses = await self._ask_all(conn, origin, tool, arguments, result, keepers)
+                if not await prompts.fence.acts_for(origin.user_id):
+                    raise MCPError(types.INTERNAL_ERROR, "the person is another instance's now")
                 sent = True
                 result = await send(responses, result.request_state)
             finally:
-                # A round still being asked when the process leaves after a drain stays kept for the next one;
-                # once sent it is done with (never sent twice).
-                if sent or not self.elicitations.prompts.detached:
+                # A round still being asked when the process leaves after a drain stays kept for the next one,
+                # as it does for the instance that took its person over; once sent it is done with (never sent
+                # twice).
+                if (sent and prompts.fence.owns(origin.user_id)) or not prompts.leaves(origin.user_id):
                     await self.forget([k.question.id for k in keepers if k.question.id])
         if not isinstance(result, types.CallToolResult):
             raise MCPError(types.INTERNAL_ERROR, "the server answered the call with something else")

@@ -17,6 +17,18 @@ nothing live in them (`busy`), never one with a question, an approval wait or a 
 waiting updates are being read from the inbox (`held`) or that had an update in the last `QUIET_S`. A drain gives back
 everything at its end. Heartbeats and takes use the database's clock, so the machines' clocks need not agree.
 
+An instance acts for a person (`acts_for`, before each side effect: a card, an answer to a server, an audit row)
+only while its hold is fresh: less than `takeover_s` since the start of its last heartbeat that went through, by
+its own monotonic clock. Until then no other instance can have found the heartbeat stale, so the check needs no
+database. Past it (the process was stalled, or the database is slow or cut off) the check waits for the next
+heartbeat, which renews the hold or finds it lost; a heartbeat is bounded by `takeover_s` too. Whoever subscribed
+`on_lost` drops what it held for the people of a lost partition before any waiting check returns.
+
+The lock session is one asyncpg connection used by one operation at a time (`_lock`). A session the server ended
+under it (a takeover's `pg_terminate_backend`, a restart) may still look open for a moment: asyncpg has read the
+server's last words but not yet the close, and refuses the next statement with `InternalClientError`. That, a
+timeout and every other failure of the session count as its loss: the connection is dropped and made again.
+
 Only for a fleet (PostgreSQL, webhook mode): a single instance owns every user and builds none of this.
 """
 
@@ -33,6 +45,7 @@ from contextlib import contextmanager
 from typing import Final, Protocol
 
 import anyio
+import anyio.lowlevel
 import asyncpg
 from anyio.abc import TaskStatus
 
@@ -40,6 +53,16 @@ from bot.store.engine import database_url, display_url, failure_reason
 from bot.store.locks import advisory_key
 
 __all__ = ["PARTITIONS", "Fence", "Partitions", "partition_of"]
+
+SESSION_FAILED: Final = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
+"""How the lock session fails: the network, a timeout, the server, or asyncpg refusing a connection the server
+ended (its close not read yet)."""
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +125,14 @@ class Partitions:
         self._held: Counter[int] = Counter()
         """Partitions whose waiting updates are being read from the inbox (`held`)."""
         self._conn: asyncpg.Connection | None = None
+        self._lock = anyio.Lock()
+        """One operation at a time on the lock session (asyncpg refuses a second one, or worse)."""
+        self._fresh_until = -math.inf
+        """Monotonic: until when no other instance can have taken what this one owns (`acts_for`)."""
+        self._beat = anyio.Event()
+        """Set (and replaced) as each heartbeat ends, whether it went through or not."""
+        self._poke = anyio.Event()
+        """Set to start the next heartbeat now (a check waits for it)."""
         self._acquired: list[Callable[[Mapping[int, int]], None]] = []
         self._lost: list[Callable[[frozenset[int]], None]] = []
         self.draining = False
@@ -118,6 +149,21 @@ class Partitions:
 
     def owns_partition(self, partition: int) -> bool:
         return partition in self._owned
+
+    async def acts_for(self, user_id: int) -> bool:
+        """Whether this instance may act for the person now (`bot.core.Ownership`): it owns them and its hold is
+        fresh (no I/O), or the next heartbeat renewed it. False once it learnt it lost them (the `on_lost`
+        subscribers have dropped what it held for them by then)."""
+        partition = partition_of(user_id)
+        while partition in self._owned:
+            if time.monotonic() < self._fresh_until:
+                return True
+            beat = self._beat
+            self._poke.set()
+            await beat.wait()
+        logger.warning("partitions: user %s is no longer this instance's; nothing is done for them", user_id)
+        await anyio.lowlevel.checkpoint()  # a call of theirs was cancelled under the caller: it ends here
+        return False
 
     def touch(self, partition: int) -> None:
         """An update of `partition` goes to this instance's handlers now: the partition is not given back for
@@ -171,23 +217,27 @@ class Partitions:
             while True:
                 try:
                     if self._conn is None:
-                        await self.connect()
+                        with anyio.fail_after(self.takeover_s):
+                            await self.connect()
                     await self.tick()
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                except SESSION_FAILED as exc:
                     logger.warning(
                         "partitions: the lock session on %s failed: %s", self._shown, failure_reason(exc)
                     )
+                    self._heartbeat_over()
                 if not started:
                     task_status.started()
                     started = True
-                await anyio.sleep(self.heartbeat_s if self._conn is not None else self.retry_s)
+                self._poke = anyio.Event()
+                with anyio.move_on_after(self.heartbeat_s if self._conn is not None else self.retry_s):
+                    await self._poke.wait()
         finally:
             with anyio.CancelScope(shield=True):
                 await self.release_all()
 
     async def connect(self) -> None:
         """Open the lock session and make sure every partition has its row."""
-        conn = await asyncpg.connect(self._dsn)
+        conn = await asyncpg.connect(self._dsn, timeout=self.takeover_s)
         try:
             await conn.execute(
                 "INSERT INTO fleet_partitions (bot_id, partition, owner, epoch, heartbeat) "
@@ -206,15 +256,28 @@ class Partitions:
         """One heartbeat: tell the fleet this instance and its partitions live, learn what it lost, then take
         free partitions up to its share or give back what is over it.
 
+        Bounded by `takeover_s`: a heartbeat that takes longer has lost everything anyway (another instance may
+        have found it stale).
+
         Raises:
-            OSError, asyncpg.PostgresError, asyncpg.InterfaceError: the lock session failed (every partition is
-                lost with it; `connect` again).
+            OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError: the
+                lock session failed (every partition is lost with it; `connect` again).
         """
+        started = time.monotonic()
         try:
-            await self._tick(self._require())
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            async with self._lock:
+                with anyio.fail_after(self.takeover_s):
+                    await self._tick(self._require())
+        except SESSION_FAILED:
             self._lose_all()
             raise
+        self._fresh_until = started + self.takeover_s
+        self._heartbeat_over()
+
+    def _heartbeat_over(self) -> None:
+        """Wake the checks waiting for a heartbeat (`acts_for`): they look again."""
+        beat, self._beat = self._beat, anyio.Event()
+        beat.set()
 
     async def _tick(self, conn: asyncpg.Connection) -> None:
         beaten = await conn.fetch(
@@ -246,19 +309,23 @@ class Partitions:
 
     async def release_all(self) -> None:
         """Give back every partition (the end of a drain, or of the process) and close the lock session."""
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        try:
-            if self._owned and not conn.is_closed():
-                await self._release(conn, frozenset(self._owned))
-            await conn.execute(
-                "DELETE FROM fleet_instances WHERE bot_id = $1 AND instance = $2", self.bot_id, self.instance
-            )
-            await conn.close(timeout=2)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
-            conn.terminate()
-        self._lose_all()
+        async with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is None:
+                return
+            try:
+                with anyio.fail_after(self.takeover_s):
+                    if self._owned and not conn.is_closed():
+                        await self._release(conn, frozenset(self._owned))
+                    await conn.execute(
+                        "DELETE FROM fleet_instances WHERE bot_id = $1 AND instance = $2",
+                        self.bot_id,
+                        self.instance,
+                    )
+                    await conn.close(timeout=2)
+            except SESSION_FAILED:
+                conn.terminate()
+            self._lose_all()
 
     # The steps.
 
@@ -375,6 +442,7 @@ class Partitions:
     def _lose_all(self) -> None:
         """The lock session ended (or failed): every lock went with it."""
         conn, self._conn, self.pid = self._conn, None, None
+        self._fresh_until = -math.inf
         if conn is not None and not conn.is_closed():
             conn.terminate()
         if self._owned:
@@ -382,6 +450,7 @@ class Partitions:
                 "partitions: lost the lock session; %d partition(s) no longer owned", len(self._owned)
             )
         self._forget(frozenset(self._owned))
+        self._heartbeat_over()  # checks waiting for a heartbeat have their answer: nothing is owned
 
     def _require(self) -> asyncpg.Connection:
         if self._conn is None:

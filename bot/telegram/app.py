@@ -436,6 +436,25 @@ def _fleet(
     if approvals is not None:
         approvals.service.owns = partitions.owns  # where nobody waits, the requester's owner carries it out
     store.rounds.fence = partitions  # kept-question writes carry this instance's epochs
+    prompts.fence = partitions  # nothing ends for a person before this instance knows they are still its own
+
+    def lost(partitions_lost: frozenset[int]) -> None:
+        """Drop, here, everything held for the people of partitions taken over or given back (given back ones
+        hold nothing: `busy`); their questions stay kept for the new owner."""
+
+        def theirs(user_id: int) -> bool:
+            return partition_of(user_id) in partitions_lost
+
+        runs, cards = runner.leave(theirs), surface.drop(theirs)
+        if runs or cards:
+            logger.warning(
+                "partitions: %d lost; dropped %d call(s) and %d card(s) of their people here",
+                len(partitions_lost),
+                runs,
+                cards,
+            )
+
+    partitions.on_lost(lost)
     takeovers = Takeovers(
         partitions,
         store.rounds,

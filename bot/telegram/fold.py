@@ -226,6 +226,17 @@ class Folds:
             del self._parked[key]
         parked.done.set()
 
+    def drop(self, lost: Callable[[int], bool]) -> None:
+        """Forget the answered cards of the people `lost` says are another instance's now, unsettled: this
+        process edits nothing more for them."""
+        for key, parked in list(self._parked.items()):
+            if lost(key[0].user_id) and parked.state is Fold.WAITING:
+                if parked.timer is not None:
+                    parked.timer.cancel()
+                parked.move(Event.SETTLE_NOW)
+                parked.move(Event.SETTLED)
+                self._unpark(key, parked)
+
     async def settle_all(self) -> None:
         """Settle every answered card still waiting for a result, now (the bot is stopping)."""
         for key, parked in list(self._parked.items()):

@@ -176,6 +176,15 @@ class TelegramSurface:
         self._forget(card)
         self._folds.park(card, FOLD_GRACE_S)
 
+    def drop(self, lost: Callable[[int], bool]) -> int:
+        """Forget the cards of the people `lost` says are another instance's now, as they stand (their taps
+        reach the new owner, which placed them again); returns how many."""
+        cards = [card for card in self.cards.values() if lost(card.prompt.origin.user_id)]
+        for card in cards:
+            self._forget(card)
+        self._folds.drop(lost)
+        return len(cards)
+
     async def settle_parked(self) -> None:
         """Settle every answered card still waiting for a result, now (the bot is stopping)."""
         await self._folds.settle_all()

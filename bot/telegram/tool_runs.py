@@ -9,6 +9,7 @@ import logging
 import re
 import secrets
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -215,6 +216,8 @@ class ToolRunner:
         self._flights: dict[anyio.CancelScope, tuple[Flight, anyio.Event]] = {}
         """Every run in progress, by the scope that ends it: what its call waits for (a drain looks), and set
         once it has ended."""
+        self._whose: dict[anyio.CancelScope, int] = {}
+        """Every run in progress, by the scope that ends it: the person it runs for."""
 
     async def run(
         self,
@@ -237,11 +240,13 @@ class ToolRunner:
         self._running[key] += 1
         scope, flight, ended = anyio.CancelScope(), Flight(), anyio.Event()
         self._flights[scope] = (flight, ended)
+        self._whose[scope] = origin.user_id
         try:
             with scope:
                 await self._run(tool, args, origin, kept, restored, flight)
         finally:
             del self._flights[scope]
+            del self._whose[scope]
             ended.set()
             self._running[key] -= 1
             if not self._running[key]:
@@ -266,6 +271,15 @@ class ToolRunner:
             scope.cancel()
         for _, ended in left:
             await ended.wait()
+        return len(left)
+
+    def leave(self, lost: Callable[[int], bool]) -> int:
+        """The people `lost` says are another instance's now: their runs here end at once without a word (no
+        result, no card edited, nothing more sent to their servers: the new owner carries on what is kept);
+        returns how many."""
+        left = [scope for scope, user_id in self._whose.items() if lost(user_id)]
+        for scope in left:
+            scope.cancel()
         return len(left)
 
     async def resume(
@@ -380,8 +394,9 @@ class ToolRunner:
                 timer.cancel()
             if status.keeper:  # a status task runs (most calls end before one starts)
                 tg.cancel_scope.cancel()
-        again = [[self._run_again(tool.server, tool.name, args, origin)]] if outcome.again else None
-        await self._show(status, outcome, again)
+        if await self.prompts.fence.acts_for(origin.user_id):
+            again = [[self._run_again(tool.server, tool.name, args, origin)]] if outcome.again else None
+            await self._show(status, outcome, again)
 
     async def _keep_status(self, status: _Status) -> None:
         """Send the status message, or edit it to the latest progress (one edit a second at most); ends when

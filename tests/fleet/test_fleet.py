@@ -12,6 +12,7 @@ taken over by the other one, and a stalled one's late writes are refused.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +35,9 @@ APPROVALS = (
 """Bob or Carol approves each `stamp` call on `d` in the Ops group (calls on `l` need no approval)."""
 WAIT_S = 60
 """For a result under load: several bot processes, PostgreSQL and the MCP server share 2 cores."""
+DEADLINE_S = 45
+"""A question's deadline where a test waits past it: longer than a takeover (`bot.store.fleet.TAKEOVER_S`) and an
+answer through the other instance take on a loaded machine."""
 
 
 def stamp_results(fake: FakeTelegram, user: FakeUser) -> Counter[int]:
@@ -239,6 +243,45 @@ async def test_a_paused_instance_loses_its_questions_and_its_late_writes_are_ref
         assert fleet.received("confirm") == [{"tool": "confirm", "action": "accept", "data": {"sure": True}}]
         done = [m for m in fleet.fake.messages(fleet.alice, from_bot=True) if "deploy: done" in m.text]
         assert len(done) == 1
+
+
+async def test_a_woken_instance_does_nothing_for_the_people_it_lost_while_it_was_stopped(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """Instance 0 asks Alice a 2026-07-28 question and is stopped (SIGSTOP) until after the question's deadline;
+    meanwhile instance 1 takes her over and she answers through it. Woken (SIGCONT), instance 0 finds it lost her
+    and drops what it held for her: the server got her answer once (no `cancel` after it), her card is not edited
+    back to "expired", no second result comes; instance 0 runs on."""
+    config = f"[elicitation]\ntimeout_s = {DEADLINE_S}\n"
+    async with fleet_scene(tmp_path, postgresql_url, n=2, config=config) as fleet:
+        sent, card = await half_filled(fleet, fleet.alice, "d", "deploy")
+        due = time.time() + DEADLINE_S  # the card was shown before now: its deadline is sooner
+        woken = fleet.bots[0]
+        woken.pause()
+        try:
+            fleet.proxy.send_next_to(1)
+            answer = await fleet.alice.press(card, "✅ Submit", timeout=WAIT_S)
+            assert not answer.show_alert, answer.text
+            await fleet.fake.wait_for(lambda m: is_result(m, sent), timeout=WAIT_S)
+            answered = list(card.versions)
+            before = fleet.fake.messages(fleet.alice, from_bot=True)
+            await anyio.sleep(
+                due + 1 - time.time()
+            )  # the question's deadline passes while instance 0 is stopped
+        finally:
+            woken.resume()
+        await woken.logged("lost the lock session")
+        fleet.proxy.send_next_to(0)
+        await call(fleet, fleet.alice, "d", 1)  # through instance 0 (to her owner): it runs, past its wake-up
+        assert fleet.received("confirm") == [{"tool": "confirm", "action": "accept", "data": {"sure": True}}]
+        assert card.versions == answered, card.text
+        after = fleet.fake.messages(fleet.alice, from_bot=True)[len(before) :]
+        assert [result_body(m).strip() for m in after] == ["stamp 1"]
+        assert [m for m in fleet.fake.messages(fleet.alice, from_bot=True) if "deploy" in m.text] == [
+            m for m in before if "deploy" in m.text
+        ]
+        assert woken.alive
+        await woken.logged("dropped 1 call(s)")
 
 
 async def test_an_approval_given_through_the_other_instance_runs_the_call_once(

@@ -5,12 +5,15 @@ session ended), and the stalled one's late writes are refused by the epoch. Hear
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import subprocess
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
 
 import anyio
 import asyncpg
 import pytest
-from sqlalchemy import select, text, update
+from pytest_postgresql.executors.proc import PostgreSQLExecutor
+from sqlalchemy import make_url, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.store.engine import open_engine
@@ -18,6 +21,8 @@ from bot.store.errors import Fenced
 from bot.store.fleet import PARTITIONS, Partitions, partition_of
 from bot.store.rounds import RoundStore
 from bot.store.tables import fleet_instances, fleet_partitions, rounds
+from tests.conftest import PG_CTL
+from tests.fakes.tcp_proxy import TcpProxy, tcp_proxy
 from tests.store.pg_waits import until_counted
 from tests.store.test_rounds import question
 
@@ -265,3 +270,165 @@ async def test_partitions_held_while_their_waiting_updates_are_read_are_not_give
     await a.tick()  # a share of 22 now: 10 of A's go back, held no more
     await c.tick()
     assert len(a.owned) == 22 and set(c.owned) <= set(range(32))
+
+
+# -- the lock session on a network that fails: a real PostgreSQL behind a TCP proxy the test steers -----------
+
+CUT_S = 60
+"""How long the network is cut: a minute, as an outage that outlasts every heartbeat and timeout."""
+
+
+class Running:
+    """An instance whose heartbeat runs on its own (`run`, a short `heartbeat_s`), and what it was told."""
+
+    def __init__(self, instance: Partitions) -> None:
+        self.instance = instance
+        self.losses = 0
+        self.takes = 0
+        self._changed = anyio.Event()
+        instance.on_lost(self._lost)
+        instance.on_acquired(self._took)
+
+    def _lost(self, partitions: frozenset[int]) -> None:
+        self.losses += 1
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _took(self, epochs: Mapping[int, int]) -> None:
+        self.takes += 1
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def until(self, condition: Callable[[], bool], timeout: float = 30) -> None:  # noqa: ASYNC109 - like FakeTelegram.wait_for
+        with anyio.fail_after(timeout):
+            while not condition():
+                await self._changed.wait()
+
+
+def through(postgresql_url: str, proxy: TcpProxy) -> str:
+    return str(make_url(postgresql_url).set(host="127.0.0.1", port=proxy.port))
+
+
+async def terminate(engine: AsyncEngine, pid: int | None) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+
+
+async def test_a_lock_session_ended_while_its_process_slept_is_lost_and_opened_again_not_a_crash(
+    postgresql_url: str, engine: AsyncEngine
+) -> None:
+    """The server ends the lock session (another instance's takeover) while its process is stopped; the process
+    wakes with the server's last words to read and the close not yet, and its heartbeat is due at once. asyncpg
+    then refuses the statement (`InternalClientError`, which crashed the bot): the session is lost, every
+    partition with it, and opened again."""
+    url = make_url(postgresql_url)
+    assert url.host is not None and url.port is not None
+    async with tcp_proxy(url.host, url.port) as proxy, anyio.create_task_group() as tg:
+        instance = Partitions(through(postgresql_url, proxy), BOT, heartbeat_s=0.05, retry_s=0.05)
+        running = Running(instance)
+        await tg.start(instance.run)
+        assert instance.owned_count() == PARTITIONS
+        ended = instance.pid
+        proxy.hold_closes()
+        await terminate(engine, ended)
+        await proxy.wait(lambda: proxy.closed_by_server == 1)
+        await running.until(lambda: running.losses == 1)
+        assert instance.owned_count() == 0
+        proxy.release_closes()
+        await running.until(lambda: instance.owned_count() == PARTITIONS)
+        assert instance.pid not in (None, ended)
+        tg.cancel_scope.cancel()
+
+
+async def test_a_lock_session_survives_a_postgresql_restart(
+    postgresql_url: str, postgresql_server: PostgreSQLExecutor, engine: AsyncEngine
+) -> None:
+    """PostgreSQL restarts under a running heartbeat (its close reaching the process a moment after its last
+    words, as on a busy machine): the partitions are lost with the session, and taken again once the server is
+    back; the heartbeat never fails."""
+    url = make_url(postgresql_url)
+    assert url.host is not None and url.port is not None
+    async with tcp_proxy(url.host, url.port) as proxy, anyio.create_task_group() as tg:
+        instance = Partitions(through(postgresql_url, proxy), BOT, heartbeat_s=0.05, retry_s=0.05)
+        running = Running(instance)
+        await tg.start(instance.run)
+        assert instance.owned_count() == PARTITIONS
+        proxy.hold_closes()
+        await engine.dispose()  # the test's own connections would only be ended too
+        base = Path(postgresql_server.datadir)
+        restart = [
+            str(PG_CTL),
+            "restart",
+            "-D",
+            str(base),
+            "-m",
+            "fast",
+            "-w",
+            "-l",
+            str(base.parent / "log"),
+        ]
+        # Not read: the server started again holds what it inherits from pg_ctl.
+        await anyio.run_process(restart, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        await proxy.wait(lambda: proxy.closed_by_server == 1)
+        await running.until(lambda: running.losses == 1)
+        proxy.release_closes()
+        await running.until(lambda: instance.owned_count() == PARTITIONS)
+        tg.cancel_scope.cancel()
+
+
+async def test_a_lock_session_cut_off_for_a_minute_loses_its_partitions_and_takes_them_again(
+    postgresql_url: str, engine: AsyncEngine
+) -> None:
+    """The network to PostgreSQL is cut for a minute (nothing closed, nothing arrives): a heartbeat in flight
+    cannot end, so within `takeover_s` the instance counts its partitions lost and acts for nobody (another
+    instance may have them); it tries again meanwhile without failing, and once the network is back it owns them
+    again."""
+    url = make_url(postgresql_url)
+    assert url.host is not None and url.port is not None
+    async with tcp_proxy(url.host, url.port) as proxy, anyio.create_task_group() as tg:
+        instance = Partitions(
+            through(postgresql_url, proxy), BOT, heartbeat_s=0.05, takeover_s=1.0, retry_s=0.2
+        )
+        running = Running(instance)
+        await tg.start(instance.run)
+        assert instance.owned_count() == PARTITIONS
+        proxy.cut()
+        mended_at = anyio.current_time() + CUT_S
+        await running.until(lambda: running.losses == 1, timeout=10)
+        assert instance.owned_count() == 0
+        assert not await instance.acts_for(1001)
+        await anyio.sleep_until(mended_at)  # a minute without a network
+        proxy.mend()
+        await running.until(lambda: instance.owned_count() == PARTITIONS)
+        assert await instance.acts_for(1001)
+        tg.cancel_scope.cancel()
+
+
+async def heartbeat(engine: AsyncEngine, instance: Partitions) -> float:
+    async with engine.connect() as conn:
+        found = await conn.scalar(
+            select(fleet_instances.c.heartbeat).where(fleet_instances.c.instance == instance.instance)
+        )
+    assert found is not None
+    return float(found)
+
+
+async def test_an_instance_whose_hold_is_older_than_the_takeover_time_has_it_renewed_before_it_acts(
+    postgresql_url: str, engine: AsyncEngine
+) -> None:
+    """Within `takeover_s` of its last heartbeat an instance acts for its people on its word alone; past it (as
+    after a stall), the check has the next heartbeat run first, and says yes once it went through."""
+    async with anyio.create_task_group() as tg:
+        instance = Partitions(postgresql_url, BOT, heartbeat_s=3600)  # takeover_s: 5 s
+        running = Running(instance)
+        await tg.start(instance.run)
+        first = await heartbeat(engine, instance)
+        assert await instance.acts_for(1001)
+        assert await heartbeat(engine, instance) == first  # no heartbeat for a fresh hold
+        await anyio.sleep(instance.takeover_s)  # the hold goes stale (the next heartbeat is an hour away)
+        assert await instance.acts_for(1001)
+        assert await heartbeat(engine, instance) > first  # a heartbeat renewed it first
+        await terminate(engine, instance.pid)  # a takeover ends the session
+        await running.until(lambda: running.losses == 1)
+        assert not await instance.acts_for(1001)
+        tg.cancel_scope.cancel()
