@@ -117,6 +117,7 @@ def write_config(
     protocol: str = "auto",
     drain_s: float = 3,
     web_port: int | None = None,
+    extra: str = "",
 ) -> Path:
     config = tmp_path / "bot.toml"
     text = (
@@ -134,7 +135,7 @@ def write_config(
         f'[storage]\nurl = "{store_url or "sqlite:///" + str(tmp_path / "bot.db")}"\n'
         f"[run]\ndrain_s = {drain_s}\n"
         f'[servers.d]\nurl = "{server.url}"\nprotocol = "{protocol}"\n'
-    )
+    ) + extra
     config.write_text(text)
     return config
 
@@ -318,6 +319,32 @@ async def test_a_legacy_question_not_answered_in_the_drain_is_cancelled_and_its_
         assert await kept_count(f"sqlite:///{tmp_path / 'bot.db'}") == 0
         audit = verify_audit(config)
         assert audit.returncode == 0, audit.stdout + audit.stderr
+
+
+async def test_a_legacy_question_whose_answers_wait_for_approvers_is_lost_at_the_drain_with_a_working_run_again(
+    tmp_path: Path,
+) -> None:
+    """Under an approval rule of gate "answers" (an answer waits for approvers before it is written), a 2025-era
+    question lost at the drain's end keeps its row all the same: the server hears `cancel`, and Run again on its
+    card starts the call again in the next process."""
+    async with FakeTelegram() as fake, durable_server(tmp_path) as server:
+        alice = fake.user(id=ALICE, first_name="Alice")
+        gate = (
+            f'[[approvals]]\nservers = ["d"]\ntools = ["confirm"]\napprovers = [{CAROL}]\ngate = "answers"\n'
+        )
+        config = write_config(tmp_path, fake, server, protocol="legacy", drain_s=2, extra=gate)
+        async with bot_process(config, fake) as bot:
+            await alice.send("/call d confirm action=deploy")
+            card = await current_card(fake, "Really deploy?")
+            assert await bot.terminate() == 0
+        assert LOST in card.text and card.buttons == ["🔁 Run again"]
+        assert server.received() == [CANCELLED]
+        async with bot_process(config, fake):
+            tapped = await alice.press(card, "🔁 Run again", timeout=30)
+            assert not tapped.show_alert, tapped.text
+            await fake.wait_for(
+                lambda m: m is not card and "Really deploy?" in m.text and bool(m.buttons), timeout=30
+            )
 
 
 async def test_an_update_sent_while_the_bot_drains_is_handled_by_the_next_process(tmp_path: Path) -> None:
