@@ -62,6 +62,15 @@ class PromptRegistry:
         leaves them (the next process restores them, or says the 2025-era ones were lost)."""
         self.detached = True
 
+    def leave(self, prompt: Prompt) -> bool:
+        """The process leaves after a drain, and `prompt`, kept, cannot wait for the next one (a 2025-era question
+        lives on its connection): its server gets `cancel` now. It is neither recorded as ended nor settled: its
+        row stays for the next process, which says on its card that it was lost (`Outcome.LOST_IN_RESTART`), as
+        the caller already did. False when it is not pending, not kept, or the process is not leaving."""
+        if not self.kept(prompt):
+            return False
+        return self.abort(prompt, Outcome.LOST_IN_RESTART)
+
     def kept(self, prompt: Prompt) -> bool:
         """Whether the prompt is left as it stands: for the next process once `detached`, or for the instance
         that took its person over (whatever its kind: this process does nothing more for them)."""
@@ -173,6 +182,11 @@ class PromptRegistry:
                 if answer.reason == Outcome.UNDELIVERABLE:
                     outcome = Outcome.UNDELIVERABLE
             self.answers[answer_to_elicit_result(answer)["action"]] += 1
+            if outcome is Outcome.LOST_IN_RESTART:  # `leave`: its row and card are the next process's
+                prompt.outcome = outcome
+                prompt.settled.set()
+                self._forget(prompt)
+                return answer
         except anyio.get_cancelled_exc_class():
             if self.kept(prompt):  # left as a crash leaves it: the next process takes it up
                 self._forget(prompt)

@@ -372,7 +372,8 @@ class Elicitations:
         if self.vet is not None and result["action"] == "accept" and prompt.request.kind is RequestKind.INPUT:
             content = await self.vet(prompt, tool, dict(result.get("content") or {}))
             result = {"action": "decline"} if content is None else {"action": "accept", "content": content}
-        if isinstance(prompt.keeper, _AfterVet):
+        if isinstance(prompt.keeper, _AfterVet) and prompt.outcome is not Outcome.LOST_IN_RESTART:
+            # (a question left for the next process keeps its row: `PromptRegistry.leave`)
             await prompt.keeper.inner.ended(prompt, result)
         return result
 

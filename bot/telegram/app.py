@@ -25,7 +25,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from telegram.ext import Application, ApplicationBuilder
 
 from bot.config import Config, ServerConfig, TelegramMode
-from bot.core import AgentBook, PromptRegistry
+from bot.core import AgentBook, PromptRegistry, RoundBook
 from bot.core.approval_service import ApprovalService
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, sign_ins
@@ -297,7 +297,8 @@ async def _serve(
                         True  # takes nothing more; what it holds is given back at the end
                     )
                 if draining.is_set() and not stop.is_set():
-                    await _drain(config, app, runner, prompts, surface, stop)
+                    book = None if store is None else store.rounds
+                    await _drain(config, app, runner, prompts, surface, stop, book)
                 logger.info("stopping: cancelling pending prompts")
                 if web is not None:
                     web.stop()
@@ -360,6 +361,7 @@ async def _drain(
     prompts: PromptRegistry,
     surface: TelegramSurface,
     stop: anyio.Event,
+    book: RoundBook | None,
 ) -> None:
     """SIGTERM: no new updates (the webhook answers 503 from now on: `bot.compose.telegram`), answers to this process's
     cards still taken, running calls given `[run] drain_s`; then what the store keeps is left for the next process."""
@@ -368,7 +370,7 @@ async def _drain(
         if app.updater is not None and app.updater.running:
             await app.updater.stop()  # confirms what it fetched; the rest waits in Telegram
             polling.start_soon(take_answers, app, surface.answers_a_card, ALLOWED_UPDATES)
-        await drain(app, runner, prompts, config.run.drain_s, stop)
+        await drain(app, runner, prompts, config.run.drain_s, stop, book, surface)
         polling.cancel_scope.cancel()
 
 

@@ -7,6 +7,9 @@ pending in this process are still taken: a 2025-era question lives on its connec
 next process. Running calls and their results get `[run] drain_s` to finish; calls that wait only for what the
 store keeps (2026-07-28 questions, approvers) need no waiting for. Then the process leaves those as a crash
 would leave them: no card settled, no row closed, nothing sent to the server; the next process takes them up.
+A 2025-era question still open then is one a crash loses, but here it is ended as the process leaves: its card
+says at once that it was lost, with **Run again** (drawn as the next process draws it after a crash, and working
+there), and its server gets `cancel` rather than silence until the connection dies.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from telegram import Update
 from telegram.error import TelegramError
 from telegram.ext import Application
 
-from bot.core import PromptRegistry
+from bot.core import Era, KeptQuestion, Prompt, PromptRegistry, RoundBook
+from bot.telegram.restore import show_lost
+from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolRunner
 
 __all__ = ["drain", "take_answers"]
@@ -76,19 +81,47 @@ async def drain(
     prompts: PromptRegistry,
     drain_s: float,
     stop: anyio.Event,
+    book: RoundBook | None = None,
+    surface: TelegramSurface | None = None,
 ) -> None:
     """Wait until no run has work left to finish (or `drain_s` passed, or `stop` was set: a hard stop), then
     leave what is kept: from here on, kept questions are left as they stand, and runs that wait only for kept
-    things end without a word."""
+    things end without a word. The 2025-era questions among them (kept in `book`) end now: lost, on their cards
+    (`surface`), and `cancel` to their servers."""
     with anyio.move_on_after(drain_s) as waited:
         await _idle(app, runner, stop)
     if waited.cancelled_caught:
         logger.info("draining: %g s passed; what is still running is stopped", drain_s)
     prompts.detach()
+    if book is not None and surface is not None:
+        lost = await _lost(book, prompts)
+
+        async def show(prompt: Prompt) -> None:
+            await show_lost(book, surface, runner, lost[prompt])
+
+        told = await runner.leave_lost(list(lost), show)
+        if told:
+            logger.info("draining: %d 2025-era question(s) lost; their servers were told cancel", told)
     left = await runner.leave_kept()
     logger.info(
         "draining: done; %d call(s) wait for what the store keeps and go on in the next process", left
     )
+
+
+async def _lost(book: RoundBook, prompts: PromptRegistry) -> dict[Prompt, KeptQuestion]:
+    """The 2025-era questions pending in this process, each with its row (what its **Run again** repeats: the
+    prompt has forgotten the call's arguments once they were written)."""
+    pending = {p.request.id: p for p in prompts if p.pending and prompts.kept(p)}
+    if not pending:
+        return {}
+    try:
+        questions = await book.open_questions()
+    except Exception:
+        logger.exception(
+            "draining: could not read the open questions; 2025-era ones are left as a crash would"
+        )
+        return {}
+    return {pending[q.id]: q for q in questions if q.era is Era.LEGACY and q.id in pending}
 
 
 async def _idle(app: Any, runner: ToolRunner, stop: anyio.Event) -> None:

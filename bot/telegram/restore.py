@@ -4,7 +4,8 @@ A 2026-07-28 round whose questions are still open comes back as it stood: its ca
 token, same version), and once answered the round is resumed on a fresh connection and the result reaches its
 person as any call's does. A round whose deadline passed meanwhile is settled on its card as "expired while the
 bot was down". A legacy question died with its connection: its card says so, with **Run again** (the same call,
-the same arguments, for the same person: `ToolRunner.run_again`). A sign-in whose browser had not come back
+the same arguments, for the same person: `ToolRunner.run_again_button`; after a drain the process before drew
+that card already, `show_lost`, and this one takes its taps). A sign-in whose browser had not come back
 cannot be finished by this process (the SDK kept its PKCE verifier in the process before): its card says the
 link no longer works, and a new sign-in starts for that person and server, its card (with a fresh link) below.
 
@@ -30,7 +31,7 @@ from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolRunner
 from mapping import Answer, MappingError, Request, RequestKind, elicitation_to_request, parse_schema
 
-__all__ = ["restore_kept"]
+__all__ = ["restore_kept", "show_lost"]
 
 logger = logging.getLogger(__name__)
 
@@ -169,15 +170,34 @@ async def _settle(
         if prompt is not None and observer is not None:
             answer = Answer(id=question.id, ok=False, reason=outcome.value)
             await observer.prompt_ended(prompt, outcome, answer)
-        if prompt is None or question.card_chat_id is None or question.card_message_id is None:
-            continue
-        card = Card(prompt=prompt, chat_id=question.card_chat_id, message_id=question.card_message_id)
-        screen = settled_screen(card, outcome)
-        if outcome is Outcome.LOST_IN_RESTART:
-            keyboard: Any = [[runner.run_again_button(question)]]
-            screen = Screen(screen.text, keyboard)
-        await surface.settle_message(question.card_chat_id, question.card_message_id, screen)
+        if prompt is not None:
+            await _settle_card(surface, question, prompt, outcome, runner)
     try:
         await book.close(*(q.id for q in kept))
     except Exception:
         logger.exception("could not forget the kept questions of a settled round")
+
+
+async def show_lost(
+    book: RoundBook, surface: TelegramSurface, runner: ToolRunner, question: KeptQuestion
+) -> None:
+    """A kept 2025-era question's card, now, as the next process will draw it after the restart: lost, with
+    **Run again** (the same button: its token is the question's). That process settles the question: it audits
+    it, closes its row and takes the button's taps; its own edit then changes nothing."""
+    prompt = _prompt(question, book)
+    if prompt is not None:
+        await _settle_card(surface, question, prompt, Outcome.LOST_IN_RESTART, runner)
+
+
+async def _settle_card(
+    surface: TelegramSurface, question: KeptQuestion, prompt: Prompt, outcome: Outcome, runner: ToolRunner
+) -> None:
+    """Edit a kept question's card (if it was placed) to how it ended; a lost one gets **Run again**."""
+    if question.card_chat_id is None or question.card_message_id is None:
+        return
+    card = Card(prompt=prompt, chat_id=question.card_chat_id, message_id=question.card_message_id)
+    screen = settled_screen(card, outcome)
+    if outcome is Outcome.LOST_IN_RESTART:
+        keyboard: Any = [[runner.run_again_button(question)]]
+        screen = Screen(screen.text, keyboard)
+    await surface.settle_message(question.card_chat_id, question.card_message_id, screen)

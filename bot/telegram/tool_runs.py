@@ -9,7 +9,7 @@ import logging
 import re
 import secrets
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -58,6 +58,9 @@ LIST_KEEP_S: Final = 7 * 24 * 3600.0
 """How long a `/tools` list's buttons work in a fleet (`ToolButtons`)."""
 RERUNS_KEPT: Final = 5000
 """**Run again** buttons remembered (oldest forgotten)."""
+LEAVE_GRACE_S: Final = 2.0
+"""How long a drain's end waits for the calls of the 2025-era questions it answered `cancel` to end (the server
+has the answer then) before it stops them (`ToolRunner.leave_lost`)."""
 STATUS_AFTER_S: Final = 1.0
 """A call gets its status message once it has run this long (or at its first progress report): a quicker call
 shows only its result, so it costs one message, not two, of the 30 a second Telegram allows a bot."""
@@ -218,6 +221,8 @@ class ToolRunner:
         once it has ended."""
         self._whose: dict[anyio.CancelScope, int] = {}
         """Every run in progress, by the scope that ends it: the person it runs for."""
+        self._left: set[Flight] = set()
+        """Runs whose question was left as lost at a drain's end (`leave_lost`): they end without a word."""
 
     async def run(
         self,
@@ -247,6 +252,7 @@ class ToolRunner:
         finally:
             del self._flights[scope]
             del self._whose[scope]
+            self._left.discard(flight)
             ended.set()
             self._running[key] -= 1
             if not self._running[key]:
@@ -282,6 +288,33 @@ class ToolRunner:
             scope.cancel()
         return len(left)
 
+    async def leave_lost(
+        self,
+        prompts: list[Prompt],
+        show: Callable[[Prompt], Awaitable[None]],
+        grace_s: float = LEAVE_GRACE_S,
+    ) -> int:
+        """The process leaves after a drain, and these kept 2025-era questions cannot wait for the next one: each
+        still pending gets `cancel` to its server and `show` (its card says it was lost, with **Run again**), and
+        the calls that asked them end without a word, once their servers have taken the answers (the calls end)
+        or after `grace_s`. Returns how many were left so (one answered at the last moment goes on as answered)."""
+        left = [prompt for prompt in prompts if self.prompts.leave(prompt)]
+        runs = [
+            (scope, flight, ended)
+            for scope, (flight, ended) in self._flights.items()
+            if flight.caller is not None and flight.caller.asking & set(left)
+        ]
+        self._left.update(flight for _, flight, _ in runs)  # before the call can see its answer
+        for prompt in left:
+            await show(prompt)
+        with anyio.move_on_after(grace_s):
+            for _, _, ended in runs:
+                await ended.wait()
+        for scope, _, ended in runs:
+            scope.cancel()
+            await ended.wait()
+        return len(left)
+
     async def resume(
         self,
         tool: ToolInfo,
@@ -306,12 +339,18 @@ class ToolRunner:
 
     def run_again_button(self, question: KeptQuestion) -> InlineButton:
         """**Run again** for a legacy question lost in a restart: the same call, the same arguments, only for
-        the same person (the button's token is looked up here; nothing in it is trusted)."""
-        return self._run_again(question.server, question.tool, question.arguments or {}, question.origin)
+        the same person (the button's token is looked up here; nothing in it is trusted).
 
-    def _run_again(self, server: str, tool: str, args: dict[str, Any], origin: Origin) -> InlineButton:
+        The button's token is the question's own (random, kept in its row): whichever process draws the card (the
+        one that drains, at once; the next one, which is the one to take the tap) draws the same button."""
+        args = question.arguments or {}
+        return self._run_again(question.server, question.tool, args, question.origin, question.token)
+
+    def _run_again(
+        self, server: str, tool: str, args: dict[str, Any], origin: Origin, token: str | None = None
+    ) -> InlineButton:
         """**Run again** for this call (a lost question's, or one whose connection broke after an answer)."""
-        token = secrets.token_urlsafe(9)
+        token = token or secrets.token_urlsafe(9)
         # The person taps it: an agent's lost call runs again as the person's own (their rules and limits).
         origin = replace(origin, agent=None)
         self._reruns[token] = (server, tool, args, origin)
@@ -360,7 +399,7 @@ class ToolRunner:
 
             def status_due() -> None:
                 nonlocal timer
-                if status.message_id is not None:
+                if status.message_id is not None or flight in self._left:
                     return
                 # Until the status message is out, look again every second: the card waiting for this person
                 # (or, answered, for the result) stands for the call, and a status below it would push it up;
@@ -371,6 +410,8 @@ class ToolRunner:
                     show_status()
 
             async def on_progress(progress: Progress) -> None:
+                if flight in self._left:
+                    return
                 status.latest = progress
                 shown = status.message_id is not None or status.keeper
                 if shown or not self._card_stands_for(origin, tool.server):
@@ -394,6 +435,21 @@ class ToolRunner:
                 timer.cancel()
             if status.keeper:  # a status task runs (most calls end before one starts)
                 tg.cancel_scope.cancel()
+        await self._end(flight, status, outcome, tool, args, origin)
+
+    async def _end(
+        self,
+        flight: Flight | None,
+        status: _Status,
+        outcome: ToolOutcome,
+        tool: ToolInfo,
+        args: dict[str, Any],
+        origin: Origin,
+    ) -> None:
+        """Show a run's outcome, unless its question was left as lost at a drain's end (its card says so, with
+        Run again) or the person is no longer this instance's (the new owner carries on)."""
+        if flight in self._left:
+            return
         if await self.prompts.fence.acts_for(origin.user_id):
             again = [[self._run_again(tool.server, tool.name, args, origin)]] if outcome.again else None
             await self._show(status, outcome, again)

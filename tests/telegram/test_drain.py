@@ -32,6 +32,7 @@ from tests.telegram.test_restart import (
     ALICE,
     BOB,
     EXE,
+    GROUP,
     REPO,
     Durable,
     current_card,
@@ -45,6 +46,9 @@ pytestmark = pytest.mark.anyio
 CAROL, DAVE = 3003, 3004
 OPS = -7001
 SECRET = "drain-webhook-secret"
+LOST = "the server's question was lost"
+CANCELLED = {"tool": "confirm", "action": "cancel", "data": None}
+"""What the server hears of a 2025-era question lost at a drain's end."""
 
 
 class Bot:
@@ -113,6 +117,7 @@ def write_config(
     protocol: str = "auto",
     drain_s: float = 3,
     web_port: int | None = None,
+    extra: str = "",
 ) -> Path:
     config = tmp_path / "bot.toml"
     text = (
@@ -130,7 +135,7 @@ def write_config(
         f'[storage]\nurl = "{store_url or "sqlite:///" + str(tmp_path / "bot.db")}"\n'
         f"[run]\ndrain_s = {drain_s}\n"
         f'[servers.d]\nurl = "{server.url}"\nprotocol = "{protocol}"\n'
-    )
+    ) + extra
     config.write_text(text)
     return config
 
@@ -266,26 +271,80 @@ async def test_a_legacy_question_answered_during_the_drain_completes(tmp_path: P
         assert await kept_count(f"sqlite:///{tmp_path / 'bot.db'}") == 0
 
 
-async def test_a_legacy_question_not_answered_in_the_drain_ends_with_run_again(tmp_path: Path) -> None:
-    """A 2025-era question nobody answers within `drain_s` ends as after a crash: the bot exits 0 leaving its
-    card as it was, and the next process says the question was lost, with Run again."""
+async def test_a_legacy_question_not_answered_in_the_drain_is_cancelled_and_its_card_says_lost_with_run_again(
+    tmp_path: Path,
+) -> None:
+    """A 2025-era question nobody answers within `drain_s` cannot wait for the next process: as the drain ends its
+    server gets `cancel` and its card says at once that the question was lost, with Run again, and nothing else
+    is posted; the bot exits 0. In the next process the card is as the drain left it, another person's tap on
+    Run again is refused, and the caller's runs the same call again for her, which asks again and completes."""
     async with FakeTelegram() as fake, durable_server(tmp_path) as server:
         alice = fake.user(id=ALICE, first_name="Alice")
+        bob = fake.user(id=BOB, first_name="Bob")
+        fake.group(GROUP, title="Ops", members=[alice, bob])
         config = write_config(tmp_path, fake, server, protocol="legacy", drain_s=2)
+        async with bot_process(config, fake) as bot:
+            await alice.send("/call d confirm action=deploy", chat=GROUP)
+            card = await current_card(fake, "Really deploy?")
+            await alice.press(card, "Yes")
+            await fake.wait_for(lambda m: m is card and "Submit" in str(m.buttons))
+            bot.process.send_signal(signal.SIGTERM)
+            await fake.wait_for(lambda m: m is card and LOST in m.text and bool(m.buttons), timeout=30)
+            with anyio.fail_after(30):
+                assert await bot.process.wait() == 0
+        await bot.logged("draining: 1 2025-era question(s) lost")
+        assert card.buttons == ["🔁 Run again"]
+        assert server.received() == [CANCELLED]
+        assert [m for m in fake.messages(GROUP, from_bot=True) if m is not card] == []
+        edits = card.edit_count
+        async with bot_process(config, fake):
+            refused = await bob.press(card, "🔁 Run again", timeout=30)
+            assert refused.show_alert and "Only the person who started the call" in (refused.text or "")
+            await alice.press(card, "🔁 Run again", timeout=30)
+            again = await fake.wait_for(
+                lambda m: m is not card and "Really deploy?" in m.text and bool(m.buttons), timeout=30
+            )
+            await alice.press(again, "Yes")
+            await fake.wait_for(lambda m: m is again and "Submit" in str(m.buttons))
+            await alice.press(again, "✅ Submit")
+            result = await fake.wait_for(
+                lambda m: m.chat_id == GROUP and "deploy: done" in m.text, timeout=30
+            )
+        assert card.edit_count == edits and LOST in card.text
+        assert "deploy: done" in result.text
+        assert server.received() == [
+            CANCELLED,
+            {"tool": "confirm", "action": "accept", "data": {"sure": True}},
+        ]
+        assert await kept_count(f"sqlite:///{tmp_path / 'bot.db'}") == 0
+        audit = verify_audit(config)
+        assert audit.returncode == 0, audit.stdout + audit.stderr
+
+
+async def test_a_legacy_question_whose_answers_wait_for_approvers_is_lost_at_the_drain_with_a_working_run_again(
+    tmp_path: Path,
+) -> None:
+    """Under an approval rule of gate "answers" (an answer waits for approvers before it is written), a 2025-era
+    question lost at the drain's end keeps its row all the same: the server hears `cancel`, and Run again on its
+    card starts the call again in the next process."""
+    async with FakeTelegram() as fake, durable_server(tmp_path) as server:
+        alice = fake.user(id=ALICE, first_name="Alice")
+        gate = (
+            f'[[approvals]]\nservers = ["d"]\ntools = ["confirm"]\napprovers = [{CAROL}]\ngate = "answers"\n'
+        )
+        config = write_config(tmp_path, fake, server, protocol="legacy", drain_s=2, extra=gate)
         async with bot_process(config, fake) as bot:
             await alice.send("/call d confirm action=deploy")
             card = await current_card(fake, "Really deploy?")
-            edits = card.edit_count
             assert await bot.terminate() == 0
-        assert unchanged(card, edits)
-        await bot.logged("draining: done; 1 call(s) wait")
+        assert LOST in card.text and card.buttons == ["🔁 Run again"]
+        assert server.received() == [CANCELLED]
         async with bot_process(config, fake):
+            tapped = await alice.press(card, "🔁 Run again", timeout=30)
+            assert not tapped.show_alert, tapped.text
             await fake.wait_for(
-                lambda m: m is card and "the server's question was lost" in m.text and bool(m.buttons),
-                timeout=30,
+                lambda m: m is not card and "Really deploy?" in m.text and bool(m.buttons), timeout=30
             )
-            assert card.buttons == ["🔁 Run again"]
-        assert server.received() == []
 
 
 async def test_an_update_sent_while_the_bot_drains_is_handled_by_the_next_process(tmp_path: Path) -> None:
@@ -307,7 +366,7 @@ async def test_an_update_sent_while_the_bot_drains_is_handled_by_the_next_proces
         assert fake.pending_updates, "the command was confirmed by the draining process"
         async with bot_process(config, fake):
             await current_card(fake, "Really rollback?")
-        assert server.received() == []
+        assert server.received() == [CANCELLED]  # the deploy's question, lost at the drain's end
 
 
 async def healthz(port: int) -> tuple[int, dict[str, str]]:
@@ -342,7 +401,7 @@ async def test_a_webhook_delivery_during_the_drain_gets_503_and_is_handled_after
         async with bot_process(config, fake):
             await current_card(fake, "Really rollback?")
         assert (refused[0], 200) in fake.webhook_attempts
-        assert server.received() == []
+        assert server.received() == [CANCELLED]
 
 
 @pytest.mark.parametrize("how", ["sigterm", "crash"])
