@@ -15,6 +15,7 @@ import pytest
 from bot.cli import main
 from tests.fakes.telegram import FakeTelegram
 from tests.ports import free_port
+from tests.zygote import open_bot, run_bot, run_bot_text
 
 REPO = Path(__file__).resolve().parents[2]
 EXE = Path(sys.executable).with_name("toolnexus-bot")
@@ -24,15 +25,7 @@ TOKEN_LINE = '[telegram]\ntoken = "123456:' + "A" * 35 + '"\n'
 
 def run(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "TOOLNEXUS_"))}
-    return subprocess.run(
-        [str(EXE), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**environ, **(env or {})},
-        timeout=60,
-    )
+    return run_bot_text([str(EXE), *args], input=stdin, cwd=REPO, env={**environ, **(env or {})}, timeout=60)
 
 
 def main_in_process(
@@ -138,7 +131,7 @@ async def test_the_bot_completes_a_deploy_and_sigint_settles_pending_cards(tmp_p
             '[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
         )
         env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token}
-        async with await anyio.open_process([str(EXE), "--config", str(config)], env=env, cwd=REPO) as proc:
+        async with await open_bot([str(EXE), "--config", str(config)], env=env, cwd=REPO) as proc:
             await alice.send("/call demo deploy")
             card = await fake.wait_for(lambda m: "Where should" in m.text and bool(m.buttons), timeout=30)
             await alice.press(card, "Production (live)")
@@ -177,7 +170,7 @@ async def test_webhook_mode_logs_neither_secret_at_debug_and_stops_on_sigterm(tm
         logged = bytearray()
         command = [str(EXE), "--config", str(config), "--log-level", "DEBUG"]
         async with (
-            await anyio.open_process(command, env=env, cwd=REPO) as proc,
+            await open_bot(command, env=env, cwd=REPO) as proc,
             anyio.create_task_group() as tg,
         ):
 
@@ -247,7 +240,7 @@ async def test_a_token_the_bot_api_rejects_at_start_gives_one_line_without_it(
             '[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
         )
         env = {**os.environ, "TELEGRAM_BOT_TOKEN": token}
-        done = await anyio.run_process([str(EXE), "--config", str(config)], env=env, cwd=REPO, check=False)
+        done = await run_bot([str(EXE), "--config", str(config)], env=env, cwd=REPO, check=False)
         rejected = [e.status for e in fake.errors if e.method == "getMe"]
     stderr = done.stderr.decode()
     assert token not in stderr and "Traceback" not in stderr
@@ -277,7 +270,7 @@ async def test_debug_logging_shows_neither_the_webhook_secret_nor_what_people_ty
         command = [str(EXE), "--log-level", "DEBUG", "--config", str(config)]
         log = tmp_path / "stderr.log"
         with log.open("wb") as log_file:
-            proc = await anyio.open_process(command, env=env, cwd=REPO, stdout=None, stderr=log_file)
+            proc = await open_bot(command, env=env, cwd=REPO, stdout=None, stderr=log_file)
         try:
             await fake.wait_for_call("setWebhook", timeout=30)
             fake.deliver_via_webhook(f"http://127.0.0.1:{port}/telegram", secret_token=secret)

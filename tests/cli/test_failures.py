@@ -20,6 +20,7 @@ from bot.failures import failure_line
 from tests.cli.test_cli import EXE, REPO
 from tests.fakes.telegram import FakeTelegram
 from tests.ports import closed_port
+from tests.zygote import run_bot
 
 TOKEN = "123456:TEST-fake-token-for-tests"
 
@@ -36,9 +37,7 @@ def _config(tmp_path: Path, telegram: str) -> Path:
 async def _run(config: Path, *extra: str) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "TELEGRAM_BOT_TOKEN": TOKEN}
     with anyio.fail_after(60):
-        return await anyio.run_process(
-            [str(EXE), "--config", str(config), *extra], env=env, cwd=REPO, check=False
-        )
+        return await run_bot([str(EXE), "--config", str(config), *extra], env=env, cwd=REPO, check=False)
 
 
 def _text(done: subprocess.CompletedProcess[bytes]) -> str:
@@ -85,9 +84,7 @@ async def test_a_webhook_port_in_use_is_one_line(tmp_path: Path) -> None:
             )
             env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token}
             with anyio.fail_after(60):
-                done = await anyio.run_process(
-                    [str(EXE), "--config", str(config)], env=env, cwd=REPO, check=False
-                )
+                done = await run_bot([str(EXE), "--config", str(config)], env=env, cwd=REPO, check=False)
     assert done.returncode == 1
     assert (
         _text(done).strip().splitlines()[-1].startswith("error: the address to listen on is already in use")

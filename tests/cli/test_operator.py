@@ -17,6 +17,7 @@ import pytest
 from bot.config import Secret, StorageConfig, load_config
 from bot.store import AuditEvent, open_store
 from tests.cli.test_cli import main_in_process
+from tests.zygote import run_bot_text
 
 REPO = Path(__file__).resolve().parents[2]
 EXE = Path(sys.executable).with_name("toolnexus-bot")
@@ -32,8 +33,12 @@ def run(
     *args: str, env: dict[str, str] | None = None, stdin: str = "", unprivileged: bool = False
 ) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "TOOLNEXUS_", "STATE_"))}
+    if not unprivileged:
+        return run_bot_text(
+            [str(EXE), *args], input=stdin, cwd=REPO, env={**environ, **(env or {})}, timeout=60
+        )
     return subprocess.run(
-        [*(UNPRIVILEGED if unprivileged else []), str(EXE), *args],
+        [*UNPRIVILEGED, str(EXE), *args],
         input=stdin,
         capture_output=True,
         text=True,

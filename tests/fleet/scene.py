@@ -33,6 +33,7 @@ from tests.fakes.telegram import FakeTelegram, FakeUser, Msg
 from tests.fleet.proxy import RoundRobinProxy, round_robin_proxy
 from tests.ports import free_port
 from tests.telegram.test_restart import EXE, REPO, Durable, durable_server
+from tests.zygote import open_bot
 
 __all__ = ["ALICE", "BOB", "SECRET", "Fleet", "FleetBot", "fleet_scene", "stamps"]
 
@@ -98,7 +99,7 @@ class FleetBot:
         self.lines = []
         self._read_all = False
         env = {**os.environ, "TELEGRAM_BOT_TOKEN": self._fake.token}
-        self.process = await anyio.open_process(
+        self.process = await open_bot(
             [str(EXE), "--config", str(self.config)], env=env, cwd=REPO, stdout=None
         )
         self._tg.start_soon(self._read, self.process, self.log_path)

@@ -28,6 +28,7 @@ from tests.fakes.servers.http import serve_http
 from tests.fakes.servers.hung import hung_http
 from tests.inprocess import toolnexus
 from tests.ports import closed_port
+from tests.zygote import open_bot
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -178,9 +179,7 @@ async def test_sigterm_during_check_stops_every_server_process(tmp_path: Path) -
     config.write_text(
         f'{TOKEN_LINE}[servers.hung]\ncommand = "python"\nargs = ["-m", "tests.fakes.servers.hung", "{pid_file}"]\ncwd = "{REPO}"\n'
     )
-    process = await anyio.open_process(
-        [str(EXE), "check", "--config", str(config), "--timeout", "600"], cwd=REPO
-    )
+    process = await open_bot([str(EXE), "check", "--config", str(config), "--timeout", "600"], cwd=REPO)
     async with process:
         with anyio.fail_after(BOUND):
             server_pid = int(await anyio.to_thread.run_sync(pid_file.read_text))

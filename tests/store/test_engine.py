@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from sqlalchemy import inspect
 from bot.config import Secret, StorageConfig, load_config
 from bot.store import AuditEvent, AuditLog, current_revision, database_url, open_engine, open_store, upgrade
 from tests.inprocess import toolnexus
+from tests.zygote import EXE, run_bot_text
 
 pytestmark = pytest.mark.anyio
 
@@ -109,8 +109,9 @@ def test_the_bot_exits_1_naming_a_database_it_cannot_reach_without_its_password(
         '[storage]\nurl = "postgresql://bot:hunter2@127.0.0.1:9/toolnexus"\n'
         '[servers.demo]\ncommand = "python"\n'
     )
-    exe = Path(sys.executable).with_name("toolnexus-bot")
-    done = subprocess.run([str(exe), "--config", str(config)], capture_output=True, text=True, timeout=60)
+    done = run_bot_text(
+        [str(EXE), "--config", str(config)], input="", cwd=os.getcwd(), env=os.environ, timeout=60
+    )
     assert done.returncode == 1
     assert "database postgresql://bot:***@127.0.0.1:9/toolnexus" in done.stderr
     assert "hunter2" not in done.stderr and "Traceback" not in done.stderr

@@ -14,6 +14,7 @@ import pytest
 
 from tests.fakes.telegram import FakeTelegram
 from tests.inprocess import toolnexus
+from tests.zygote import open_bot
 
 pytestmark = pytest.mark.anyio
 
@@ -55,7 +56,7 @@ async def test_a_sigkill_between_two_approvals_loses_nothing_and_the_call_runs_o
         env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token}
         command = [str(EXE), "--config", str(config)]
 
-        first = await anyio.open_process(command, env=env, cwd=REPO, stdout=None, stderr=None)
+        first = await open_bot(command, env=env, cwd=REPO, stdout=None, stderr=None)
         second = None
         try:
             await fake.wait_for_call("setMyCommands", timeout=30)
@@ -67,7 +68,7 @@ async def test_a_sigkill_between_two_approvals_loses_nothing_and_the_call_runs_o
             await first.wait()
             assert ledger_lines(ledger) == []
 
-            second = await anyio.open_process(command, env=env, cwd=REPO, stdout=None, stderr=None)
+            second = await open_bot(command, env=env, cwd=REPO, stdout=None, stderr=None)
             answer = await carol.press(card, "✅ Approve", timeout=60)
             assert not answer.show_alert, answer.text
             result = await fake.wait_for(

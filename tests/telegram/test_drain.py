@@ -40,6 +40,7 @@ from tests.telegram.test_restart import (
     kept_count,
     verify_audit,
 )
+from tests.zygote import open_bot
 
 pytestmark = pytest.mark.anyio
 
@@ -89,9 +90,7 @@ class Bot:
 async def bot_process(config: Path, fake: FakeTelegram, **env: str) -> AsyncIterator[Bot]:
     """The installed command with its log read as it runs; killed on exit unless the test ended it."""
     environ = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token, **env}
-    process = await anyio.open_process(
-        [str(EXE), "--config", str(config)], env=environ, cwd=REPO, stdout=None
-    )
+    process = await open_bot([str(EXE), "--config", str(config)], env=environ, cwd=REPO, stdout=None)
     bot = Bot(process)
     try:
         async with anyio.create_task_group() as tg:

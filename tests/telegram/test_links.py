@@ -17,6 +17,7 @@ from bot.telegram.render import MAX_TEXT, Card, consented_screen, prompt_screen,
 from mapping import MAX_SHOWN_URL, Request, RequestKind, check_url
 from tests.fakes.telegram import Msg
 from tests.telegram.harness import Chat, bot_scene, is_result
+from tests.zygote import run_bot_text
 
 LONG_URL = "https://good.com/authorize?" + "&".join(f"p{i}=v{i}" for i in range(300)) + "&last=THE-END"
 REPO = Path(__file__).resolve().parents[2]
@@ -110,14 +111,8 @@ def test_a_card_with_the_longest_whole_link_and_every_warning_fits_one_message()
 
 def console(config: Path, stdin: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "TOOLNEXUS_"))}
-    return subprocess.run(
-        [str(EXE), "console", "--config", str(config)],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=environ,
-        timeout=60,
+    return run_bot_text(
+        [str(EXE), "console", "--config", str(config)], input=stdin, cwd=REPO, env=environ, timeout=60
     )
 
 

@@ -28,6 +28,7 @@ from bot.store.tables import rounds
 from tests.fakes.telegram import FakeTelegram, FakeUser, Msg
 from tests.inprocess import toolnexus
 from tests.telegram.harness import is_result, result_body
+from tests.zygote import open_bot
 
 REPO = Path(__file__).resolve().parents[2]
 EXE = Path(sys.executable).with_name("toolnexus-bot")
@@ -85,9 +86,7 @@ def write_config(
 async def bot_process(config: Path, fake: FakeTelegram) -> AsyncIterator[Process]:
     """The installed command, killed on exit unless the test ended it."""
     env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token}
-    process = await anyio.open_process(
-        [str(EXE), "--config", str(config)], env=env, cwd=REPO, stdout=None, stderr=None
-    )
+    process = await open_bot([str(EXE), "--config", str(config)], env=env, cwd=REPO, stdout=None, stderr=None)
     try:
         yield process
     finally:

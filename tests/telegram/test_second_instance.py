@@ -19,6 +19,7 @@ from tests.fakes.telegram import FakeTelegram, FakeUser
 from tests.ports import free_port
 from tests.telegram.test_drain import SECRET, bot_process
 from tests.telegram.test_restart import ALICE, EXE, REPO
+from tests.zygote import run_bot
 
 pytestmark = pytest.mark.anyio
 
@@ -50,7 +51,7 @@ async def second_start(config: Path, fake: FakeTelegram) -> tuple[int, str]:
     """Start the bot once more; its exit status and what it printed on stderr (it is expected to stop)."""
     env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token}
     with anyio.fail_after(120):  # a loaded machine: the bot's start alone may take seconds
-        done = await anyio.run_process([str(EXE), "--config", str(config)], env=env, cwd=REPO, check=False)
+        done = await run_bot([str(EXE), "--config", str(config)], env=env, cwd=REPO, check=False)
     return done.returncode, done.stderr.decode()
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from mcp import MCPError
 from tests.fakes.telegram import Msg
 from tests.telegram.harness import ALICE_ID, BOB_ID, Chat
 from tests.web.agents import agent, agent_mode, gateway_scene, make_token, revoke, text_of
+from tests.zygote import EXE, run_bot
 
 pytestmark = pytest.mark.anyio
 
@@ -85,8 +85,8 @@ async def revoke_by_operator(tmp_path: Path, url: str, *args: str) -> str:
         '[servers.demo]\ncommand = "python"\n'
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "TOOLNEXUS_"))}
-    done = await anyio.run_process(
-        [sys.executable, "-m", "bot", "agents", "revoke", "--config", str(config), *args],
+    done = await run_bot(
+        [str(EXE), "agents", "revoke", "--config", str(config), *args],
         cwd=REPO,
         env=env,
         check=False,
