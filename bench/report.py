@@ -317,7 +317,12 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:  # noqa: C
                 ),
             )
         add(s, "peak RSS MB, bot and servers", e["peak_rss_mb_total"], f"bot alone {e['peak_rss_mb_bot']}")
-        add(s, "processes", e["processes_most"], "the bot and its server processes, most at once")
+        add(
+            s,
+            "processes",
+            e["processes_most"],
+            "the bot, its server processes and their exit watchers, most at once",
+        )
         add(
             s,
             "last result after s",

@@ -53,7 +53,9 @@ async def forward_proxy() -> AsyncIterator[ForwardProxy]:
                 kept = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP_BY_HOP}
                 return web.Response(status=answer.status, body=body, headers=kept)
 
-        runner = web.ServerRunner(web.Server(forward))
+        # A client that gives up on a request (PTB abandoning a long poll) ends its forwarded request too, as a
+        # real proxy closes the upstream connection: the server sees its client go, not a reader still waiting.
+        runner = web.ServerRunner(web.Server(forward, handler_cancellation=True))
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
