@@ -369,8 +369,10 @@ async def test_a_lock_session_survives_a_postgresql_restart(
         ]
         # Not read: the server started again holds what it inherits from pg_ctl.
         await anyio.run_process(restart, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        await proxy.wait(lambda: proxy.closed_by_server == 1)
-        await running.until(lambda: running.losses == 1)
+        # At least the lock session: a new one tried while the server starts up is closed by it too, and two
+        # closes may come before this looks.
+        await proxy.wait(lambda: proxy.closed_by_server >= 1)
+        await running.until(lambda: running.losses >= 1)
         proxy.release_closes()
         await running.until(lambda: instance.owned_count() == PARTITIONS)
         tg.cancel_scope.cancel()
