@@ -459,12 +459,13 @@ class ApprovalService:
                 ApprovalStatus.CANCELLED, f"the approval request could not be settled; {nothing}"
             )
         finally:
-            del self._waiters[record.id]
             if waiter.cancelled and waiter.verdict is None and not waiter.settling:
                 # The /cancel cancelled the call's task too (gate "answers": the call itself is cancelled):
-                # the request still ends for everyone.
+                # the request still ends for everyone. Its waiter stays known meanwhile, so a vote deciding it
+                # at this moment is told of the cancelling, not left to carry out a call nobody waits for.
                 with anyio.CancelScope(shield=True):
                     await self._cancelled(record.id, waiter)
+            del self._waiters[record.id]
             if notice is not None:
                 with anyio.CancelScope(shield=True):
                     await show.settled(record, notice, waiter.verdict)

@@ -133,7 +133,7 @@ class AgentStore:
         token = _token(row)
         if token.live(self.clock()):
             return token
-        if token.revoked is None:
+        if token.revoked is None and row.expiry_noted is None:  # written once, not on every refused request
             await self._note_expired(token)
         return None
 
@@ -145,6 +145,7 @@ class AgentStore:
         async with self.engine.connect() as conn:
             rows = (await conn.execute(select(agent_tokens).where(agent_tokens.c.id.in_(ids)))).all()
         found = {token.id: token for token in map(_token, rows)}
+        noted = {row.id for row in rows if row.expiry_noted is not None}
         now = self.clock()
         ended: dict[int, TokenEnd] = {}
         for token_id in ids:
@@ -155,7 +156,8 @@ class AgentStore:
                 ended[token_id] = TokenEnd.REVOKED
             elif not token.live(now):
                 ended[token_id] = TokenEnd.EXPIRED
-                await self._note_expired(token)
+                if token_id not in noted:
+                    await self._note_expired(token)
         return ended
 
     async def _note_expired(self, token: AgentToken) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from bot.config import Secret, StorageConfig
 from bot.core.approvals import Factor
-from bot.core.totp import LOCK_S, MAX_FAILURES, RECOVERY_CODES, STEP_S
+from bot.core.totp import LOCK_S, MAX_FAILURES, RECOVERY_CODES, STEP_S, normal, recovery_hash
 from bot.store import open_store
 from bot.store.factors import CodePrompt, CodeStatus, FactorStore
 from bot.store.tables import audit, second_factors
@@ -78,7 +78,9 @@ async def test_enrolment_needs_a_code_from_the_new_secret_and_keeps_it_sealed(st
         async with store.engine.connect() as conn:
             row = (await conn.execute(select(second_factors))).one()
     stored = " ".join(str(v) for v in row)
-    assert secret not in stored and not any(code in stored for code in recovery)
+    assert secret not in stored
+    assert not any(code in stored or normal(code) in stored for code in recovery)  # as shown, or as typed
+    assert all(recovery_hash(code) in stored for code in recovery)
 
 
 async def test_a_code_works_once_in_its_window_and_the_next_one_works(enrolled: Enrolled) -> None:
