@@ -306,9 +306,10 @@ class Calls:
         gone = ended_by == "gone" or (error is not None and conn.gone.is_set())
         if gone or (error is not None and call.caller.answered and _broken(error)):
             # The call's cards say "the server went away" before its result does.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(SETTLE_GRACE_S):
-                await conn.finished.wait()
-                await self.prompts.wait_settled(conn.key)
+            if gone:  # the session ended: its cards settle first (one broken request leaves it open)
+                with anyio.CancelScope(shield=True), anyio.move_on_after(SETTLE_GRACE_S):
+                    await conn.finished.wait()
+                    await self.prompts.wait_settled(conn.key)
             if call.caller.answered:
                 # Whether the answer reached the tool, nobody here can tell: never sent again on its own (the
                 # tool might do its work twice), never silence; its person may run the call again.

@@ -156,7 +156,9 @@ class Partitions:
         subscribers have dropped what it held for them by then)."""
         partition = partition_of(user_id)
         while partition in self._owned:
-            if time.monotonic() < self._fresh_until:
+            # Fresh only while the lock session lives: once the server has ended it (a restart, an operator),
+            # another instance may take the partitions at its next tick, whatever the clock says.
+            if time.monotonic() < self._fresh_until and self._conn is not None and not self._conn.is_closed():
                 return True
             beat = self._beat
             self._poke.set()

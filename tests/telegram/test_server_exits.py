@@ -51,11 +51,12 @@ async def test_a_server_that_dies_mid_call_names_its_exit_in_the_calls_failure()
         assert f"the server process exited with status 5; its stderr ends: {DYING}" in result.text
 
 
-async def test_a_secret_the_server_echoes_on_stderr_is_neither_shown_nor_logged(
+async def test_a_secret_the_server_echoes_on_stderr_is_redacted_in_the_chat_and_in_the_bots_warning_line(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """The server prints the value of its token variable before it exits: the chat and the warning log line
-    quote its stderr with the value redacted."""
+    """The server prints the value of its token variable before it exits: the chat and the bot's warning line
+    quote its stderr with the value redacted. (The server's raw stderr itself goes on to the bot's stderr as the
+    server wrote it, as SECURITY.md says.)"""
     with caplog.at_level(logging.WARNING, logger="bot.servers.connections"):
         async with bot_scene(servers={"x": EXITS_AT_START}, in_process={}) as s:
             await s.alice.send("/call x die")
