@@ -1,6 +1,6 @@
 """The layers of the code, checked over the real import graph of every module in bot/ and mapping/.
 
-    mapping  <-  core, config, logs, files  <-  servers, store  <-  telegram, console, web  <-  cli
+    mapping  <-  core, config, logs, files  <-  servers, store, approvals  <-  telegram, console, web  <-  cli
 
 A module may import from its own unit and from any unit on a lower level; never from a unit above it, and
 never from another unit on its own level (servers and store, or telegram, console and web, do not know each
@@ -35,6 +35,7 @@ LAYERS: Final[tuple[Mapping[str, frozenset[str]], ...]] = (
     {
         "servers": frozenset({"bot.servers"}),
         "store": frozenset({"bot.store"}),
+        "approvals": frozenset({"bot.approvals"}),
     },
     {
         "telegram": frozenset({"bot.telegram"}),

@@ -17,7 +17,7 @@ from anyio.abc import TaskGroup
 from telegram import User
 from telegram.error import TelegramError
 
-from bot.core.approval_service import AGENT_GONE, GONE, STOPPING, ApprovalService, orphaned
+from bot.approvals import AGENT_GONE, GONE, STOPPING, ApprovalService, orphaned
 from bot.core.approvals import ApprovalRecord, ApprovalStatus, Verdict, Vote, names
 from bot.servers.hub import Hub
 from bot.telegram.approval_cards import (

@@ -27,7 +27,7 @@ import segno
 from telegram import User
 from telegram.error import TelegramError
 
-from bot.core.approval_service import ApprovalService
+from bot.approvals import ApprovalService
 from bot.core.approvals import BookUnavailable, Factor, Vote, short_hash
 from bot.core.totp import MAX_FAILURES, provisioning_uri
 from bot.store.errors import StoreUnavailable

@@ -14,8 +14,8 @@ import anyio
 import pytest
 from anyio.abc import TaskGroup
 
+from bot.approvals import REMIND_BATCH_S, ApprovalBook, ApprovalService
 from bot.config import Secret, StorageConfig
-from bot.core.approval_service import REMIND_BATCH_S, ApprovalBook, ApprovalService
 from bot.core.approvals import ApprovalRecord, ApprovalStatus, Verdict, Vote
 from bot.store import Store, open_store
 from bot.telegram.approval_cards import approval_screen

@@ -16,9 +16,9 @@ import anyio
 import pytest
 from anyio.abc import TaskGroup
 
+from bot.approvals import STOPPING, ApprovalBook, ApprovalService
 from bot.config import Secret, StorageConfig
 from bot.core import Origin
-from bot.core.approval_service import STOPPING, ApprovalBook, ApprovalService
 from bot.core.approvals import (
     DUE,
     ApprovalAsk,
