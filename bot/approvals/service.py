@@ -62,7 +62,6 @@ from bot.core.approvals import (
     ApprovalState,
     ApprovalStatus,
     Ballot,
-    BookUnavailable,
     Factor,
     Verdict,
     Vote,
@@ -72,6 +71,7 @@ from bot.core.approvals import (
     unnamed,
 )
 from bot.core.values import Origin
+from bot.errors import StoreUnavailable
 
 __all__ = [
     "AGENT_GONE",
@@ -113,7 +113,7 @@ class ApprovalBook(Protocol):
     is a compare-and-set on `record.revision`: None means somebody changed the request since `record` was read
     (`claim` is one on `ran_by`: False means somebody else carries the decision out).
 
-    Every method raises `BookUnavailable` when the requests cannot be read or written.
+    Every method raises `StoreUnavailable` (`bot.errors`) when the requests cannot be read or written.
     """
 
     async def create(
@@ -327,14 +327,14 @@ class ApprovalService:
         self.people[user_id] = name
         try:
             await self.book.remember(user_id, name)
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.warning("the name of user %d was not stored: the database is unavailable", user_id)
 
     async def _learn(self, user_ids: Collection[int]) -> None:
         """The book's names of `user_ids` over the ones known here, before a card naming them is drawn."""
         try:
             self.people.update(await self.book.names(user_ids))
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.warning("names not read: the database is unavailable; cards name whom this process saw")
 
     async def _redraw(self, show: ApprovalShow, record: ApprovalRecord) -> None:
@@ -370,7 +370,7 @@ class ApprovalService:
         try:
             pending = await self.book.pending()
             due = await self.book.due()
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.exception("could not read the pending approval requests")
             return
         for record in pending:
@@ -426,7 +426,7 @@ class ApprovalService:
                 known = {u: self.people[u] for u in people_of(ask) if u in self.people}
                 gate = "call" if ask.question is None else "answers"
                 record = await self.book.create(ask, gate, self.clock() + ask.timeout_s, known)
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.exception("could not store an approval request")
             return Verdict(ApprovalStatus.CANCELLED, f"the approval request could not be recorded; {nothing}")
         waiter = self._waiters[record.id] = _Waiter(
@@ -476,7 +476,7 @@ class ApprovalService:
             try:
                 record = await self.book.get(approval_id)
                 ended = None if record is None else await self.book.finish(record, ApprovalStatus.CANCELLED)
-            except BookUnavailable:
+            except StoreUnavailable:
                 logger.exception("could not withdraw approval %s", approval_id)
                 return
         if ended is not None and self._show is not None:
@@ -508,7 +508,7 @@ class ApprovalService:
                     ended = await self.book.finish(record, ApprovalStatus.CANCELLED)
                     if ended is None:  # decided meanwhile
                         record = await self.book.get(approval_id)
-            except BookUnavailable:
+            except StoreUnavailable:
                 logger.exception("could not cancel approval %s", approval_id)
                 return
         if ended is None:
@@ -524,7 +524,7 @@ class ApprovalService:
         cards = await show.post(record)
         try:
             return await self.book.set_cards(record, cards)
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.exception("could not store where the approval cards are")
             return record
 
@@ -555,7 +555,7 @@ class ApprovalService:
             for _ in range(CAS_ATTEMPTS):
                 try:
                     record = await self.book.get(approval_id)
-                except BookUnavailable:
+                except StoreUnavailable:
                     logger.exception("could not read approval %s", approval_id)
                     return Cast("The approval store is unavailable; try again.", refused=True)
                 if record is None:
@@ -566,7 +566,7 @@ class ApprovalService:
                 assert counted.ballot is not None
                 try:
                     updated = await self.book.vote(record, counted.state, counted.ballot)
-                except BookUnavailable:
+                except StoreUnavailable:
                     logger.exception("could not store a vote on approval %s", record.id)
                     return Cast("Your vote could not be recorded; try again.", refused=True)
                 if updated is not None:
@@ -592,7 +592,7 @@ class ApprovalService:
         async with self._lock(approval_id):
             try:
                 record = await self.book.get(approval_id)
-            except BookUnavailable:
+            except StoreUnavailable:
                 logger.exception("could not read approval %s", approval_id)
                 return Cast("The approval store is unavailable; try again.", refused=True)
             if record is None:
@@ -608,7 +608,7 @@ class ApprovalService:
                 return Cast("This answer can no longer be changed.", refused=True)
             try:
                 changing = await self.book.start_change(record)
-            except BookUnavailable:
+            except StoreUnavailable:
                 logger.exception("could not start changing approval %s", record.id)
                 return Cast("The approval store is unavailable; try again.", refused=True)
             if changing is None:
@@ -658,7 +658,7 @@ class ApprovalService:
         verdict = verdict_of(record, self.name_of)
         try:
             won = await self.book.claim(record, self.name)
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.exception("could not claim approval %s", record.id)
             if not verdict.approved:
                 return verdict
@@ -698,7 +698,7 @@ class ApprovalService:
     async def _look(self, approval_id: str) -> None:
         try:
             record = await self.book.get(approval_id)
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.exception("could not read approval %s", approval_id)
             return
         if record is not None and not record.state.open:
@@ -735,7 +735,7 @@ class ApprovalService:
                         await self._escalate(current.id)
                     try:
                         current = await self.book.get(current.id)
-                    except BookUnavailable:
+                    except StoreUnavailable:
                         logger.exception("could not read approval %s", record.id)
                         return
             finally:
@@ -767,7 +767,7 @@ class ApprovalService:
             try:
                 record = await self.book.get(approval_id)
                 taken = None if record is None else await self.book.remind(record)
-            except BookUnavailable:
+            except StoreUnavailable:
                 logger.exception("could not take the reminder of approval %s", approval_id)
                 continue
             if taken is not None:
@@ -791,7 +791,7 @@ class ApprovalService:
                     if record.escalated_at is not None:
                         return
                     escalated = await self.book.escalate(record)
-                except BookUnavailable:
+                except StoreUnavailable:
                     logger.exception("could not escalate approval %s", approval_id)
                     return
                 if escalated is not None:
@@ -807,7 +807,7 @@ class ApprovalService:
             if cards:
                 try:
                     await self.book.set_cards(escalated, (*escalated.cards, *cards))
-                except BookUnavailable:
+                except StoreUnavailable:
                     logger.exception("could not store where the approval cards are")
         await show.redraw(escalated)  # the cards there were before: the new ones were drawn escalated
 
@@ -839,7 +839,7 @@ class ApprovalService:
                     expired = await self.book.finish(record, ApprovalStatus.EXPIRED)
                     if expired is None:  # decided meanwhile
                         record = await self.book.get(approval_id)
-            except BookUnavailable:
+            except StoreUnavailable:
                 logger.exception("could not expire approval %s", approval_id)
                 return
         if expired is None:

@@ -1,8 +1,8 @@
 """Approvals: what an approval request is, how taps count towards its quorum, and the gate a host provides.
 
 Pure: `tally` decides a tap (refusal or new state) from values; hashing is the only computation. The hub asks
-an `Approver` before sending a gated call; `bot.core.approval_service.ApprovalService` is the one it is given
-(quorum, expiry, compare-and-set, the waiter), with the store below it and a host's cards above it.
+an `Approver` before sending a gated call; `bot.approvals.ApprovalService` is the one it is given
+(quorum, expiry, compare-and-set, the waiter), given the store's book and a host's cards.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ __all__ = [
     "ApprovalStatus",
     "Approver",
     "Ballot",
-    "BookUnavailable",
     "Factor",
     "Tally",
     "Verdict",
@@ -297,10 +296,6 @@ DUE: Final = "due"
 """`ApprovalRecord.ran_by` of a request decided and not carried out yet."""
 DECIDED_TOPIC: Final = "approvals"
 """The fleet's bus topic a decision is published on (the payload is the request's id)."""
-
-
-class BookUnavailable(Exception):
-    """Where requests are kept cannot be read or written (the store raises its `StoreUnavailable`, a subclass)."""
 
 
 @dataclass(frozen=True, slots=True)
