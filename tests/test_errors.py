@@ -14,7 +14,9 @@ from bot.errors import ToolnexusError
 
 ROOT = Path(__file__).resolve().parents[1]
 
-STANDALONE: Final = {"bot.receipts.BadReceipt": "MCP servers copy bot/receipts.py: it imports nothing of ours"}
+STANDALONE: Final = {
+    "bot.receipts.BadReceipt": "MCP servers copy bot/receipts.py: it imports nothing of ours"
+}
 """Exception classes of bot/ outside the tree, and why (the root's docstring names them too)."""
 
 SKIPPED: Final = ("bot.__main__", "bot.store.migrations")
@@ -68,7 +70,9 @@ def test_the_walk_finds_the_exceptions_of_every_layer() -> None:
         "bot.receipts.BadReceipt",
     ):
         assert name in found
-    assert any(issubclass(cls, ToolnexusError) and name.startswith("bot.config.") for name, cls in found.items())
+    assert any(
+        issubclass(cls, ToolnexusError) and name.startswith("bot.config.") for name, cls in found.items()
+    )
 
 
 def test_every_exception_class_of_the_bot_descends_from_the_root() -> None:
