@@ -1,4 +1,4 @@
-"""Tests for the reminders, escalation, ending and /cancel of bot/core/approval_service.py, against the real
+"""Tests for the reminders, escalation, ending and /cancel of bot/approvals/service.py, against the real
 store on SQLite and PostgreSQL, on a virtual clock and virtual sleeps: nothing sleeps for real.
 
 The host is the recording `Shown` of test_approval_service.py, drawing each card as Telegram does.

@@ -1,4 +1,4 @@
-"""Tests for bot/core/approval_service.py against the real store, on SQLite and PostgreSQL: quorum, a reject,
+"""Tests for bot/approvals/service.py against the real store, on SQLite and PostgreSQL: quorum, a reject,
 a double tap, two votes racing from two processes, expiry on an injected clock, a change of the answer, a
 request a stopped process left pending decided by the next one, and a decision a process died before carrying
 out, carried out once by the next. (Several processes at once: test_approval_fleet.py.)
