@@ -47,25 +47,33 @@ import logging
 import os
 import platform
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
 
+from bot.approvals.show import ApprovalShow, Cast
+from bot.approvals.verdicts import (
+    CANCELLED_BY_REQUESTER,
+    GONE,
+    RAN_ELSEWHERE,
+    STOPPING,
+    STOPPING_AGENT,
+    orphaned,
+    verdict_of,
+)
 from bot.core.approvals import (
     DECIDED_TOPIC,
     DUE,
     ApprovalAsk,
+    ApprovalBook,
     ApprovalRecord,
-    ApprovalState,
     ApprovalStatus,
-    Ballot,
     Factor,
     Verdict,
     Vote,
-    names,
     people_of,
     tally,
     unnamed,
@@ -73,96 +81,15 @@ from bot.core.approvals import (
 from bot.core.values import Origin
 from bot.errors import StoreUnavailable
 
-__all__ = [
-    "AGENT_GONE",
-    "GONE",
-    "RAN_ELSEWHERE",
-    "STOPPING",
-    "STOPPING_AGENT",
-    "ApprovalBook",
-    "ApprovalService",
-    "ApprovalShow",
-    "Cast",
-    "Wakeups",
-    "orphaned",
-    "verdict_of",
-]
+__all__ = ["REMIND_BATCH_S", "ApprovalService", "Wakeups"]
 
 logger = logging.getLogger(__name__)
 
-STOPPING: Final = "the bot is stopping; the approval request stays open and the call runs once it is approved"
-GONE: Final = "This approval request no longer exists."
-STOPPING_AGENT: Final = (
-    "the bot is stopping; the call was not made, and it will not be made after the restart either: call again"
-)
-"""What an agent's call waiting for approval gets when the bot stops (its request is left pending, `orphaned`)."""
-AGENT_GONE: Final = "the agent that asked is gone; not run"
-"""An agent's gated call approved after the process that took it ended (`orphaned`)."""
-RAN_ELSEWHERE: Final = "approved, but another instance of the bot has already carried it out; not run again"
-"""A waiting call whose approved request was claimed by another process (it ran there, or was found orphaned)."""
 CAS_ATTEMPTS: Final = 5
 """Fresh reads a vote gets when other votes keep committing first."""
 REMIND_BATCH_S: Final = 15.0
 """Reminders falling due this close together go out as one message per approver (a flood of requests is one
 message, not one per request): each waits at most this long."""
-CANCELLED_BY_REQUESTER: Final = "cancelled by its requester"
-
-
-class ApprovalBook(Protocol):
-    """Where requests are kept (the store's `ApprovalStore`). Every write is committed when the call returns and
-    is a compare-and-set on `record.revision`: None means somebody changed the request since `record` was read
-    (`claim` is one on `ran_by`: False means somebody else carries the decision out).
-
-    Every method raises `StoreUnavailable` (`bot.errors`) when the requests cannot be read or written.
-    """
-
-    async def create(
-        self, ask: ApprovalAsk, gate: str, deadline: float, names: Mapping[int, str] | None = None
-    ) -> ApprovalRecord: ...
-
-    async def get(self, approval_id: str) -> ApprovalRecord | None: ...
-
-    async def pending(self) -> list[ApprovalRecord]:
-        """Every request still open (pending or being changed)."""
-        ...
-
-    async def set_cards(self, record: ApprovalRecord, cards: Sequence[tuple[int, int]]) -> ApprovalRecord:
-        """Remember where the host's cards are (not a change of the tally)."""
-        ...
-
-    async def vote(
-        self, record: ApprovalRecord, new: ApprovalState, ballot: Ballot
-    ) -> ApprovalRecord | None: ...
-
-    async def start_change(self, record: ApprovalRecord) -> ApprovalRecord | None: ...
-
-    async def rebind(self, record: ApprovalRecord, ask: ApprovalAsk) -> ApprovalRecord | None: ...
-
-    async def finish(self, record: ApprovalRecord, status: ApprovalStatus) -> ApprovalRecord | None: ...
-
-    async def due(self) -> list[ApprovalRecord]:
-        """Every request decided and not carried out yet."""
-        ...
-
-    async def claim(self, record: ApprovalRecord, by: str) -> bool:
-        """Take the carrying out of a decided request: True for exactly one caller in the whole fleet."""
-        ...
-
-    async def remember(self, user_id: int, name: str) -> None:
-        """Keep the display name a person shows now."""
-        ...
-
-    async def names(self, user_ids: Collection[int]) -> dict[int, str]:
-        """The display names kept of `user_ids` (people never seen are left out)."""
-        ...
-
-    async def remind(self, record: ApprovalRecord) -> ApprovalRecord | None:
-        """Take a pending request's reminder to send: the record for exactly one caller in the fleet, else None."""
-        ...
-
-    async def escalate(self, record: ApprovalRecord) -> ApprovalRecord | None:
-        """`record.ask.escalate_to` join its approvers (a compare-and-set on the revision)."""
-        ...
 
 
 class Wakeups(Protocol):
@@ -172,56 +99,6 @@ class Wakeups(Protocol):
     def subscribe(
         self, topic: str, on_message: Callable[[str], None], on_connect: Callable[[], None] | None = None
     ) -> None: ...
-
-
-class ApprovalShow(Protocol):
-    """What a host does for the service: show requests to people and tell the requester. Never raises for a
-    message that could not be delivered (it logs it)."""
-
-    async def post(self, record: ApprovalRecord) -> Sequence[tuple[int, int]]:
-        """Show a new request to its approvers; where its cards are (tell the requester when nobody is
-        reachable)."""
-        ...
-
-    async def redraw(self, record: ApprovalRecord) -> None:
-        """Show the request's current state on its cards (`record.cards`)."""
-        ...
-
-    async def waiting(self, record: ApprovalRecord) -> int | None:
-        """Gate "answers": tell the requester their answer waits, with a way to change it; the notice's id."""
-        ...
-
-    async def settled(self, record: ApprovalRecord, notice: int, verdict: Verdict | None) -> None:
-        """Gate "answers": the notice of `waiting` once the wait is over (`verdict.changing`: being changed)."""
-        ...
-
-    async def decided(self, record: ApprovalRecord, verdict: Verdict, waiting: bool) -> None:
-        """A vote or the deadline decided the request: tell the requester what they need to know (`waiting`:
-        their call is waiting in this process and will end with `verdict`). Told by the one process that
-        claimed the decision, so a fleet tells them once."""
-        ...
-
-    async def run_approved(self, record: ApprovalRecord, verdict: Verdict) -> None:
-        """Run a call approved after the process that asked for it ended, and show its result."""
-        ...
-
-    async def remind(self, user_id: int, records: Sequence[ApprovalRecord]) -> None:
-        """One private reminder to an approver of the pending requests `records` that wait for their vote."""
-        ...
-
-    async def escalated(self, record: ApprovalRecord, added: frozenset[int]) -> Sequence[tuple[int, int]]:
-        """Show an escalated request to the approvers who just joined it; where their cards are."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Cast:
-    """What a vote or a change got: a line for the person, and whether it was refused (nothing changed)."""
-
-    text: str
-    refused: bool = False
-    needs_code: bool = False
-    """Refused for want of a one-time code only (`tally`): ask the approver for it."""
 
 
 @dataclass(slots=True)
@@ -237,41 +114,6 @@ class _Waiter:
     verdict: Verdict | None = None
     settling: bool = False
     """A decision is being carried out for it (claimed, the requester told): its verdict comes with `done`."""
-
-
-def orphaned(record: ApprovalRecord, waiting: bool) -> bool:
-    """An agent's request decided where no call waits for it (after a restart): not run. The agent's HTTP call
-    ended with the process that took it, so nobody would get the result, and the agent may well have tried
-    again meanwhile: running it now could run it twice. A person's call is run instead (`run_approved`): its
-    result goes to the chat it was asked in."""
-    return record.ask.origin.agent is not None and not waiting
-
-
-def verdict_of(record: ApprovalRecord, name_of: Callable[[int], str] | None = None) -> Verdict:
-    """The requester's line for a final request (`name_of`: the names known; default: those kept with it)."""
-    state = record.state
-    nothing = "the call was not made" if record.ask.question is None else "the server was told decline"
-    if state.status is ApprovalStatus.APPROVED:
-        return Verdict(
-            state.status,
-            f"approved by {names(state.deciders)}",
-            record.id,
-            approvals=state.deciders,
-            asked_at=record.created_at,
-        )
-    if state.status is ApprovalStatus.REJECTED:
-        return Verdict(state.status, f"rejected by {names(state.deciders)}; {nothing}", record.id)
-    if state.status is ApprovalStatus.EXPIRED:
-        silent = tuple(
-            (name_of or (lambda u: record.names.get(u) or unnamed(u)))(u) for u in state.unanswered
-        )
-        unheard = f" (no answer from {_and(silent)})" if silent else ""
-        return Verdict(state.status, f"not approved in time{unheard}; {nothing}", record.id)
-    return Verdict(state.status, f"the approval request was cancelled; {nothing}", record.id)
-
-
-def _and(people: Sequence[str]) -> str:
-    return people[0] if len(people) == 1 else ", ".join(people[:-1]) + " and " + people[-1]
 
 
 class ApprovalService:

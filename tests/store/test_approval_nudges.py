@@ -14,9 +14,9 @@ import anyio
 import pytest
 from anyio.abc import TaskGroup
 
-from bot.approvals import REMIND_BATCH_S, ApprovalBook, ApprovalService
+from bot.approvals import REMIND_BATCH_S, ApprovalService
 from bot.config import Secret, StorageConfig
-from bot.core.approvals import ApprovalRecord, ApprovalStatus, Verdict, Vote
+from bot.core.approvals import ApprovalBook, ApprovalRecord, ApprovalStatus, Verdict, Vote
 from bot.store import Store, open_store
 from bot.telegram.approval_cards import approval_screen
 from tests.store.test_approval_service import (

@@ -16,12 +16,13 @@ import anyio
 import pytest
 from anyio.abc import TaskGroup
 
-from bot.approvals import STOPPING, ApprovalBook, ApprovalService
+from bot.approvals import STOPPING, ApprovalService
 from bot.config import Secret, StorageConfig
 from bot.core import Origin
 from bot.core.approvals import (
     DUE,
     ApprovalAsk,
+    ApprovalBook,
     ApprovalRecord,
     ApprovalState,
     ApprovalStatus,
