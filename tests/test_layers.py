@@ -1,6 +1,6 @@
 """The layers of the code, checked over the real import graph of every module in bot/ and mapping/.
 
-    mapping  <-  core, config, logs, files  <-  servers, store  <-  telegram, console, web  <-  cli
+    mapping, errors  <-  core, config, logs, files  <-  servers, store, approvals  <-  telegram, console, web  <-  cli
 
 A module may import from its own unit and from any unit on a lower level; never from a unit above it, and
 never from another unit on its own level (servers and store, or telegram, console and web, do not know each
@@ -25,6 +25,7 @@ LAYERS: Final[tuple[Mapping[str, frozenset[str]], ...]] = (
         "mapping": frozenset({"mapping"}),
         "bot": frozenset({"bot"}),  # the package itself: importing any `bot.x` runs it, so it imports nothing
         "receipts": frozenset({"bot.receipts"}),  # copied by MCP servers: imports nothing of ours
+        "errors": frozenset({"bot.errors"}),  # the exception tree's root: every layer may raise its classes
     },
     {
         "core": frozenset({"bot.core"}),
@@ -35,6 +36,7 @@ LAYERS: Final[tuple[Mapping[str, frozenset[str]], ...]] = (
     {
         "servers": frozenset({"bot.servers"}),
         "store": frozenset({"bot.store"}),
+        "approvals": frozenset({"bot.approvals"}),
     },
     {
         "telegram": frozenset({"bot.telegram"}),

@@ -42,6 +42,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from bot.config import read
+from bot.errors import ToolnexusError
 
 T = TypeVar("T")
 
@@ -70,7 +71,7 @@ _MOVED: Final = (
 )
 
 
-class ConfigError(Exception):
+class ConfigError(ToolnexusError):
     """A configuration that cannot be used; `problems` holds one line per problem, each naming its key."""
 
     def __init__(self, problems: Iterable[str], path: str | None = None) -> None:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import Final, TypeVar, cast
 from urllib.parse import urlsplit
 
+from bot.errors import ToolnexusError
+
 T = TypeVar("T")
 E = TypeVar("E", bound=enum.StrEnum)
 Environ = Mapping[str, str]
@@ -21,7 +23,7 @@ Convert = Callable[[object], T]
 """Raw value → typed value, or `Invalid`."""
 
 
-class Invalid(Exception):
+class Invalid(ToolnexusError):
     """A value's problem; `at` extends the key into the value (`[2]`, `.Authorization`)."""
 
     def __init__(self, reason: str, at: str = "") -> None:

@@ -1,14 +1,15 @@
 """Approvals: what an approval request is, how taps count towards its quorum, and the gate a host provides.
 
 Pure: `tally` decides a tap (refusal or new state) from values; hashing is the only computation. The hub asks
-an `Approver` before sending a gated call; `bot.core.approval_service.ApprovalService` is the one it is given
-(quorum, expiry, compare-and-set, the waiter), with the store below it and a host's cards above it.
+an `Approver` before sending a gated call; `bot.approvals.ApprovalService` is the one it is given
+(quorum, expiry, compare-and-set, the waiter), given the store's book and a host's cards. `ApprovalBook` is
+here, below both, because the service and the store (`bot.store.approvals.ApprovalStore`) sit side by side.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
@@ -21,12 +22,12 @@ __all__ = [
     "NEEDS_CODE",
     "SHORT_HASH",
     "ApprovalAsk",
+    "ApprovalBook",
     "ApprovalRecord",
     "ApprovalState",
     "ApprovalStatus",
     "Approver",
     "Ballot",
-    "BookUnavailable",
     "Factor",
     "Tally",
     "Verdict",
@@ -299,8 +300,61 @@ DECIDED_TOPIC: Final = "approvals"
 """The fleet's bus topic a decision is published on (the payload is the request's id)."""
 
 
-class BookUnavailable(Exception):
-    """Where requests are kept cannot be read or written (the store raises its `StoreUnavailable`, a subclass)."""
+class ApprovalBook(Protocol):
+    """Where requests are kept (the store's `ApprovalStore`). Every write is committed when the call returns and
+    is a compare-and-set on `record.revision`: None means somebody changed the request since `record` was read
+    (`claim` is one on `ran_by`: False means somebody else carries the decision out).
+
+    Every method raises `bot.errors.StoreUnavailable` when the requests cannot be read or written.
+    """
+
+    async def create(
+        self, ask: ApprovalAsk, gate: str, deadline: float, names: Mapping[int, str] | None = None
+    ) -> ApprovalRecord: ...
+
+    async def get(self, approval_id: str) -> ApprovalRecord | None: ...
+
+    async def pending(self) -> list[ApprovalRecord]:
+        """Every request still open (pending or being changed)."""
+        ...
+
+    async def set_cards(self, record: ApprovalRecord, cards: Sequence[tuple[int, int]]) -> ApprovalRecord:
+        """Remember where the host's cards are (not a change of the tally)."""
+        ...
+
+    async def vote(
+        self, record: ApprovalRecord, new: ApprovalState, ballot: Ballot
+    ) -> ApprovalRecord | None: ...
+
+    async def start_change(self, record: ApprovalRecord) -> ApprovalRecord | None: ...
+
+    async def rebind(self, record: ApprovalRecord, ask: ApprovalAsk) -> ApprovalRecord | None: ...
+
+    async def finish(self, record: ApprovalRecord, status: ApprovalStatus) -> ApprovalRecord | None: ...
+
+    async def due(self) -> list[ApprovalRecord]:
+        """Every request decided and not carried out yet."""
+        ...
+
+    async def claim(self, record: ApprovalRecord, by: str) -> bool:
+        """Take the carrying out of a decided request: True for exactly one caller in the whole fleet."""
+        ...
+
+    async def remember(self, user_id: int, name: str) -> None:
+        """Keep the display name a person shows now."""
+        ...
+
+    async def names(self, user_ids: Collection[int]) -> dict[int, str]:
+        """The display names kept of `user_ids` (people never seen are left out)."""
+        ...
+
+    async def remind(self, record: ApprovalRecord) -> ApprovalRecord | None:
+        """Take a pending request's reminder to send: the record for exactly one caller in the fleet, else None."""
+        ...
+
+    async def escalate(self, record: ApprovalRecord) -> ApprovalRecord | None:
+        """`record.ask.escalate_to` join its approvers (a compare-and-set on the revision)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

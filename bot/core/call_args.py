@@ -13,6 +13,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.errors import ToolnexusError
 from mapping.errors import UnsupportedSchema
 from mapping.form import check_content
 from mapping.schema import parse_schema
@@ -31,7 +32,7 @@ def echo(text: str) -> str:
     )
 
 
-class CallArgsError(ValueError):
+class CallArgsError(ToolnexusError, ValueError):
     """The arguments cannot be understood; the message says how to write them."""
 
 

@@ -72,7 +72,7 @@ class SignInRelay(Protocol):
         """A sign-in card is out, waiting for the browser to come back with `state` until `expires` (Unix time).
 
         Raises:
-            BookUnavailable: the row could not be written (the sign-in still works on this instance).
+            StoreUnavailable: the row could not be written (the sign-in still works on this instance).
         """
         ...
 
@@ -80,6 +80,6 @@ class SignInRelay(Protocol):
         """The flow of `state` is over here: forget it.
 
         Raises:
-            BookUnavailable: the row could not be deleted (it expires anyway).
+            StoreUnavailable: the row could not be deleted (it expires anyway).
         """
         ...

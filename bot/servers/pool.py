@@ -19,6 +19,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from bot.config import Config, ServerConfig, Transport
 from bot.core import Origin, Outcome, PromptRegistry
+from bot.errors import ToolnexusError
 from bot.servers.connections import Connection, ElicitHandler, MessageHandler
 from bot.servers.limits import Limits, Refusal
 
@@ -29,7 +30,7 @@ OPENING_AT_ONCE: Final = 16
 the first person's question comes only once nearly all are open; in turn, the first come first."""
 
 
-class Unavailable(Exception):
+class Unavailable(ToolnexusError):
     """A server cannot be used right now (`reason` is shown to the person)."""
 
     def __init__(self, server: str, reason: str) -> None:

@@ -5,10 +5,12 @@ Apart from `oauth.py` so that `connections.py` can recognise it without importin
 
 from __future__ import annotations
 
+from bot.errors import ToolnexusError
+
 __all__ = ["SignInFailed"]
 
 
-class SignInFailed(Exception):
+class SignInFailed(ToolnexusError):
     """The person did not finish signing in; `reason` is one line for them."""
 
     def __init__(self, server: str, reason: str) -> None:

@@ -68,7 +68,7 @@ _EVENTS = {
 
 class ApprovalStore:
     """The `approvals` and `approval_votes` tables of one database, and the audit log beside them: the
-    `ApprovalBook` of `bot.core.approval_service.ApprovalService`. With `bus` (a fleet), each decision is
+    `ApprovalBook` of `bot.approvals.ApprovalService`. With `bus` (a fleet), each decision is
     published on `DECIDED_TOPIC` when it commits."""
 
     def __init__(

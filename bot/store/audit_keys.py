@@ -27,6 +27,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from bot.errors import StoreError
+
 __all__ = ["CHECKPOINT_EVERY", "AuditKeys", "BadCheckpoint", "Checkpoint", "public_key_text"]
 
 CHECKPOINT_EVERY: Final = 1000
@@ -44,7 +46,7 @@ def public_key_text(key: Ed25519PublicKey) -> str:
     return base64.urlsafe_b64encode(key.public_bytes(Encoding.Raw, PublicFormat.Raw)).decode("ascii")
 
 
-class BadCheckpoint(ValueError):
+class BadCheckpoint(StoreError, ValueError):
     """A checkpoint line that does not parse, or whose signature does not hold."""
 
 

@@ -12,10 +12,12 @@ import hashlib
 
 from cryptography.fernet import Fernet, InvalidToken
 
+from bot.errors import StoreError
+
 __all__ = ["Sealer", "Unreadable", "new_key"]
 
 
-class Unreadable(Exception):
+class Unreadable(StoreError):
     """A stored secret cannot be decrypted: another key, another row, or tampered with."""
 
 

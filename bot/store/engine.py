@@ -22,6 +22,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from bot.errors import StoreError
 from bot.files import private_folder
 from bot.store.locks import file_lock
 
@@ -69,7 +70,7 @@ def display_url(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-class DatabaseMissing(Exception):
+class DatabaseMissing(StoreError):
     """A read-only command found no database (or none of our tables) where the config points."""
 
 

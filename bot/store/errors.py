@@ -1,9 +1,13 @@
-"""The store's own error: callers above the store catch `StoreUnavailable`, never the ORM's errors. Pure.
+"""The store's own errors: callers above the store catch `StoreUnavailable`, never the ORM's errors. Pure.
 
-StoreUnavailable   the database cannot be opened, migrated, read or written
-  AuditUnsealed    the audit chain has rows but no seal: a keyed start will not write on it
-SecondInstance     another live bot holds the place this one would need on the database
-Fenced             a write refused: its user's partition was taken by another instance of the fleet
+Each is a `bot.errors.StoreError` (the whole tree is drawn in `bot.errors`); `StoreUnavailable` itself is
+defined there, so layers beside the store can name it, and is the store's to raise:
+
+StoreError (bot.errors)
+ ├── StoreUnavailable (bot.errors)  the database cannot be opened, migrated, read or written
+ │    └── AuditUnsealed             the audit chain has rows but no seal: a keyed start will not write on it
+ ├── SecondInstance                 another live bot holds the place this one would need on the database
+ └── Fenced                         a write refused: its user's partition was taken by another instance
 """
 
 from __future__ import annotations
@@ -15,24 +19,13 @@ from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot.core.approvals import BookUnavailable
+from bot.errors import StoreError, StoreUnavailable
 from bot.store.engine import failure_reason
 
 __all__ = ["AuditUnsealed", "Fenced", "SecondInstance", "StoreUnavailable", "unavailable", "unavailable_as"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-
-class StoreUnavailable(BookUnavailable):
-    """The database cannot be opened, migrated, read or written; the message (one line) says what and why.
-
-    A `BookUnavailable`: the approval service (in `bot.core`, which cannot know the store) handles it as that."""
-
-    def __init__(self, message: str, *, file: bool = False) -> None:
-        super().__init__(message)
-        self.file = file
-        """A SQLite file (nothing to be "running"), not a database server."""
 
 
 class AuditUnsealed(StoreUnavailable):
@@ -57,12 +50,12 @@ class AuditUnsealed(StoreUnavailable):
         super().__init__(message, file=True)
 
 
-class Fenced(Exception):
+class Fenced(StoreError):
     """A kept question's write refused: its user's partition has another epoch now (another instance of the fleet
     took it over), so this process's view of the question is stale and must not reach the database."""
 
 
-class SecondInstance(Exception):
+class SecondInstance(StoreError):
     """Another live bot holds the place this one needs on the database (the same SQLite file; polling for the
     same bot); the message (one line) says what to do instead."""
 

@@ -24,9 +24,9 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from telegram.ext import Application, ApplicationBuilder
 
+from bot.approvals import ApprovalService
 from bot.config import Config, ServerConfig, TelegramMode
 from bot.core import AgentBook, PromptRegistry, RoundBook
-from bot.core.approval_service import ApprovalService
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, sign_ins
 from bot.store import Store, open_configured_store

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from bot.core.approval_service import AGENT_GONE
+from bot.approvals import AGENT_GONE
 from bot.core.approvals import (
     ApprovalAsk,
     ApprovalRecord,

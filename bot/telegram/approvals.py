@@ -2,7 +2,7 @@
 the requester's notices, and the taps on cards forwarded to the service. Does I/O.
 
 The decision (quorum, votes, expiry, the compare-and-set, the waiting call) is the service's
-(`bot.core.approval_service`); this module only shows what the service tells it and forwards what people tap.
+(`bot.approvals`); this module only shows what the service tells it and forwards what people tap.
 A request approved after a restart (its call's task is gone) is run from here, once, with the approved
 arguments, and the result shown in the requester's chat; an agent's is not run (its call went with the process
 that took it): the cards and the person are told so.
@@ -17,7 +17,7 @@ from anyio.abc import TaskGroup
 from telegram import User
 from telegram.error import TelegramError
 
-from bot.core.approval_service import AGENT_GONE, GONE, STOPPING, ApprovalService, orphaned
+from bot.approvals import AGENT_GONE, GONE, STOPPING, ApprovalService, orphaned
 from bot.core.approvals import ApprovalRecord, ApprovalStatus, Verdict, Vote, names
 from bot.servers.hub import Hub
 from bot.telegram.approval_cards import (

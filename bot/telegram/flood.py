@@ -41,6 +41,7 @@ from telegram.constants import FloodLimit
 from telegram.error import RetryAfter
 from telegram.ext import BaseRateLimiter
 
+from bot.errors import ToolnexusError
 from bot.telegram.request import on_written
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ class FleetBudget(Protocol):
         ...
 
 
-class Withdrawn(Exception):
+class Withdrawn(ToolnexusError):
     """A request made inside `unless(withdraw)` whose `withdraw()` held when its turn came: it was not sent."""
 
 

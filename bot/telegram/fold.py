@@ -28,6 +28,7 @@ import anyio
 from telegram.error import TelegramError
 
 from bot.core import Origin, Outcome
+from bot.errors import ToolnexusError
 from bot.telegram.flood import Withdrawn, unless
 from bot.telegram.render import Card, Screen, folded_screen
 
@@ -70,7 +71,7 @@ class Event(enum.StrEnum):
     """The settling edit is done (sent, withdrawn or failed)."""
 
 
-class IllegalFold(RuntimeError):
+class IllegalFold(ToolnexusError, RuntimeError):
     """An event that cannot happen to a parked card in its state (a bug in the caller)."""
 
     def __init__(self, state: Fold, event: Event) -> None:

@@ -27,8 +27,8 @@ import segno
 from telegram import User
 from telegram.error import TelegramError
 
-from bot.core.approval_service import ApprovalService
-from bot.core.approvals import BookUnavailable, Factor, Vote, short_hash
+from bot.approvals import ApprovalService
+from bot.core.approvals import Factor, Vote, short_hash
 from bot.core.totp import MAX_FAILURES, provisioning_uri
 from bot.store.errors import StoreUnavailable
 from bot.store.factors import CodeCheck, CodePrompt, CodeStatus, FactorStore
@@ -83,7 +83,7 @@ class SecondFactors:
             return TapAnswer(f"This approval needs a code from an authenticator app: {HOW}.", alert=True)
         try:
             record = await self.service.book.get(button.token)
-        except BookUnavailable:
+        except StoreUnavailable:
             return TapAnswer(UNAVAILABLE, alert=True)
         if record is None:
             return TapAnswer(GONE, alert=True)
@@ -161,7 +161,7 @@ class SecondFactors:
                 return _refused(checked)
             if not await self.store.answered(user.id, prompt.approval_id):
                 return None  # another process took this code's prompt first, and answers it
-        except BookUnavailable:  # the store's StoreUnavailable too
+        except StoreUnavailable:
             return UNAVAILABLE
         cast = await self.service.vote(
             prompt.approval_id,

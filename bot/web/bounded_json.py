@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+from bot.errors import ToolnexusError
+
 __all__ = ["MAX_DEPTH", "TooDeep", "loads"]
 
 MAX_DEPTH: Final = 64
 """Levels of arrays and objects; Telegram's updates nest about ten deep."""
 
 
-class TooDeep(ValueError):
+class TooDeep(ToolnexusError, ValueError):
     """The document nests deeper than `MAX_DEPTH` (or than Python's parser can follow)."""
 
 

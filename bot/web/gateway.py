@@ -52,7 +52,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from bot.config import Config
 from bot.core import AgentBook, CallStatus, Origin, Outcome, Progress, PromptRegistry, ToolOutcome
 from bot.core.agents import GATEWAY_PATH
-from bot.core.approvals import BookUnavailable
+from bot.errors import StoreUnavailable
 from bot.servers.elicitation import form_of
 from bot.servers.hub import Flight, Hub, ProgressSink, Unavailable
 from bot.web.gateway_guard import SESSION_IDLE_S, Caller, Ending, Guard
@@ -150,7 +150,7 @@ class AgentVerifier:
     async def verify_token(self, token: str) -> AccessToken | None:
         try:
             agent = await self.book.verify(token)
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.warning("agent token not checked: the database is unavailable")
             return None
         if agent is None:
@@ -367,7 +367,7 @@ class Gateway:
         arguments = dict(params.arguments or {})
         try:
             await self.agents.used(token_id)
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.warning("gateway: a call by an agent was not counted: the database is unavailable")
         if params.name == NOTIFY_PERSON:
             return await self._notify_person(origin, arguments)

@@ -44,7 +44,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bot.core.agents import GATEWAY_PATH, AgentBook, TokenEnd
-from bot.core.approvals import BookUnavailable
+from bot.errors import StoreUnavailable
 from bot.servers.limits import Limits
 
 __all__ = ["SESSION_IDLE_S", "WATCH_S", "Caller", "Ending", "Guard"]
@@ -374,7 +374,7 @@ class Guard:
         }
         try:
             ended = await self.book.ended(list(busy))
-        except BookUnavailable:
+        except StoreUnavailable:
             if not self._unread:
                 logger.warning("gateway: agents' tokens not read again: the database is unavailable")
             self._unread = True

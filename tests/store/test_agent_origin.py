@@ -10,9 +10,9 @@ import json
 import pytest
 from sqlalchemy import insert, inspect
 
+from bot.approvals import STOPPING_AGENT
 from bot.config import Secret, StorageConfig
 from bot.core import CallStatus, Era, KeptQuestion, Origin, Outcome, Prompt, ToolOutcome
-from bot.core.approval_service import STOPPING_AGENT
 from bot.core.approvals import ApprovalStatus, Vote, tally
 from bot.store import AuditEvent, AuditLog, Store, current_revision, open_engine, open_store, upgrade
 from bot.store.tables import rounds

@@ -18,10 +18,10 @@ import anyio
 import pytest
 from anyio.abc import TaskGroup
 
+from bot.approvals import RAN_ELSEWHERE, ApprovalService
 from bot.config import Secret, StorageConfig
 from bot.core import Origin
-from bot.core.approval_service import RAN_ELSEWHERE, ApprovalBook, ApprovalService
-from bot.core.approvals import DUE, ApprovalAsk, ApprovalRecord, ApprovalStatus, Vote
+from bot.core.approvals import DUE, ApprovalAsk, ApprovalBook, ApprovalRecord, ApprovalStatus, Vote
 from bot.store import Store, open_store
 from bot.store.bus import FleetBus
 from tests.store.test_approval_service import (

@@ -1,4 +1,4 @@
-"""Tests for the reminders, escalation, ending and /cancel of bot/core/approval_service.py, against the real
+"""Tests for the reminders, escalation, ending and /cancel of bot/approvals/service.py, against the real
 store on SQLite and PostgreSQL, on a virtual clock and virtual sleeps: nothing sleeps for real.
 
 The host is the recording `Shown` of test_approval_service.py, drawing each card as Telegram does.
@@ -14,9 +14,9 @@ import anyio
 import pytest
 from anyio.abc import TaskGroup
 
+from bot.approvals import REMIND_BATCH_S, ApprovalService
 from bot.config import Secret, StorageConfig
-from bot.core.approval_service import REMIND_BATCH_S, ApprovalBook, ApprovalService
-from bot.core.approvals import ApprovalRecord, ApprovalStatus, Verdict, Vote
+from bot.core.approvals import ApprovalBook, ApprovalRecord, ApprovalStatus, Verdict, Vote
 from bot.store import Store, open_store
 from bot.telegram.approval_cards import approval_screen
 from tests.store.test_approval_service import (

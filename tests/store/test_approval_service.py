@@ -1,4 +1,4 @@
-"""Tests for bot/core/approval_service.py against the real store, on SQLite and PostgreSQL: quorum, a reject,
+"""Tests for bot/approvals/service.py against the real store, on SQLite and PostgreSQL: quorum, a reject,
 a double tap, two votes racing from two processes, expiry on an injected clock, a change of the answer, a
 request a stopped process left pending decided by the next one, and a decision a process died before carrying
 out, carried out once by the next. (Several processes at once: test_approval_fleet.py.)
@@ -16,12 +16,13 @@ import anyio
 import pytest
 from anyio.abc import TaskGroup
 
+from bot.approvals import STOPPING, ApprovalService
 from bot.config import Secret, StorageConfig
 from bot.core import Origin
-from bot.core.approval_service import STOPPING, ApprovalBook, ApprovalService
 from bot.core.approvals import (
     DUE,
     ApprovalAsk,
+    ApprovalBook,
     ApprovalRecord,
     ApprovalState,
     ApprovalStatus,

@@ -33,7 +33,7 @@ from bot.core import (
     SignInBook,
     SignInRelay,
 )
-from bot.core.approvals import BookUnavailable
+from bot.errors import StoreUnavailable
 from bot.servers.keeper import RoundKeeper
 from bot.servers.oauth.account import Account, BoundAuth
 from bot.servers.oauth.naming import (
@@ -265,7 +265,7 @@ class SignIns:
         expires = time.time() + max(0.0, pending.deadline - time.monotonic())
         try:
             await self.relay.opened(pending.state, pending.user_id, pending.server, expires)
-        except BookUnavailable as exc:
+        except StoreUnavailable as exc:
             logger.warning("sign-in to %s: only this instance can take its return: %s", pending.server, exc)
 
     async def _relay_closed(self, state: str) -> None:
@@ -273,7 +273,7 @@ class SignIns:
             return
         try:
             await self.relay.closed(state)
-        except BookUnavailable as exc:
+        except StoreUnavailable as exc:
             logger.warning("could not forget a pending sign-in (it expires anyway): %s", exc)
 
     async def record(self, event: str, user_id: int, server: str, detail: dict[str, str]) -> None:

@@ -18,7 +18,7 @@ from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, Cont
 from bot.config import Config
 from bot.core import AgentBook
 from bot.core.agents import AGENT_NAME, GATEWAY_PATH, AgentToken
-from bot.core.approvals import BookUnavailable
+from bot.errors import StoreUnavailable
 from bot.telegram import callback_data
 from bot.telegram.access import Access
 from bot.telegram.callback_data import Action, Button, Kind
@@ -187,7 +187,7 @@ def handlers(config: Config, book: AgentBook | None, surface: TelegramSurface) -
                 await surface.send(chat.id, render_list(await book.of(user.id), user.id, note))
             else:
                 await reply(update, USAGE)
-        except BookUnavailable:
+        except StoreUnavailable:
             await reply(update, UNAVAILABLE)
 
     async def new(user_id: int, name: str) -> str:
@@ -226,7 +226,7 @@ def handlers(config: Config, book: AgentBook | None, surface: TelegramSurface) -
             token = next((t for t in mine if str(t.id) == button.token), None)
             revoked = token is not None and await book.revoke(user.id, token.name)
             left = await book.of(user.id)
-        except BookUnavailable:
+        except StoreUnavailable:
             await query.answer(UNAVAILABLE, show_alert=True)
             return
         note = (

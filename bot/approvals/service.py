@@ -47,122 +47,49 @@ import logging
 import os
 import platform
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
 
+from bot.approvals.show import ApprovalShow, Cast
+from bot.approvals.verdicts import (
+    CANCELLED_BY_REQUESTER,
+    GONE,
+    RAN_ELSEWHERE,
+    STOPPING,
+    STOPPING_AGENT,
+    orphaned,
+    verdict_of,
+)
 from bot.core.approvals import (
     DECIDED_TOPIC,
     DUE,
     ApprovalAsk,
+    ApprovalBook,
     ApprovalRecord,
-    ApprovalState,
     ApprovalStatus,
-    Ballot,
-    BookUnavailable,
     Factor,
     Verdict,
     Vote,
-    names,
     people_of,
     tally,
     unnamed,
 )
 from bot.core.values import Origin
+from bot.errors import StoreUnavailable
 
-__all__ = [
-    "AGENT_GONE",
-    "GONE",
-    "RAN_ELSEWHERE",
-    "STOPPING",
-    "STOPPING_AGENT",
-    "ApprovalBook",
-    "ApprovalService",
-    "ApprovalShow",
-    "Cast",
-    "Wakeups",
-    "orphaned",
-    "verdict_of",
-]
+__all__ = ["REMIND_BATCH_S", "ApprovalService", "Wakeups"]
 
 logger = logging.getLogger(__name__)
 
-STOPPING: Final = "the bot is stopping; the approval request stays open and the call runs once it is approved"
-GONE: Final = "This approval request no longer exists."
-STOPPING_AGENT: Final = (
-    "the bot is stopping; the call was not made, and it will not be made after the restart either: call again"
-)
-"""What an agent's call waiting for approval gets when the bot stops (its request is left pending, `orphaned`)."""
-AGENT_GONE: Final = "the agent that asked is gone; not run"
-"""An agent's gated call approved after the process that took it ended (`orphaned`)."""
-RAN_ELSEWHERE: Final = "approved, but another instance of the bot has already carried it out; not run again"
-"""A waiting call whose approved request was claimed by another process (it ran there, or was found orphaned)."""
 CAS_ATTEMPTS: Final = 5
 """Fresh reads a vote gets when other votes keep committing first."""
 REMIND_BATCH_S: Final = 15.0
 """Reminders falling due this close together go out as one message per approver (a flood of requests is one
 message, not one per request): each waits at most this long."""
-CANCELLED_BY_REQUESTER: Final = "cancelled by its requester"
-
-
-class ApprovalBook(Protocol):
-    """Where requests are kept (the store's `ApprovalStore`). Every write is committed when the call returns and
-    is a compare-and-set on `record.revision`: None means somebody changed the request since `record` was read
-    (`claim` is one on `ran_by`: False means somebody else carries the decision out).
-
-    Every method raises `BookUnavailable` when the requests cannot be read or written.
-    """
-
-    async def create(
-        self, ask: ApprovalAsk, gate: str, deadline: float, names: Mapping[int, str] | None = None
-    ) -> ApprovalRecord: ...
-
-    async def get(self, approval_id: str) -> ApprovalRecord | None: ...
-
-    async def pending(self) -> list[ApprovalRecord]:
-        """Every request still open (pending or being changed)."""
-        ...
-
-    async def set_cards(self, record: ApprovalRecord, cards: Sequence[tuple[int, int]]) -> ApprovalRecord:
-        """Remember where the host's cards are (not a change of the tally)."""
-        ...
-
-    async def vote(
-        self, record: ApprovalRecord, new: ApprovalState, ballot: Ballot
-    ) -> ApprovalRecord | None: ...
-
-    async def start_change(self, record: ApprovalRecord) -> ApprovalRecord | None: ...
-
-    async def rebind(self, record: ApprovalRecord, ask: ApprovalAsk) -> ApprovalRecord | None: ...
-
-    async def finish(self, record: ApprovalRecord, status: ApprovalStatus) -> ApprovalRecord | None: ...
-
-    async def due(self) -> list[ApprovalRecord]:
-        """Every request decided and not carried out yet."""
-        ...
-
-    async def claim(self, record: ApprovalRecord, by: str) -> bool:
-        """Take the carrying out of a decided request: True for exactly one caller in the whole fleet."""
-        ...
-
-    async def remember(self, user_id: int, name: str) -> None:
-        """Keep the display name a person shows now."""
-        ...
-
-    async def names(self, user_ids: Collection[int]) -> dict[int, str]:
-        """The display names kept of `user_ids` (people never seen are left out)."""
-        ...
-
-    async def remind(self, record: ApprovalRecord) -> ApprovalRecord | None:
-        """Take a pending request's reminder to send: the record for exactly one caller in the fleet, else None."""
-        ...
-
-    async def escalate(self, record: ApprovalRecord) -> ApprovalRecord | None:
-        """`record.ask.escalate_to` join its approvers (a compare-and-set on the revision)."""
-        ...
 
 
 class Wakeups(Protocol):
@@ -172,56 +99,6 @@ class Wakeups(Protocol):
     def subscribe(
         self, topic: str, on_message: Callable[[str], None], on_connect: Callable[[], None] | None = None
     ) -> None: ...
-
-
-class ApprovalShow(Protocol):
-    """What a host does for the service: show requests to people and tell the requester. Never raises for a
-    message that could not be delivered (it logs it)."""
-
-    async def post(self, record: ApprovalRecord) -> Sequence[tuple[int, int]]:
-        """Show a new request to its approvers; where its cards are (tell the requester when nobody is
-        reachable)."""
-        ...
-
-    async def redraw(self, record: ApprovalRecord) -> None:
-        """Show the request's current state on its cards (`record.cards`)."""
-        ...
-
-    async def waiting(self, record: ApprovalRecord) -> int | None:
-        """Gate "answers": tell the requester their answer waits, with a way to change it; the notice's id."""
-        ...
-
-    async def settled(self, record: ApprovalRecord, notice: int, verdict: Verdict | None) -> None:
-        """Gate "answers": the notice of `waiting` once the wait is over (`verdict.changing`: being changed)."""
-        ...
-
-    async def decided(self, record: ApprovalRecord, verdict: Verdict, waiting: bool) -> None:
-        """A vote or the deadline decided the request: tell the requester what they need to know (`waiting`:
-        their call is waiting in this process and will end with `verdict`). Told by the one process that
-        claimed the decision, so a fleet tells them once."""
-        ...
-
-    async def run_approved(self, record: ApprovalRecord, verdict: Verdict) -> None:
-        """Run a call approved after the process that asked for it ended, and show its result."""
-        ...
-
-    async def remind(self, user_id: int, records: Sequence[ApprovalRecord]) -> None:
-        """One private reminder to an approver of the pending requests `records` that wait for their vote."""
-        ...
-
-    async def escalated(self, record: ApprovalRecord, added: frozenset[int]) -> Sequence[tuple[int, int]]:
-        """Show an escalated request to the approvers who just joined it; where their cards are."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Cast:
-    """What a vote or a change got: a line for the person, and whether it was refused (nothing changed)."""
-
-    text: str
-    refused: bool = False
-    needs_code: bool = False
-    """Refused for want of a one-time code only (`tally`): ask the approver for it."""
 
 
 @dataclass(slots=True)
@@ -237,41 +114,6 @@ class _Waiter:
     verdict: Verdict | None = None
     settling: bool = False
     """A decision is being carried out for it (claimed, the requester told): its verdict comes with `done`."""
-
-
-def orphaned(record: ApprovalRecord, waiting: bool) -> bool:
-    """An agent's request decided where no call waits for it (after a restart): not run. The agent's HTTP call
-    ended with the process that took it, so nobody would get the result, and the agent may well have tried
-    again meanwhile: running it now could run it twice. A person's call is run instead (`run_approved`): its
-    result goes to the chat it was asked in."""
-    return record.ask.origin.agent is not None and not waiting
-
-
-def verdict_of(record: ApprovalRecord, name_of: Callable[[int], str] | None = None) -> Verdict:
-    """The requester's line for a final request (`name_of`: the names known; default: those kept with it)."""
-    state = record.state
-    nothing = "the call was not made" if record.ask.question is None else "the server was told decline"
-    if state.status is ApprovalStatus.APPROVED:
-        return Verdict(
-            state.status,
-            f"approved by {names(state.deciders)}",
-            record.id,
-            approvals=state.deciders,
-            asked_at=record.created_at,
-        )
-    if state.status is ApprovalStatus.REJECTED:
-        return Verdict(state.status, f"rejected by {names(state.deciders)}; {nothing}", record.id)
-    if state.status is ApprovalStatus.EXPIRED:
-        silent = tuple(
-            (name_of or (lambda u: record.names.get(u) or unnamed(u)))(u) for u in state.unanswered
-        )
-        unheard = f" (no answer from {_and(silent)})" if silent else ""
-        return Verdict(state.status, f"not approved in time{unheard}; {nothing}", record.id)
-    return Verdict(state.status, f"the approval request was cancelled; {nothing}", record.id)
-
-
-def _and(people: Sequence[str]) -> str:
-    return people[0] if len(people) == 1 else ", ".join(people[:-1]) + " and " + people[-1]
 
 
 class ApprovalService:
@@ -327,14 +169,14 @@ class ApprovalService:
         self.people[user_id] = name
         try:
             await self.book.remember(user_id, name)
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.warning("the name of user %d was not stored: the database is unavailable", user_id)
 
     async def _learn(self, user_ids: Collection[int]) -> None:
         """The book's names of `user_ids` over the ones known here, before a card naming them is drawn."""
         try:
             self.people.update(await self.book.names(user_ids))
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.warning("names not read: the database is unavailable; cards name whom this process saw")
 
     async def _redraw(self, show: ApprovalShow, record: ApprovalRecord) -> None:
@@ -370,7 +212,7 @@ class ApprovalService:
         try:
             pending = await self.book.pending()
             due = await self.book.due()
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.exception("could not read the pending approval requests")
             return
         for record in pending:
@@ -426,7 +268,7 @@ class ApprovalService:
                 known = {u: self.people[u] for u in people_of(ask) if u in self.people}
                 gate = "call" if ask.question is None else "answers"
                 record = await self.book.create(ask, gate, self.clock() + ask.timeout_s, known)
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.exception("could not store an approval request")
             return Verdict(ApprovalStatus.CANCELLED, f"the approval request could not be recorded; {nothing}")
         waiter = self._waiters[record.id] = _Waiter(
@@ -476,7 +318,7 @@ class ApprovalService:
             try:
                 record = await self.book.get(approval_id)
                 ended = None if record is None else await self.book.finish(record, ApprovalStatus.CANCELLED)
-            except BookUnavailable:
+            except StoreUnavailable:
                 logger.exception("could not withdraw approval %s", approval_id)
                 return
         if ended is not None and self._show is not None:
@@ -508,7 +350,7 @@ class ApprovalService:
                     ended = await self.book.finish(record, ApprovalStatus.CANCELLED)
                     if ended is None:  # decided meanwhile
                         record = await self.book.get(approval_id)
-            except BookUnavailable:
+            except StoreUnavailable:
                 logger.exception("could not cancel approval %s", approval_id)
                 return
         if ended is None:
@@ -524,7 +366,7 @@ class ApprovalService:
         cards = await show.post(record)
         try:
             return await self.book.set_cards(record, cards)
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.exception("could not store where the approval cards are")
             return record
 
@@ -555,7 +397,7 @@ class ApprovalService:
             for _ in range(CAS_ATTEMPTS):
                 try:
                     record = await self.book.get(approval_id)
-                except BookUnavailable:
+                except StoreUnavailable:
                     logger.exception("could not read approval %s", approval_id)
                     return Cast("The approval store is unavailable; try again.", refused=True)
                 if record is None:
@@ -566,7 +408,7 @@ class ApprovalService:
                 assert counted.ballot is not None
                 try:
                     updated = await self.book.vote(record, counted.state, counted.ballot)
-                except BookUnavailable:
+                except StoreUnavailable:
                     logger.exception("could not store a vote on approval %s", record.id)
                     return Cast("Your vote could not be recorded; try again.", refused=True)
                 if updated is not None:
@@ -592,7 +434,7 @@ class ApprovalService:
         async with self._lock(approval_id):
             try:
                 record = await self.book.get(approval_id)
-            except BookUnavailable:
+            except StoreUnavailable:
                 logger.exception("could not read approval %s", approval_id)
                 return Cast("The approval store is unavailable; try again.", refused=True)
             if record is None:
@@ -608,7 +450,7 @@ class ApprovalService:
                 return Cast("This answer can no longer be changed.", refused=True)
             try:
                 changing = await self.book.start_change(record)
-            except BookUnavailable:
+            except StoreUnavailable:
                 logger.exception("could not start changing approval %s", record.id)
                 return Cast("The approval store is unavailable; try again.", refused=True)
             if changing is None:
@@ -658,7 +500,7 @@ class ApprovalService:
         verdict = verdict_of(record, self.name_of)
         try:
             won = await self.book.claim(record, self.name)
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.exception("could not claim approval %s", record.id)
             if not verdict.approved:
                 return verdict
@@ -698,7 +540,7 @@ class ApprovalService:
     async def _look(self, approval_id: str) -> None:
         try:
             record = await self.book.get(approval_id)
-        except BookUnavailable:
+        except StoreUnavailable:
             logger.exception("could not read approval %s", approval_id)
             return
         if record is not None and not record.state.open:
@@ -735,7 +577,7 @@ class ApprovalService:
                         await self._escalate(current.id)
                     try:
                         current = await self.book.get(current.id)
-                    except BookUnavailable:
+                    except StoreUnavailable:
                         logger.exception("could not read approval %s", record.id)
                         return
             finally:
@@ -767,7 +609,7 @@ class ApprovalService:
             try:
                 record = await self.book.get(approval_id)
                 taken = None if record is None else await self.book.remind(record)
-            except BookUnavailable:
+            except StoreUnavailable:
                 logger.exception("could not take the reminder of approval %s", approval_id)
                 continue
             if taken is not None:
@@ -791,7 +633,7 @@ class ApprovalService:
                     if record.escalated_at is not None:
                         return
                     escalated = await self.book.escalate(record)
-                except BookUnavailable:
+                except StoreUnavailable:
                     logger.exception("could not escalate approval %s", approval_id)
                     return
                 if escalated is not None:
@@ -807,7 +649,7 @@ class ApprovalService:
             if cards:
                 try:
                     await self.book.set_cards(escalated, (*escalated.cards, *cards))
-                except BookUnavailable:
+                except StoreUnavailable:
                     logger.exception("could not store where the approval cards are")
         await show.redraw(escalated)  # the cards there were before: the new ones were drawn escalated
 
@@ -839,7 +681,7 @@ class ApprovalService:
                     expired = await self.book.finish(record, ApprovalStatus.EXPIRED)
                     if expired is None:  # decided meanwhile
                         record = await self.book.get(approval_id)
-            except BookUnavailable:
+            except StoreUnavailable:
                 logger.exception("could not expire approval %s", approval_id)
                 return
         if expired is None:
