@@ -136,6 +136,12 @@ the people who answered about 5 s after their question came."""
 _LIMITS: Final = httpx2.Limits(
     max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_S
 )
+"""httpx's own connection bounds, but for how long an idle one is kept."""
+HTTP_TIMEOUT: Final = httpx2.Timeout(30.0, read=300.0)
+"""A server's HTTP requests: 30 s to connect, write or wait for a pooled connection; 300 s between two reads
+(a streamed answer stays quiet while its tool works or a question waits; the call's own clock bounds the call)."""
+ERROR_CLIP: Final = 300
+"""Characters of an error's own text shown in one line (`describe_error`); the rest is cut."""
 
 
 @asynccontextmanager
@@ -144,11 +150,10 @@ async def _http(
 ) -> AsyncIterator[TransportStreams]:
     # The SDK leaves a client it was given open, so this transport owns (and closes) its own.
     assert server.url is not None
-    timeout = httpx2.Timeout(30.0, read=300.0)
     async with (
         httpx2.AsyncClient(
             headers=server.reveal_headers(),
-            timeout=timeout,
+            timeout=HTTP_TIMEOUT,
             limits=_LIMITS,
             follow_redirects=False,
             verify=_tls_context(),
@@ -406,7 +411,7 @@ def describe_error(exc: BaseException, server: ServerConfig | None = None) -> st
     if isinstance(exc, PermissionError) and server is not None and server.command is not None:
         return f"cannot run {server.command}: permission denied"
     text = str(exc) or type(exc).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
+    return text if len(text) <= ERROR_CLIP else text[: ERROR_CLIP - 3] + "..."
 
 
 def _transport_reason(exc: httpx2.TransportError) -> str:

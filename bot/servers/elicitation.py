@@ -509,6 +509,8 @@ _THE_PERSONS: Final = frozenset({Outcome.ANSWERED, Outcome.DECLINED, Outcome.CAN
 
 _FORM_KEY_MAX: Final = 16_384
 """Schemas whose JSON is longer are parsed every time (a hostile server must not fill the cache)."""
+_FORMS_KEPT: Final = 256
+"""Distinct parsed forms remembered (the least recently used is forgotten)."""
 
 
 def form_of(schema: Any) -> FormSpec:
@@ -523,7 +525,7 @@ def form_of(schema: Any) -> FormSpec:
     return _parsed(key) if len(key) <= _FORM_KEY_MAX else parse_schema(schema)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=_FORMS_KEPT)
 def _parsed(key: str) -> FormSpec:
     return parse_schema(json.loads(key))
 

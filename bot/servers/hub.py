@@ -55,6 +55,11 @@ DECLINED: Final = "declined"
 """An agent's call outcome beside the `CallStatus` values: the person declined its `ask_person` question."""
 AGENT_OUTCOMES: Final = (*(status.value for status in CallStatus), DECLINED)
 """Every outcome `Hub.agent_calls` counts (/metrics shows each, 0 included)."""
+STOP_GRACE_S: Final = 2.0
+"""At shutdown (`Hub.aclose`): how long calls get to end once their questions were answered `cancel`, and cards to
+be settled, before the rest is cancelled."""
+EXIT_WAIT_S: Final = 5.0
+"""Leaving `async with Hub(...)`: how long the shutdown (`aclose`) may take before the hub's tasks are cancelled."""
 LEAVE_GRACE_S: Final = 2.0
 """When an agent goes away from a call with a question open (`Hub.abandon`): how long its server gets to end
 the tool once it heard `cancel`, before the call is cancelled."""
@@ -126,14 +131,14 @@ class Hub:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(EXIT_WAIT_S):
             await self.aclose()
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._stack.aclose()
         self._tg = None
 
-    async def aclose(self, grace_s: float = 2.0) -> None:
+    async def aclose(self, grace_s: float = STOP_GRACE_S) -> None:
         """Shutdown: every pending prompt is cancelled towards its server, then calls and sessions end."""
         self.elicitations.stopping = True
         self.prompts.abort_all(Outcome.SHUTDOWN)
