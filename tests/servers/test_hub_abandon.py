@@ -4,12 +4,13 @@ agent's doing, is cancelled from within, and its person hears of it. Real hub, r
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import anyio
 import pytest
 
 from bot.core import CallStatus, Origin, Outcome, ToolOutcome
-from bot.servers.hub import Flight
+from bot.servers.hub import Flight, Hub
 from mapping import RequestKind, SetBool, Submit, elicitation_to_request
 from tests.fakes.servers.elicit import build_server
 from tests.fakes.surface import ALICE, fill, make_config, placeholder, running_hub
@@ -18,6 +19,22 @@ pytestmark = pytest.mark.anyio
 
 AGENT = Origin(ALICE.user_id, ALICE.user_id, agent="ci")
 FORM = {"type": "object", "properties": {"name": {"type": "string", "title": "Name"}}, "required": ["name"]}
+
+
+class _Call:
+    """An agent's call on the hub, run in a task: its flight, the event set once it returned, and its outcome."""
+
+    def __init__(self, hub: Hub, tool: str, arguments: dict[str, Any]) -> None:
+        self.hub, self.tool, self.arguments = hub, tool, arguments
+        self.flight, self.ran, self.results = Flight(), anyio.Event(), list[ToolOutcome]()
+
+    async def run(self) -> None:
+        try:
+            self.results.append(
+                await self.hub.call_tool("t", self.tool, self.arguments, AGENT, flight=self.flight)
+            )
+        finally:
+            self.ran.set()
 
 
 @pytest.mark.parametrize("protocol", ["legacy", "auto"])
@@ -29,22 +46,17 @@ async def test_an_abandoned_call_that_asked_before_is_cancelled_and_its_person_t
         running_hub(config, in_process={"t": build_server}) as (hub, _prompts, surface),
         anyio.create_task_group() as tg,
     ):
-        flight, ran, results = Flight(), anyio.Event(), list[ToolOutcome]()
-
-        async def call() -> None:
-            try:
-                results.append(await hub.call_tool("t", "ask_then_block", {}, AGENT, flight=flight))
-            finally:
-                ran.set()
-
-        tg.start_soon(call)
+        call = _Call(hub, "ask_then_block", {})
+        tg.start_soon(call.run)
         prompt = await surface.next_prompt()
         assert prompt.answer(fill(prompt, SetBool(True), Submit()))
         await surface.outcome_of(prompt)
         with anyio.fail_after(10):
-            assert await hub.abandon(flight, Outcome.AGENT_CANCELLED, AGENT, ("t", "ask_then_block"), ran)
-            await ran.wait()
-    assert results[0].status is CallStatus.CANCELLED
+            assert await hub.abandon(
+                call.flight, Outcome.AGENT_CANCELLED, AGENT, ("t", "ask_then_block"), call.ran
+            )
+            await call.ran.wait()
+    assert call.results[0].status is CallStatus.CANCELLED
     assert surface.notices == [
         (
             AGENT,
@@ -62,21 +74,13 @@ async def test_an_abandoned_question_ends_as_the_agents_doing_and_its_server_get
         running_hub(config, in_process={"t": build_server}) as (hub, _prompts, surface),
         anyio.create_task_group() as tg,
     ):
-        flight, ran, results = Flight(), anyio.Event(), list[ToolOutcome]()
-
-        async def call() -> None:
-            try:
-                arguments = {"schema_json": json.dumps(FORM)}
-                results.append(await hub.call_tool("t", "ask_form", arguments, AGENT, flight=flight))
-            finally:
-                ran.set()
-
-        tg.start_soon(call)
+        call = _Call(hub, "ask_form", {"schema_json": json.dumps(FORM)})
+        tg.start_soon(call.run)
         prompt = await surface.next_prompt()
         with anyio.fail_after(10):
-            assert await hub.abandon(flight, Outcome.AGENT_CANCELLED, AGENT, ("t", "ask_form"), ran)
+            assert await hub.abandon(call.flight, Outcome.AGENT_CANCELLED, AGENT, ("t", "ask_form"), call.ran)
     assert await surface.outcome_of(prompt) is Outcome.AGENT_CANCELLED
-    assert json.loads(results[0].text) == {"action": "cancel", "content": None}
+    assert json.loads(call.results[0].text) == {"action": "cancel", "content": None}
     assert surface.notices == []
 
 
