@@ -1,7 +1,8 @@
 """The MCP side of the bridge as the hosts see it: one `Hub` over the session pool, calls and elicitations.
 
-Async, does I/O. Surfaces call `list_servers`, `list_tools`, `call_tool` and `cancel`; servers' questions
-reach the surface only as `mapping.Request`s through the `PromptRegistry`, and answers come back as `Answer`s.
+Async, does I/O. Surfaces call `list_servers`, `list_tools`, `call_tool` and `cancel` (the gateway also `abandon`,
+for a call its agent left); servers' questions reach the surface only as `mapping.Request`s through the
+`PromptRegistry`, and answers come back as `Answer`s.
 The work is done in `bot.servers.pool` (sessions), `bot.servers.calls` (tool calls, /cancel) and
 `bot.servers.elicitation` (the SDK callback, routing questions to their person); `bot.servers.limits` decides
 whether a person's call may start at all.
