@@ -29,7 +29,7 @@ LAYERS: Final[tuple[Mapping[str, frozenset[str]], ...]] = (
     },
     {
         "core": frozenset({"bot.core"}),
-        "config": frozenset({"bot.config", "bot._config_read"}),
+        "config": frozenset({"bot.config"}),
         "logs": frozenset({"bot.logs"}),
         "files": frozenset({"bot.files"}),
     },

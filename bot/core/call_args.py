@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from bot.errors import ToolnexusError
 from mapping.errors import UnsupportedSchema
@@ -21,8 +21,16 @@ from mapping.schema import parse_schema
 _KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z_][\w.-]*)=")
 
 
-ECHO_LIMIT = 100
+ECHO_LIMIT: Final = 100
 """Characters of a person's bad input quoted back at them; the rest is cut."""
+NAME_CLIP: Final = 64
+"""Characters of a server or tool name a person typed, quoted back when nothing has that name."""
+ARGUMENT_CLIP: Final = 40
+"""Characters of an unknown argument name quoted back."""
+UNKNOWN_SHOWN: Final = 5
+"""Unknown argument names quoted back at most (the first ones)."""
+VALUE_CLIP: Final = 60
+"""Characters of an invalid argument value quoted back."""
 
 
 def echo(text: str) -> str:
@@ -66,8 +74,8 @@ def not_found_text(cmd: CallCommand, servers: list[str]) -> str:
     rest = cmd.raw_args.split(maxsplit=1)
     if cmd.server is None and rest and not rest[0].startswith("{") and "=" not in rest[0]:
         listed = ", ".join(servers) if servers else "none configured"
-        return f"There is no server “{cmd.tool[:64]}”. The servers: {listed}."
-    return f"No tool named “{cmd.tool[:64]}”."
+        return f"There is no server “{cmd.tool[:NAME_CLIP]}”. The servers: {listed}."
+    return f"No tool named “{cmd.tool[:NAME_CLIP]}”."
 
 
 def parse_arguments(raw: str, input_schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -135,7 +143,7 @@ class ArgumentCheck:
 
 def unknown_text(tool: str, check: ArgumentCheck) -> str:
     """`deploy takes no argument “enviroment”. Its arguments: environment, service.` (plain text)."""
-    names = ", ".join(f"“{name[:40]}”" for name in check.unknown[:5])
+    names = ", ".join(f"“{name[:ARGUMENT_CLIP]}”" for name in check.unknown[:UNKNOWN_SHOWN])
     plural = "arguments" if len(check.unknown) > 1 else "argument"
     known = ", ".join(check.known) if check.known else "none"
     return f"{tool} takes no {plural} {names}. Its arguments: {known}."
@@ -182,7 +190,7 @@ def check_arguments(input_schema: Mapping[str, Any] | None, args: Mapping[str, A
         reason = check_content(spec, {name: value})
         if reason is not None:
             shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            invalid.append((name, f"{reason} (you gave “{shown[:60]}”)"))
+            invalid.append((name, f"{reason} (you gave “{shown[:VALUE_CLIP]}”)"))
     return ArgumentCheck(unknown, tuple(invalid), known)
 
 

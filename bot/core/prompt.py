@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import anyio
 
 from bot.core.values import Origin, Outcome
-from mapping import Answer, FormSpec, Request
+from mapping import DECLINED, Answer, FormSpec, Request
 
 
 class Keeper(Protocol):
@@ -77,7 +77,7 @@ class Prompt:
     _answered: anyio.Event = field(default_factory=anyio.Event)
     _abort: Outcome | None = None
     _release: Callable[[Prompt], None] | None = None
-    """Set by the registry while a consented URL prompt awaits completion: takes it off that list."""
+    """While a consented URL prompt awaits completion (`await_completion`): takes it off the registry's list."""
 
     @property
     def pending(self) -> bool:
@@ -95,6 +95,48 @@ class Prompt:
         self._answer = answer
         self._answered.set()
         return True
+
+    def abort(self, outcome: Outcome) -> bool:
+        """End the prompt on the system's behalf (shutdown, server gone): its answer is `cancel` with `outcome`'s
+        reason, and it ends as `outcome`; False when it already ended."""
+        if not self.pending:
+            return False
+        self._abort = outcome
+        return self.answer(Answer(id=self.request.id, ok=False, reason=outcome.value))
+
+    @property
+    def aborted(self) -> Outcome | None:
+        """How the system ended the prompt (`abort`), or None."""
+        return self._abort
+
+    async def wait(self) -> None:
+        """Wait until the prompt is answered (or aborted), at most until its deadline."""
+        with anyio.move_on_after(self.seconds_left):
+            await self._answered.wait()
+
+    def conclude(self) -> tuple[Answer, Outcome]:
+        """Once its wait is over: the answer the prompt ends with, and how it ended. Unanswered, it expires now
+        (its answer is `timeout`: it is no longer pending)."""
+        answer = self._answer
+        if answer is None:
+            self._answer = answer = Answer(id=self.request.id, ok=False, reason="timeout")
+            return answer, Outcome.EXPIRED
+        if self._abort is not None:
+            return answer, self._abort
+        if answer.ok:
+            return answer, Outcome.ANSWERED
+        if answer.reason == Outcome.UNDELIVERABLE:
+            return answer, Outcome.UNDELIVERABLE
+        return answer, Outcome.DECLINED if answer.reason == DECLINED else Outcome.CANCELLED
+
+    def await_completion(self, release: Callable[[Prompt], None]) -> None:
+        """The person consented to a URL flow: `release` takes the prompt off the registry's awaiting list once
+        the flow completes (`complete_by_hand`)."""
+        self._release = release
+
+    def stop_awaiting(self) -> None:
+        """No completion is awaited any more (its calls ended): `complete_by_hand` now returns False."""
+        self._release = None
 
     def complete_by_hand(self) -> bool:
         """The person says a consented URL flow is finished (the spec's manual retry); False when it is not

@@ -22,11 +22,9 @@ from bot.core.ownership import EVERYONE, Ownership
 from bot.core.prompt import Prompt
 from bot.core.surface import Surface
 from bot.core.values import Origin, Outcome
-from mapping import DECLINED, Answer, answer_to_elicit_result
+from mapping import Answer, answer_to_elicit_result
 
 logger = logging.getLogger(__name__)
-
-_OUTCOME_OF_REASON = {DECLINED: Outcome.DECLINED}
 
 
 class PromptRegistry:
@@ -132,10 +130,7 @@ class PromptRegistry:
 
     def abort(self, prompt: Prompt, outcome: Outcome) -> bool:
         """End a prompt on the system's behalf (shutdown, server gone): the server gets `cancel`."""
-        if not prompt.pending:
-            return False
-        prompt._abort = outcome
-        return self.answer(prompt, Answer(id=prompt.request.id, ok=False, reason=outcome.value))
+        return prompt.abort(outcome)
 
     def abort_all(self, outcome: Outcome, *, scope: Hashable = None) -> int:
         """Abort every pending prompt (of one MCP session, when `scope` is given), except those left for the next
@@ -163,24 +158,12 @@ class PromptRegistry:
                     await self._record_shown(prompt)  # kept (committed) before the card is sent
                     # A card on its way must land (and be known), or a request withdrawn meanwhile leaves it live.
                     await self.surface.show_prompt(prompt)
-            with anyio.move_on_after(prompt.seconds_left):
-                await prompt._answered.wait()
+            await prompt.wait()
             # A process that was stalled wakes with every deadline due: its people may be another's by now.
             if not await self.fence.acts_for(prompt.origin.user_id):
                 self._forget(prompt)  # neither settled nor recorded: the new owner has the question
                 return Answer(id=prompt.request.id, ok=False, reason=Outcome.CANCELLED.value)
-            answer = prompt._answer
-            if answer is None:
-                prompt._answer = answer = Answer(id=prompt.request.id, ok=False, reason="timeout")
-                outcome = Outcome.EXPIRED
-            elif prompt._abort is not None:
-                outcome = prompt._abort
-            elif answer.ok:
-                outcome = Outcome.ANSWERED
-            else:
-                outcome = _OUTCOME_OF_REASON.get(answer.reason or "", Outcome.CANCELLED)
-                if answer.reason == Outcome.UNDELIVERABLE:
-                    outcome = Outcome.UNDELIVERABLE
+            answer, outcome = prompt.conclude()
             self.answers[answer_to_elicit_result(answer)["action"]] += 1
             if outcome is Outcome.LOST_IN_RESTART:  # `leave`: its row and card are the next process's
                 prompt.outcome = outcome
@@ -193,8 +176,8 @@ class PromptRegistry:
                 raise
             with self.shielded_io():
                 withdrawn = prompt.why_withdrawn() if prompt.why_withdrawn else Outcome.SERVER_CANCELLED
-                await self._record_ended(prompt, prompt._abort or withdrawn, None)
-                await self._settle(prompt, prompt._abort or withdrawn)
+                await self._record_ended(prompt, prompt.aborted or withdrawn, None)
+                await self._settle(prompt, prompt.aborted or withdrawn)
             self._forget(prompt)
             raise
         with self.shielded_io():
@@ -205,7 +188,7 @@ class PromptRegistry:
                 and (prompt.elicitation_id or prompt.awaits_completion)
             ):
                 self._awaiting[(prompt.scope, prompt.elicitation_id or prompt.token)] = prompt
-                prompt._release = self._release
+                prompt.await_completion(self._release)
                 self._count(prompt, +1)
             await self._settle(prompt, outcome)
         self._forget(prompt)
@@ -265,7 +248,7 @@ class PromptRegistry:
         """Forget consented URL prompts of a scope whose calls have all ended; returns them for settling."""
         dropped = [p for key, p in self._awaiting.items() if key[0] == scope]
         for prompt in dropped:
-            prompt._release = None
+            prompt.stop_awaiting()
             self._release(prompt)
         return dropped
 

@@ -9,7 +9,7 @@ so that a restart can say so on its card and offer to run the call again.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.core.values import Origin
@@ -55,9 +55,6 @@ class KeptQuestion:
     """The card's form progress (`mapping.form.snapshot`) and version."""
     answer: dict[str, Any] | None = None
     """The wire `ElicitResult` once answered, until the round went back to the server."""
-
-    def with_answer(self, answer: dict[str, Any]) -> KeptQuestion:
-        return replace(self, answer=answer)
 
 
 class RoundBook(Protocol):

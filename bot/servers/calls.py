@@ -17,6 +17,7 @@ import anyio
 import httpx2
 import mcp_types as types
 from mcp import MCPError, UrlElicitationRequiredError
+from mcp.shared.dispatcher import ProgressFnT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -30,7 +31,7 @@ from bot.core import (
     PromptRegistry,
     ToolOutcome,
 )
-from bot.servers.connections import describe_error
+from bot.servers.connections import CallClock, Connection, describe_error
 from bot.servers.elicitation import Caller, Elicitations
 from bot.servers.pool import Pool, Unavailable
 from bot.servers.results import failure, outcome_of_result
@@ -227,7 +228,7 @@ class Calls:
         for call in list(self._calls):
             call.scope.cancel()
 
-    async def _call_once(  # noqa: C901 - one call on both protocol eras, and every way it can end, in one place
+    async def _call_once(
         self,
         call: _Call,
         arguments: dict[str, Any] | None,
@@ -235,102 +236,94 @@ class Calls:
         resumed: Resumed | None = None,
         meta: types.RequestParamsMeta | None = None,
     ) -> ToolOutcome | list[types.ElicitRequestURLParams]:
-        async def progress_callback(progress: float, total: float | None, message: str | None) -> None:
-            if on_progress is not None:
-                try:
-                    await on_progress(Progress(progress, total, message))
-                except Exception:
-                    logger.exception("progress sink failed")
-
+        """One sending of the call on its session (each era its own way), then what it came to (`classify`)."""
         server = self.pool.servers[call.server]
+        progress = _progress_callback(on_progress)
         async with (
             self.pool.use(server, call.origin) as conn,
             self.elicitations.on_session(conn, call.caller),
         ):
-            client = conn.client
-            assert client is not None
             result: types.CallToolResult | None = None
-            error: BaseException | None = None
+            error: Exception | None = None
             clock = conn.clock(server.call_timeout_s)
             try:
                 with clock.scope:
                     try:
                         if conn.protocol in MODERN_PROTOCOL_VERSIONS:
-
-                            async def send(
-                                responses: types.InputResponses | None, state: str | None
-                            ) -> types.Result:
-                                assert client is not None
-                                clock.asking = False
-                                try:
-                                    return await client.session.call_tool(
-                                        call.tool,
-                                        arguments,
-                                        progress_callback=progress_callback,
-                                        input_responses=responses,
-                                        request_state=state,
-                                        meta=meta,
-                                        allow_input_required=True,
-                                        allow_claimed=True,
-                                    )
-                                except ValidationError as exc:
-                                    # A result without `resultType` is complete (the spec); the SDK refuses it.
-                                    untagged = untagged_result(exc, client.protocol_version)
-                                    if untagged is None:
-                                        raise
-                                    if not untagged.is_error:  # as the SDK checks a tagged one
-                                        await client.session.validate_tool_result(call.tool, untagged)
-                                    return untagged
-                                finally:
-                                    clock.asking = (
-                                        True  # what came back is worked on, even if the session ends
-                                    )
-
-                            result = await self.rounds.drive(
-                                conn, call.origin, call.tool, arguments, send, resumed
+                            result = await self._send_modern(
+                                conn, clock, call, arguments, progress, resumed, meta
                             )
                         else:
-                            result = await client.call_tool(
-                                call.tool, arguments, progress_callback=progress_callback, meta=meta
-                            )
-                    except Exception as exc:
+                            result = await self._send_legacy(conn, call, arguments, progress, meta)
+                    except Exception as exc:  # every way a request fails is an outcome: `classify` names it
                         error = exc
             finally:
                 conn.release(clock)
-        ended_by = None
-        if result is None and error is None:
-            ended_by = "gone" if conn.gone.is_set() else "timeout" if clock.scope.cancelled_caught else None
+        sent = Sent(
+            result=result,
+            error=error,
+            gone=result is None and conn.gone.is_set(),
+            timed_out=clock.scope.cancelled_caught,
+            answered=call.caller.answered,
+        )
+        if sent.gone:  # the session ended: its cards settle first, saying so before the result does
+            with anyio.CancelScope(shield=True), anyio.move_on_after(SETTLE_GRACE_S):
+                await conn.finished.wait()
+                await self.prompts.wait_settled(conn.key)
+        return classify(sent, call.server, server.call_timeout_s, conn.error)
 
-        if result is not None:
-            return outcome_of_result(result)
-        gone = ended_by == "gone" or (error is not None and conn.gone.is_set())
-        if gone or (error is not None and call.caller.answered and _broken(error)):
-            # The call's cards say "the server went away" before its result does.
-            if gone:  # the session ended: its cards settle first (one broken request leaves it open)
-                with anyio.CancelScope(shield=True), anyio.move_on_after(SETTLE_GRACE_S):
-                    await conn.finished.wait()
-                    await self.prompts.wait_settled(conn.key)
-            if call.caller.answered:
-                # Whether the answer reached the tool, nobody here can tell: never sent again on its own (the
-                # tool might do its work twice), never silence; its person may run the call again.
-                return ToolOutcome(
-                    status=CallStatus.FAILED,
-                    text=f"the connection to {call.server} broke after your answer; "
-                    "the server may or may not have it",
-                    again=True,
+    async def _send_modern(
+        self,
+        conn: Connection,
+        clock: CallClock,
+        call: _Call,
+        arguments: dict[str, Any] | None,
+        progress: ProgressFnT,
+        resumed: Resumed | None,
+        meta: types.RequestParamsMeta | None,
+    ) -> types.CallToolResult:
+        """2026-07-28: the bot drives the call's `input_required` rounds itself (`Rounds.drive`); the call's clock
+        stands still while a round is out to the person (`clock.asking`)."""
+        client = conn.client
+        assert client is not None
+
+        async def send(responses: types.InputResponses | None, state: str | None) -> types.Result:
+            clock.asking = False
+            try:
+                return await client.session.call_tool(
+                    call.tool,
+                    arguments,
+                    progress_callback=progress,
+                    input_responses=responses,
+                    request_state=state,
+                    meta=meta,
+                    allow_input_required=True,
+                    allow_claimed=True,
                 )
-            return failure(
-                CallStatus.UNAVAILABLE, f"the server went away ({conn.error or 'connection closed'})"
-            )
-        if ended_by == "timeout":
-            return failure(CallStatus.TIMED_OUT, f"no result after {server.call_timeout_s:g} s")
-        if isinstance(error, MCPError) and error.code == types.URL_ELICITATION_REQUIRED:
-            return UrlElicitationRequiredError.from_error(error.error).elicitations
-        if isinstance(error, MCPError):
-            return failure(CallStatus.FAILED, error.message)
-        if error is not None:
-            return failure(CallStatus.FAILED, describe_error(error))
-        return failure(CallStatus.CANCELLED, "")
+            except ValidationError as exc:
+                # A result without `resultType` is complete (the spec); the SDK refuses it.
+                untagged = untagged_result(exc, client.protocol_version)
+                if untagged is None:
+                    raise
+                if not untagged.is_error:  # as the SDK checks a tagged one
+                    await client.session.validate_tool_result(call.tool, untagged)
+                return untagged
+            finally:
+                clock.asking = True  # what came back is worked on, even if the session ends
+
+        return await self.rounds.drive(conn, call.origin, call.tool, arguments, send, resumed)
+
+    async def _send_legacy(
+        self,
+        conn: Connection,
+        call: _Call,
+        arguments: dict[str, Any] | None,
+        progress: ProgressFnT,
+        meta: types.RequestParamsMeta | None,
+    ) -> types.CallToolResult:
+        """2025 eras: one request; the server's questions come through the SDK's callback meanwhile."""
+        assert conn.client is not None
+        return await conn.client.call_tool(call.tool, arguments, progress_callback=progress, meta=meta)
 
     async def _authorize(
         self, call: _Call, elicitations: list[types.ElicitRequestURLParams]
@@ -378,12 +371,73 @@ class Calls:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """How one sending of a call ended, as seen once its request is over: what `classify` reads."""
+
+    result: types.CallToolResult | None
+    """The server's result, if one came."""
+    error: BaseException | None
+    """What the request raised instead, if anything."""
+    gone: bool
+    """No result, and the call's session had ended (the server went away)."""
+    timed_out: bool
+    """The call's own clock ran out."""
+    answered: bool
+    """An answer of its person's went to the server (`Caller.answered`)."""
+
+
+def classify(
+    sent: Sent, server: str, timeout_s: float, why_gone: str | None
+) -> ToolOutcome | list[types.ElicitRequestURLParams]:
+    """What one sending of a call comes to: its outcome, or the URL elicitations a -32042 asks for first. Pure.
+
+    `server` names the server in the lines; `timeout_s` is the call's budget; `why_gone` is why its session
+    ended (`Connection.error`), when it did.
+    """
+    if sent.result is not None:
+        return outcome_of_result(sent.result)
+    error = sent.error
+    if sent.gone or (error is not None and sent.answered and _broken(error)):
+        if sent.answered:
+            # Whether the answer reached the tool, nobody here can tell: never sent again on its own (the
+            # tool might do its work twice), never silence; its person may run the call again.
+            return ToolOutcome(
+                status=CallStatus.FAILED,
+                text=f"the connection to {server} broke after your answer; the server may or may not have it",
+                again=True,
+            )
+        return failure(CallStatus.UNAVAILABLE, f"the server went away ({why_gone or 'connection closed'})")
+    if error is None:
+        if sent.timed_out:
+            return failure(CallStatus.TIMED_OUT, f"no result after {timeout_s:g} s")
+        return failure(CallStatus.CANCELLED, "")
+    if isinstance(error, MCPError) and error.code == types.URL_ELICITATION_REQUIRED:
+        return UrlElicitationRequiredError.from_error(error.error).elicitations
+    if isinstance(error, MCPError):
+        return failure(CallStatus.FAILED, error.message)
+    return failure(CallStatus.FAILED, describe_error(error))
+
+
 def _broken(error: BaseException) -> bool:
     """Whether a call's request failed because its connection broke (before its session noticed it had ended):
     the SDK's "Connection closed", or a transport error of the HTTP request itself."""
     if isinstance(error, MCPError):
         return error.code == types.CONNECTION_CLOSED
     return isinstance(error, httpx2.TransportError | anyio.BrokenResourceError | anyio.ClosedResourceError)
+
+
+def _progress_callback(on_progress: ProgressSink | None) -> ProgressFnT:
+    """The SDK's progress callback for a call: each notification to `on_progress` (a failing sink is logged)."""
+
+    async def progress_callback(progress: float, total: float | None, message: str | None) -> None:
+        if on_progress is not None:
+            try:
+                await on_progress(Progress(progress, total, message))
+            except Exception:
+                logger.exception("progress sink failed")
+
+    return progress_callback
 
 
 def _url_mode(question: KeptQuestion) -> bool:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -20,11 +20,10 @@ import httpx2
 import mcp_types as types
 from mcp import Client, MCPError
 from mcp.client import ClientRequestContext, IncomingMessage
-from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.config import Config, ServerConfig
-from bot.servers.connections import Connection, TransportStreams, describe_error, http_status_reason
+from bot.servers.connections import Connection, default_transport, describe_error, http_status_reason
 from bot.servers.stdio import StdioProcess, spawn_problem
 
 __all__ = ["DEFAULT_TIMEOUT_S", "CheckResult", "check", "probe"]
@@ -209,26 +208,12 @@ def _before_start(server: ServerConfig) -> str | None:
 def _transport(evidence: _Evidence) -> Callable[[ServerConfig], object]:
     def make(server: ServerConfig) -> object:
         if server.url is not None:
-            return _http(server, evidence)
+            # No timeout of its own: the probe's deadline bounds every wait.
+            return default_transport(server, on_response=evidence.on_response, http_timeout=None)
         evidence.process = StdioProcess(server, forward_stderr=False)
         return evidence.process
 
     return make
-
-
-@asynccontextmanager
-async def _http(server: ServerConfig, evidence: _Evidence) -> AsyncIterator[TransportStreams]:
-    assert server.url is not None
-    async with (
-        httpx2.AsyncClient(
-            headers=server.reveal_headers(),
-            follow_redirects=False,
-            timeout=None,  # the probe's own deadline bounds every wait
-            event_hooks={"response": [evidence.on_response]},
-        ) as http,
-        streamable_http_client(server.url, http_client=http) as streams,
-    ):
-        yield streams
 
 
 async def _nobody(

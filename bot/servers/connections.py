@@ -108,13 +108,22 @@ def http_status_reason(status: int, reason: str, location: str | None = None) ->
     return None
 
 
+HTTP_TIMEOUT: Final = httpx2.Timeout(30.0, read=300.0)
+"""A server's HTTP requests: 30 s to connect, write or wait for a pooled connection; 300 s between two reads
+(a streamed answer stays quiet while its tool works or a question waits; the call's own clock bounds the call)."""
+
+
 def default_transport(
-    server: ServerConfig, auth: httpx2.Auth | None = None, on_response: ResponseHook | None = None
+    server: ServerConfig,
+    auth: httpx2.Auth | None = None,
+    on_response: ResponseHook | None = None,
+    *,
+    http_timeout: httpx2.Timeout | None = HTTP_TIMEOUT,
 ) -> Transport:
     """stdio for `command`, streamable HTTP (with the configured headers, and `auth`: OAuth) for `url`;
-    `on_response` hears each HTTP answer."""
+    `on_response` hears each HTTP answer; `http_timeout` bounds each HTTP wait (None: the caller's deadline does)."""
     if server.url is not None:
-        return _http(server, auth, on_response)
+        return _http(server, auth, on_response, http_timeout)
     assert server.command is not None
     # Its stderr goes to this process's descriptor 2 (the console sends that to its log file: a server's raw
     # stderr stays out of the prompt), and its end is kept to explain an exit.
@@ -136,19 +145,24 @@ the people who answered about 5 s after their question came."""
 _LIMITS: Final = httpx2.Limits(
     max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_S
 )
+"""httpx's own connection bounds, but for how long an idle one is kept."""
+ERROR_CLIP: Final = 300
+"""Characters of an error's own text shown in one line (`describe_error`); the rest is cut."""
 
 
 @asynccontextmanager
 async def _http(
-    server: ServerConfig, auth: httpx2.Auth | None = None, on_response: ResponseHook | None = None
+    server: ServerConfig,
+    auth: httpx2.Auth | None,
+    on_response: ResponseHook | None,
+    http_timeout: httpx2.Timeout | None,
 ) -> AsyncIterator[TransportStreams]:
     # The SDK leaves a client it was given open, so this transport owns (and closes) its own.
     assert server.url is not None
-    timeout = httpx2.Timeout(30.0, read=300.0)
     async with (
         httpx2.AsyncClient(
             headers=server.reveal_headers(),
-            timeout=timeout,
+            timeout=http_timeout,
             limits=_LIMITS,
             follow_redirects=False,
             verify=_tls_context(),
@@ -406,7 +420,7 @@ def describe_error(exc: BaseException, server: ServerConfig | None = None) -> st
     if isinstance(exc, PermissionError) and server is not None and server.command is not None:
         return f"cannot run {server.command}: permission denied"
     text = str(exc) or type(exc).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
+    return text if len(text) <= ERROR_CLIP else text[: ERROR_CLIP - 3] + "..."
 
 
 def _transport_reason(exc: httpx2.TransportError) -> str:

@@ -29,7 +29,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from bot.core import Era, Keeper, KeptQuestion, Origin, Outcome, Prompt, PromptRegistry, RoundBook
 from bot.servers.connections import Connection
 from bot.servers.keeper import RoundKeeper
-from bot.servers.limits import Limits
+from bot.servers.limits import Limits, Refusal
 from mapping import (
     Answer,
     FormSpec,
@@ -261,54 +261,41 @@ class Elicitations:
         askers: list[Caller],
         counted: Caller | None,
     ) -> ElicitResult | ErrorData:
+        """Admit the question (`admit`), then show it to its person and send back their (vetted) answer."""
         origin = askers[0].origin if askers else self._owner(conn)
         wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        message = wire.get("message") if isinstance(wire.get("message"), str) else ""
-        if origin is None:
-            return ErrorData(code=types.INVALID_REQUEST, message="elicitation outside of any tool call")
-        if self.stopping:
-            return ErrorData(code=types.INVALID_REQUEST, message="the client is shutting down")
-        if self.limits is not None:
-            open_now = self.prompts.open_for(origin.user_id)
-            refusal = self.limits.question(origin.user_id, open_now)
-            if refusal is not None:
-                if refusal.tell:
-                    await self._report(origin, conn.server.name, str(message), refusal.reason)
-                return ElicitResult(action="cancel")
-        if (counted.open if counted is not None else conn.open_prompts) > self.max_open:
-            await self._refuse_too_many(conn, origin, str(message), counted)
-            return ErrorData(
-                code=types.INVALID_REQUEST,
-                message=f"too many questions at once: at most {self.max_open} may be open per "
-                + ("call" if counted is not None else "session"),
-            )
-        try:
-            request = elicitation_to_request(wire)
-            form = (
-                form_of(request.data["schema"] if request.data else None)
-                if request.kind is RequestKind.INPUT
-                else None
-            )
-        except MappingError as exc:
-            await self._report(origin, conn.server.name, str(message), str(exc))
-            return ErrorData(code=types.INVALID_PARAMS, message=f"unsupported elicitation: {exc}")
-        if request.url is not None and not check_url(request.url).openable:
-            # Never a button, never a silent accept: the person is told, the server hears "decline".
-            reason = "; ".join(check_url(request.url).warnings) or "not a web address"
-            await self._report(origin, conn.server.name, request.prompt, f"the link was refused: {reason}")
-            return ElicitResult(action="decline")
+        limited = None
+        if origin is not None and not self.stopping and self.limits is not None:
+            limited = self.limits.question(origin.user_id, self.prompts.open_for(origin.user_id))
+        admission = admit(
+            wire,
+            owned=origin is not None,
+            stopping=self.stopping,
+            limited=limited,
+            open_now=counted.open if counted is not None else conn.open_prompts,
+            max_open=self.max_open,
+            per_call=counted is not None,
+        )
+        if isinstance(admission, Refused):
+            if origin is not None and admission.line is not None:
+                if admission.too_many:
+                    await self._refuse_too_many(conn, origin, admission.about, admission.line, counted)
+                else:
+                    await self._report(origin, conn.server.name, admission.about, admission.line)
+            return admission.reply
+        assert origin is not None  # a question of nobody's is refused
+        request = admission.request
         if keeper is None and self.book is not None and len(askers) == 1:
             keeper = self._legacy_keeper(conn, askers[0], wire)
-        keeper = self.deferring(keeper)
         prompt = Prompt(
             request=request,
             origin=origin,
             server=conn.server.name,
-            form=form,
+            form=admission.form,
             elicitation_id=wire.get("elicitationId"),
             scope=conn.key,
             why_withdrawn=lambda: _why_withdrawn(conn),
-            keeper=keeper,
+            keeper=self.deferring(keeper),
         )
         for caller in askers:
             caller.asking.add(prompt)
@@ -398,9 +385,9 @@ class Elicitations:
         return RoundKeeper(self.book, question)
 
     async def _refuse_too_many(
-        self, conn: Connection, origin: Origin, message: str, counted: Caller | None
+        self, conn: Connection, origin: Origin, message: str, line: str, counted: Caller | None
     ) -> None:
-        """One line to the person, at most every `REFUSAL_LINE_EVERY_S` per session, or per call on a shared
+        """`line` to the person, at most every `REFUSAL_LINE_EVERY_S` per session, or per call on a shared
         session (a flood stays one line)."""
         now = self._now()
         told = counted.refusal_told if counted is not None else self._refusal_told.get(conn.key)
@@ -411,8 +398,7 @@ class Elicitations:
             counted.refusal_told = now
         else:
             self._refusal_told[conn.key] = now
-        reason = f"it asked more than {self.max_open} questions at once; the extra ones were refused"
-        await self._report(origin, conn.server.name, message, reason)
+        await self._report(origin, conn.server.name, message, line)
 
     async def _report(self, origin: Origin, server: str, message: str, reason: str) -> None:
         with self.prompts.shielded_io():
@@ -440,11 +426,91 @@ class Elicitations:
         return conn.key[1]  # type: ignore[index,no-any-return]
 
 
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A question the bot will show: its request and, for a form, its parsed fields."""
+
+    request: Request
+    form: FormSpec | None
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A question the bot will not show: what its server gets instead, and what its person is told."""
+
+    reply: ElicitResult | ErrorData
+    """The answer to the server's request."""
+    about: str
+    """The question's text, as the server sent it (quoted to the person)."""
+    line: str | None = None
+    """Why, for the person (`Surface.report_unsupported`); None: they are not told."""
+    too_many: bool = False
+    """Refused for being one too many at once: the line goes at most every `REFUSAL_LINE_EVERY_S`."""
+
+
+def admit(
+    wire: dict[str, Any],
+    *,
+    owned: bool,
+    stopping: bool,
+    limited: Refusal | None,
+    open_now: int,
+    max_open: int,
+    per_call: bool,
+) -> Admitted | Refused:
+    """Whether a server's question (`wire`: its `elicitation/create` params) is shown, and if not, what its
+    server and its person hear. Pure (but for the request's fresh id).
+
+    In order: a question of no person's call (`owned` False) and one arriving while the bot stops are errors;
+    past the person's `[limits] open_questions` (`limited`, asked only of an owned question while running) its
+    server hears `cancel`; past `max_open` open at once (`open_now`, counted per call when `per_call`, else per
+    session) an error; a schema or link the bot cannot show is an error, an unsafe link a `decline`.
+    """
+    message = wire.get("message")
+    about = message if isinstance(message, str) else ""
+    if not owned:
+        return Refused(
+            ErrorData(code=types.INVALID_REQUEST, message="elicitation outside of any tool call"), about
+        )
+    if stopping:
+        return Refused(ErrorData(code=types.INVALID_REQUEST, message="the client is shutting down"), about)
+    if limited is not None:
+        return Refused(ElicitResult(action="cancel"), about, limited.reason if limited.tell else None)
+    if open_now > max_open:
+        error = ErrorData(
+            code=types.INVALID_REQUEST,
+            message=f"too many questions at once: at most {max_open} may be open per "
+            + ("call" if per_call else "session"),
+        )
+        line = f"it asked more than {max_open} questions at once; the extra ones were refused"
+        return Refused(error, about, line, too_many=True)
+    try:
+        request = elicitation_to_request(wire)
+        form = (
+            form_of(request.data["schema"] if request.data else None)
+            if request.kind is RequestKind.INPUT
+            else None
+        )
+    except MappingError as exc:
+        return Refused(
+            ErrorData(code=types.INVALID_PARAMS, message=f"unsupported elicitation: {exc}"), about, str(exc)
+        )
+    if request.url is not None:
+        checked = check_url(request.url)
+        if not checked.openable:
+            # Never a button, never a silent accept: the person is told, the server hears "decline".
+            reason = "; ".join(checked.warnings) or "not a web address"
+            return Refused(ElicitResult(action="decline"), about, f"the link was refused: {reason}")
+    return Admitted(request, form)
+
+
 _THE_PERSONS: Final = frozenset({Outcome.ANSWERED, Outcome.DECLINED, Outcome.CANCELLED})
 """How a prompt ends by its person's hand: their answer goes to the server."""
 
 _FORM_KEY_MAX: Final = 16_384
 """Schemas whose JSON is longer are parsed every time (a hostile server must not fill the cache)."""
+_FORMS_KEPT: Final = 256
+"""Distinct parsed forms remembered (the least recently used is forgotten)."""
 
 
 def form_of(schema: Any) -> FormSpec:
@@ -459,7 +525,7 @@ def form_of(schema: Any) -> FormSpec:
     return _parsed(key) if len(key) <= _FORM_KEY_MAX else parse_schema(schema)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=_FORMS_KEPT)
 def _parsed(key: str) -> FormSpec:
     return parse_schema(json.loads(key))
 

@@ -1,7 +1,8 @@
 """The MCP side of the bridge as the hosts see it: one `Hub` over the session pool, calls and elicitations.
 
-Async, does I/O. Surfaces call `list_servers`, `list_tools`, `call_tool` and `cancel`; servers' questions
-reach the surface only as `mapping.Request`s through the `PromptRegistry`, and answers come back as `Answer`s.
+Async, does I/O. Surfaces call `list_servers`, `list_tools`, `call_tool` and `cancel` (the gateway also `abandon`,
+for a call its agent left); servers' questions reach the surface only as `mapping.Request`s through the
+`PromptRegistry`, and answers come back as `Answer`s.
 The work is done in `bot.servers.pool` (sessions), `bot.servers.calls` (tool calls, /cancel) and
 `bot.servers.elicitation` (the SDK callback, routing questions to their person); `bot.servers.limits` decides
 whether a person's call may start at all.
@@ -55,6 +56,14 @@ DECLINED: Final = "declined"
 """An agent's call outcome beside the `CallStatus` values: the person declined its `ask_person` question."""
 AGENT_OUTCOMES: Final = (*(status.value for status in CallStatus), DECLINED)
 """Every outcome `Hub.agent_calls` counts (/metrics shows each, 0 included)."""
+STOP_GRACE_S: Final = 2.0
+"""At shutdown (`Hub.aclose`): how long calls get to end once their questions were answered `cancel`, and cards to
+be settled, before the rest is cancelled."""
+EXIT_WAIT_S: Final = 5.0
+"""Leaving `async with Hub(...)`: how long the shutdown (`aclose`) may take before the hub's tasks are cancelled."""
+LEAVE_GRACE_S: Final = 2.0
+"""When an agent goes away from a call with a question open (`Hub.abandon`): how long its server gets to end
+the tool once it heard `cancel`, before the call is cancelled."""
 
 
 class Hub:
@@ -123,14 +132,14 @@ class Hub:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(EXIT_WAIT_S):
             await self.aclose()
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._stack.aclose()
         self._tg = None
 
-    async def aclose(self, grace_s: float = 2.0) -> None:
+    async def aclose(self, grace_s: float = STOP_GRACE_S) -> None:
         """Shutdown: every pending prompt is cancelled towards its server, then calls and sessions end."""
         self.elicitations.stopping = True
         self.prompts.abort_all(Outcome.SHUTDOWN)
@@ -465,6 +474,69 @@ class Hub:
         if self.approver is None:
             return self.no_approver_reason
         return self.approver.unavailable()
+
+    async def abandon(
+        self, flight: Flight, why: Outcome, origin: Origin, target: tuple[str, str] | None, ran: anyio.Event
+    ) -> bool:
+        """Nobody waits for this call any more: its agent cancelled it or went away (`why` AGENT_CANCELLED), or
+        lost its access (AGENT_REVOKED). `flight` is the call of `target` (server, tool; None for an agent's own
+        question) for `origin`; `ran` is set once its work is over.
+
+        The call's open questions end as the agent's doing (their cards say so; the server hears `cancel` and
+        gets `LEAVE_GRACE_S` to end its tool its own way, until `ran`); then the call is cancelled from within,
+        so it ends `CANCELLED` (logged, counted and audited as any call). A question the bot is stopping for is
+        already aborted as such; a kept one is left for the next process. A sign-in card the call is waiting on
+        (for `origin`, on the target's server) ends so too: its flow runs in the call, and would end with it as
+        if the server had withdrawn it. Losing its access, an agent's own question (`ask_person`) ends as well.
+        If the call had asked the person something before (and not only the questions just ended), they are
+        told that its result reaches nobody (not while the bot stops: that says so itself).
+
+        Returns False when the call is not running on a session (it waits for approvers, or it is the agent's own
+        question): the one who waits for it cancels it.
+        """
+        ended = await self._end_questions(flight, why, origin, None if target is None else target[0], ran)
+        if flight.scope is None:
+            return False
+        flight.scope.cancel()
+        caller = flight.caller
+        if (
+            target is not None
+            and caller is not None
+            and caller.asked > ended
+            and not self.elicitations.stopping
+        ):
+            went = "lost its access while it waited" if why is Outcome.AGENT_REVOKED else "stopped waiting"
+            with self.prompts.shielded_io():
+                await self.prompts.surface.notify(
+                    origin,
+                    f"🤖 Your agent {origin.agent} {went} for {target[1]} on {target[0]}, which "
+                    "had asked you something: the call is ended, and its result reaches nobody.",
+                )
+        return True
+
+    async def _end_questions(
+        self, flight: Flight, why: Outcome, origin: Origin, server: str | None, ran: anyio.Event
+    ) -> int:
+        """`abandon`'s questions: those the call has out, and the sign-in (or, revoked, the agent's own) cards of
+        `origin`, end as `why`; returns how many of the call's own ended (a sign-in card is the bot's question,
+        not counted), after waiting up to `LEAVE_GRACE_S` for `ran` if there were any."""
+        if why is Outcome.AGENT_CANCELLED:
+            logger.info("a call of agent %s ends: it cancelled or went away, or the bot stops", origin.agent)
+        asking = flight.caller.asking if flight.caller is not None else set()
+        ended = [
+            prompt
+            for prompt in list(asking)
+            if not self.prompts.kept(prompt) and self.prompts.abort(prompt, why)
+        ]
+        for prompt in self.prompts.pending(origin=origin):
+            signing_in = prompt.sign_in and prompt.server == server and not self.prompts.kept(prompt)
+            own = why is Outcome.AGENT_REVOKED and server is None and prompt.scope == ("agent", origin)
+            if signing_in or own:
+                self.prompts.abort(prompt, why)
+        if ended:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(LEAVE_GRACE_S):
+                await ran.wait()
+        return len(ended)
 
     def cancel(self, origin: Origin) -> int:
         """/cancel: this person's pending prompts and running calls in this chat, and their calls still waiting

@@ -24,6 +24,11 @@ from bot.servers.connections import Connection, ElicitHandler, MessageHandler
 from bot.servers.limits import Limits, Refusal
 
 BACKOFF_CAP_S: Final = 60.0
+"""The longest wait before a server that keeps failing is tried again."""
+REAP_EVERY_MIN_S: Final = 1.0
+REAP_EVERY_MAX_S: Final = 30.0
+"""Idle sessions are looked for every quarter of `[sessions] idle_timeout_s`, but no more often than every
+`REAP_EVERY_MIN_S` and no less often than every `REAP_EVERY_MAX_S`."""
 OPENING_AT_ONCE: Final = 16
 """Sessions of one server being opened at once; more wait their turn in order. Under a burst of first calls
 (a flood of people at once), opening every session together shares the process between them all, so even
@@ -237,7 +242,7 @@ class Pool:
     async def _reap_idle(self) -> None:
         idle_s = self.config.sessions.idle_timeout_s
         while True:
-            await anyio.sleep(max(1.0, min(30.0, idle_s / 4)))
+            await anyio.sleep(max(REAP_EVERY_MIN_S, min(REAP_EVERY_MAX_S, idle_s / 4)))
             now = self._now()
             for conn in list(self.connections.values()):
                 if conn.idle and now - conn.last_used >= idle_s:

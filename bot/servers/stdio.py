@@ -44,6 +44,10 @@ TAIL_LINES: Final = 3
 """How many of the last non-empty stderr lines an explanation quotes."""
 TAIL_CLIP: Final = 300
 """The longest quote of stderr (its end is kept)."""
+READ_CHUNK: Final = 4096
+"""Bytes of a server process's stderr read at a time."""
+SECRET_MIN_LEN: Final = 8
+"""A secret-named environment value shorter than this is not looked for in stderr (it would hide common words)."""
 DRAIN_S: Final = 1.0
 """How long an explanation waits for the rest of stderr once the process is gone (a child of the server that
 kept the pipe open would hold it for ever)."""
@@ -77,7 +81,7 @@ def stderr_tail(raw: bytes | str, hide: tuple[str, ...] = ()) -> str:
 def server_secrets(server: ServerConfig) -> tuple[str, ...]:
     """Values (8 characters or more) of the server's environment whose names say they are secret (`GITHUB_TOKEN`,
     `API_KEY`, ...): a token the server may echo on stderr."""
-    return tuple(v for k, v in server.env.items() if _SECRET_NAME.search(k) and len(v) >= 8)
+    return tuple(v for k, v in server.env.items() if _SECRET_NAME.search(k) and len(v) >= SECRET_MIN_LEN)
 
 
 def spawn_problem(server: ServerConfig) -> OSError | None:
@@ -175,7 +179,7 @@ class StdioProcess(AbstractAsyncContextManager[Any]):
         """Read the server's stderr until its end: forward it, and keep its last `TAIL_BYTES`."""
         forward = self._forward
         try:
-            while chunk := os.read(fd, 4096):
+            while chunk := os.read(fd, READ_CHUNK):
                 with self._lock:
                     self._tail += chunk
                     del self._tail[:-TAIL_BYTES]

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-import logging
 from collections.abc import Callable, Collection
 from typing import Any
 
 from sqlalchemy import Row, insert, select, update
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.core.agents import AGENT_NAME, TOKEN_PREFIX, AgentToken, TokenEnd, hash_token, new_token_text
@@ -29,8 +27,6 @@ from bot.store.errors import unavailable_as
 from bot.store.tables import agent_tokens
 
 __all__ = ["AgentStore", "Revoker", "utc_now"]
-
-logger = logging.getLogger(__name__)
 
 
 class Revoker(enum.StrEnum):
@@ -235,14 +231,9 @@ class AgentStore:
 
     async def _audit(self, event: AuditEvent, token: AgentToken, detail: dict[str, Any]) -> None:
         """One audit row about `token`: its person, name and id (never its text or hash)."""
-        if self.log is None:
-            return
-        try:
-            await self.log.append(
-                event, user_id=token.user_id, detail={"agent": token.name, "token_id": token.id, **detail}
-            )
-        except SQLAlchemyError:  # what was done stays done; the row is lost, and said so
-            logger.exception("could not write the audit event %s", event.value)
+        if self.log is not None:
+            detail = {"agent": token.name, "token_id": token.id, **detail}
+            await self.log.record(event, user_id=token.user_id, detail=detail)
 
 
 def _iso(moment: dt.datetime) -> str:

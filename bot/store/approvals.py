@@ -26,7 +26,6 @@ from typing import Any, Final
 
 from sqlalchemy import ColumnElement, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.config import AuditContent
@@ -413,19 +412,15 @@ class ApprovalStore:
         self, event: AuditEvent, record: ApprovalRecord, detail: Mapping[str, Any], user_id: int | None = None
     ) -> None:
         ask = record.ask
-        try:
-            await self.log.append(
-                event,
-                user_id=ask.origin.user_id if user_id is None else user_id,
-                chat_id=ask.origin.chat_id,
-                server=ask.server,
-                tool=ask.tool,
-                request_id=record.id,
-                detail={"requester": ask.origin.user_id, **agent_of(ask.origin), **detail},
-            )
-        except SQLAlchemyError:
-            # The decision itself is committed; a lost audit row must not undo it (as the AuditObserver).
-            logger.exception("could not write the audit event %s", event.value)
+        await self.log.record(  # the decision itself is committed: a lost row is logged, never raised
+            event,
+            user_id=ask.origin.user_id if user_id is None else user_id,
+            chat_id=ask.origin.chat_id,
+            server=ask.server,
+            tool=ask.tool,
+            request_id=record.id,
+            detail={"requester": ask.origin.user_id, **agent_of(ask.origin), **detail},
+        )
 
 
 def _nudges(record: ApprovalRecord) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import datetime as dt
 import enum
 import hashlib
 import json
+import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -38,6 +39,8 @@ from bot.store.tables import audit, audit_checkpoints
 from bot.store.writer import Prepared, StoreWriter
 
 __all__ = ["GENESIS", "AuditEvent", "AuditLog", "AuditRow", "ChainBreak", "canonical_form"]
+
+logger = logging.getLogger(__name__)
 
 GENESIS: Final = "0" * 64
 """The first row's `prev_hash`."""
@@ -206,6 +209,14 @@ class AuditLog:
         async with self.engine.connect() as conn:
             head = (await conn.execute(_head())).first()
         self._head = (0, GENESIS) if head is None else (head.seq, head.hash)
+
+    async def record(self, event: AuditEvent, **fields: Any) -> None:
+        """`append`, for a change already committed: a row the database refuses is logged as lost, never raised
+        (what was done stays done; a lost audit row must not undo it). Never raises for the database."""
+        try:
+            await self.append(event, **fields)
+        except SQLAlchemyError:
+            logger.exception("could not write the audit event %s", event.value)
 
     async def append(
         self,

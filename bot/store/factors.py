@@ -18,14 +18,12 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import json
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from sqlalchemy import Row, delete, insert, select, update
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.core.approvals import Factor
@@ -37,7 +35,6 @@ from bot.store.tables import code_prompts, second_factors
 
 __all__ = ["CodeCheck", "CodePrompt", "CodeStatus", "FactorStore"]
 
-logger = logging.getLogger(__name__)
 
 _ATTEMPTS: Final = 5
 """Fresh reads a check gets when another change of the row commits first."""
@@ -267,12 +264,8 @@ class FactorStore:
 
     async def _audit(self, event: AuditEvent, user_id: int, detail: dict[str, Any]) -> None:
         """Record it; the change itself is committed, and a lost audit row must not undo it."""
-        if self.log is None:
-            return
-        try:
-            await self.log.append(event, user_id=user_id, detail=detail)
-        except SQLAlchemyError:
-            logger.exception("could not write the audit event %s", event.value)
+        if self.log is not None:
+            await self.log.record(event, user_id=user_id, detail=detail)
 
     def _open(self, sealed: str, user_id: int) -> str | None:
         try:

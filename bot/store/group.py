@@ -50,8 +50,6 @@ class GroupCommit(Generic[T, R]):
         self._write = write
         self._queue: list[_Entry[T, R]] = []
         self._writing = False
-        self.batches = 0
-        """Calls of `write` so far (read by bench and tests)."""
 
     async def submit(self, item: T) -> R:
         """Commit `item` (with whatever else is queued) and return its result.
@@ -102,7 +100,6 @@ class GroupCommit(Generic[T, R]):
                 _wake(waiting)
 
     async def _write_batch(self, batch: list[_Entry[T, R]]) -> None:
-        self.batches += 1
         try:
             outcomes = await self._write([e.item for e in batch])
             if len(outcomes) != len(batch):

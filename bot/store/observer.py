@@ -10,11 +10,8 @@ gateway) name the agent in `detail.agent`; `user_id` is the person it acts as.
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections import defaultdict
 from typing import Any, Final
-
-from sqlalchemy.exc import SQLAlchemyError
 
 from bot.config import AuditContent
 from bot.core import MESSAGE_CLIP, Origin, Outcome, Prompt, ToolOutcome, clip
@@ -23,7 +20,6 @@ from mapping import Answer, answer_to_elicit_result
 
 __all__ = ["AuditObserver", "agent_of", "shown_text"]
 
-logger = logging.getLogger(__name__)
 
 _EVENT_OF_OUTCOME: Final = {
     Outcome.ANSWERED: AuditEvent.ANSWERED,
@@ -77,10 +73,7 @@ class AuditObserver:
         """Running calls' tools by (person, server): a question names the tool when only one is running."""
 
     async def _append(self, event: AuditEvent, **values: Any) -> None:
-        try:
-            await self.log.append(event, **values)
-        except SQLAlchemyError:
-            logger.exception("could not write the audit event %s", event.value)
+        await self.log.record(event, **values)
 
     async def call_started(
         self, origin: Origin, server: str, tool: str, arguments: dict[str, Any] | None

@@ -69,10 +69,7 @@ class Store:
 
     async def audit_sign_in(self, event: str, user_id: int, server: str, detail: dict[str, str]) -> None:
         """Record a sign-in, a refresh failure or a logout (`bot.servers.oauth.SignInAudit`); never raises."""
-        try:
-            await self.audit.append(AuditEvent(event), user_id=user_id, server=server, detail=detail)
-        except SQLAlchemyError:
-            logger.exception("could not write the audit event %s", event)
+        await self.audit.record(AuditEvent(event), user_id=user_id, server=server, detail=detail)
 
 
 @asynccontextmanager

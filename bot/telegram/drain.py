@@ -37,6 +37,12 @@ IDLE_CHECK_S: Final = 0.1
 process's life)."""
 POLL_S: Final = 10
 """The long poll while draining (cut short when the drain ends)."""
+CONFIRM_WAIT_S: Final = 5.0
+"""How long the drain's end waits for Telegram to confirm the answers it took (else they come again, to the next
+process)."""
+QUIET_LOOKS: Final = 2
+"""Looks in a row that find no work before the drain counts the process idle (an update handed on just now may
+not have started its run yet)."""
 
 
 async def take_answers(
@@ -68,7 +74,7 @@ async def take_answers(
                 offset = update.update_id + 1
     finally:
         if offset is not None:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CONFIRM_WAIT_S):
                 try:
                     await app.bot.get_updates(offset=offset, timeout=0, allowed_updates=allowed_updates)
                 except TelegramError as exc:
@@ -125,8 +131,7 @@ async def _lost(book: RoundBook, prompts: PromptRegistry) -> dict[Prompt, KeptQu
 
 
 async def _idle(app: Any, runner: ToolRunner, stop: anyio.Event) -> None:
-    # Twice in a row: an update handed on just now may not have started its run yet.
     quiet = 0
-    while quiet < 2 and not stop.is_set():
+    while quiet < QUIET_LOOKS and not stop.is_set():
         quiet = quiet + 1 if not runner.busy and app.update_queue.empty() else 0
         await anyio.sleep(IDLE_CHECK_S)

@@ -56,6 +56,8 @@ PROGRESS_EVERY_S: Final = 1.0
 """Telegram allows about one message per second per chat; progress edits never go faster."""
 LIST_KEEP_S: Final = 7 * 24 * 3600.0
 """How long a `/tools` list's buttons work in a fleet (`ToolButtons`)."""
+TOOL_LISTS_KEPT: Final = 5000
+"""`/tools` lists whose buttons are remembered in one process (oldest forgotten)."""
 RERUNS_KEPT: Final = 5000
 """**Run again** buttons remembered (oldest forgotten)."""
 LEAVE_GRACE_S: Final = 2.0
@@ -146,7 +148,7 @@ class ToolButtons:
     the person may run; an older one says it expired, and `/tools` gives a fresh one.
     """
 
-    def __init__(self, capacity: int = 5000, lists: ToolLists | None = None) -> None:
+    def __init__(self, capacity: int = TOOL_LISTS_KEPT, lists: ToolLists | None = None) -> None:
         self._entries: OrderedDict[str, tuple[str, list[str], Origin]] = OrderedDict()
         self._capacity = capacity
         self._lists = lists

@@ -70,9 +70,6 @@ PROTOCOL_META: Final = "io.modelcontextprotocol/"
 """The prefix of `_meta` keys the protocol reserves for itself (a backend's are not the gateway's to repeat)."""
 NOTIFY_CLIP: Final = 1000
 """Characters of an agent's `notify_person` line shown in the chat."""
-LEAVE_GRACE_S: Final = 2.0
-"""When an agent goes away from a call with a question open: how long its server gets to end the tool once it
-heard `cancel`, before the call is cancelled."""
 GONE_KEY: Final = "toolnexus.gone"
 """The key, in an `/mcp` request's ASGI scope, of the event set when its client disconnects."""
 MAX_BODY: Final = 4 << 20
@@ -242,6 +239,36 @@ def _gone_event(ctx: ServerRequestContext[Any]) -> anyio.Event | None:
     return gone if isinstance(gone, anyio.Event) else None
 
 
+class _Progress:
+    """An agent's progress notifications for one call: the server's progress and a beat while it waits, as one
+    rising count (the spec wants each notification's `progress` above the last)."""
+
+    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
+        self._ctx = ctx
+        self._count = 0
+        self._lock = anyio.Lock()
+
+    async def _send(self, message: str) -> None:
+        async with self._lock:
+            self._count += 1
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await self._ctx.session.report_progress(self._count, None, message)  # the agent may have gone
+
+    async def forward(self, progress: Progress) -> None:
+        """The server's progress, passed on."""
+        fraction = progress.fraction
+        said = progress.message or "working"
+        await self._send(said if fraction is None else f"{said} ({fraction:.0%})")
+
+    async def beat(self, every_s: float, waiting: Callable[[], bool]) -> None:
+        """A line every `every_s` until cancelled: whether the call waits for its person (`waiting`)."""
+        while True:
+            await anyio.sleep(every_s)
+            await self._send(
+                "waiting for the person to answer on their phone" if waiting() else "still running"
+            )
+
+
 class Gateway:
     """`/mcp` for agents. Serve `routes()` on the web endpoint and run `run` in the bot's task group."""
 
@@ -405,7 +432,7 @@ class Gateway:
 
         `work` runs shielded from the request's cancellation, so that when the agent goes away (it cancels: the
         SDK cancels this handler; or its connection drops, which in 2025-11-25 the SDK lets the handler outlive)
-        the call's open cards end first, as the agent's doing (`_agent_left`), and only then is `work` cancelled.
+        the call's open cards end first, as the agent's doing (`Hub.abandon`), and only then is `work` cancelled.
         If the call (of `target`, server and tool) had asked the person something before, they are told that its
         result reaches nobody: their answer is not lost without a word.
         """
@@ -422,35 +449,16 @@ class Gateway:
     ) -> types.CallToolResult:
         """`_kept_alive`'s body; `ending` is set when the token's access ends: the call then ends as when its agent
         leaves, its cards saying the agent's access was revoked, and the agent gets `ending.line` as an error."""
-        count = 0
-        lock = anyio.Lock()
+        progress = _Progress(ctx)
         flight = Flight()
         results: list[types.CallToolResult] = []
         ran = anyio.Event()
         work_scope = anyio.CancelScope()
 
-        async def send(message: str) -> None:
-            nonlocal count
-            async with lock:
-                count += 1
-                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    await ctx.session.report_progress(count, None, message)  # the agent may have gone
-
-        async def forward(progress: Progress) -> None:
-            fraction = progress.fraction
-            said = progress.message or "working"
-            await send(said if fraction is None else f"{said} ({fraction:.0%})")
-
-        async def beat() -> None:
-            while True:
-                await anyio.sleep(self.config.gateway.keepalive_s)
-                waiting = bool(self.prompts.pending(origin=origin))
-                await send("waiting for the person to answer on their phone" if waiting else "still running")
-
         async def run() -> None:
             try:
                 with anyio.CancelScope(shield=True), work_scope:
-                    results.append(await work(forward, flight))
+                    results.append(await work(progress.forward, flight))
             finally:
                 ran.set()
 
@@ -464,31 +472,25 @@ class Gateway:
                     await leaving.wait()
                 return
             leaving = anyio.Event()
-            ended = await self._agent_left(origin, None if target is None else target[0], flight, ran, why)
-            if flight.scope is not None:
-                flight.scope.cancel()  # the hub's call ends as cancelled: logged, counted and audited
-            else:
+            if not await self.hub.abandon(flight, why, origin, target, ran):
                 work_scope.cancel()  # waiting for approvers, or an agent's own question (`ask_person`)
-            caller = flight.caller
-            if target is not None and caller is not None and caller.asked > ended:
-                await self._tell_left(origin, target, why)
             leaving.set()
 
-        async def departure(gone: anyio.Event) -> None:
-            await gone.wait()
-            await leave()
-
-        async def revocation() -> None:
-            await ending.event.wait()
-            await leave(Outcome.AGENT_REVOKED)
+        async def leave_on(event: anyio.Event, why: Outcome) -> None:
+            await event.wait()
+            await leave(why)
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(beat)
+            tg.start_soon(
+                progress.beat,
+                self.config.gateway.keepalive_s,
+                lambda: bool(self.prompts.pending(origin=origin)),
+            )
             tg.start_soon(run)
-            tg.start_soon(revocation)
+            tg.start_soon(leave_on, ending.event, Outcome.AGENT_REVOKED)
             gone = _gone_event(ctx)
             if gone is not None:
-                tg.start_soon(departure, gone)
+                tg.start_soon(leave_on, gone, Outcome.AGENT_CANCELLED)
             try:
                 await ran.wait()
             except anyio.get_cancelled_exc_class():
@@ -496,56 +498,6 @@ class Gateway:
                 raise
             tg.cancel_scope.cancel()
         return _answer(results, ending)
-
-    async def _tell_left(self, origin: Origin, target: tuple[str, str], why: Outcome) -> None:
-        """The call had asked the person something before its agent left (or lost its access): they are told
-        that its result reaches nobody (not while the bot stops: that says so itself)."""
-        if self.hub.elicitations.stopping:
-            return
-        went = "lost its access while it waited" if why is Outcome.AGENT_REVOKED else "stopped waiting"
-        with self.prompts.shielded_io():
-            await self.prompts.surface.notify(
-                origin,
-                f"🤖 Your agent {origin.agent} {went} for {target[1]} on {target[0]}, which "
-                "had asked you something: the call is ended, and its result reaches nobody.",
-            )
-
-    async def _agent_left(
-        self,
-        origin: Origin,
-        server: str | None,
-        flight: Flight,
-        ran: anyio.Event,
-        why: Outcome = Outcome.AGENT_CANCELLED,
-    ) -> int:
-        """The agent cancelled its call or went away (or, `why` AGENT_REVOKED, lost its access): the call's open
-        questions end as the agent's doing (their cards say so; the server hears `cancel` and gets `LEAVE_GRACE_S`
-        to end its tool its own way, until `ran`); the caller then cancels the call. A question the bot is
-        stopping for is already aborted as such; a kept one is left for the next process. Returns how many
-        questions it ended.
-
-        A sign-in card the call is waiting on (for this agent, on `server`) ends so too: its flow runs in the
-        call, and would end with it as if the server had withdrawn it. Not counted: it is the bot's question.
-        Losing its access, an agent's own question (`ask_person`, no `server`) ends so as well."""
-        if why is Outcome.AGENT_CANCELLED:
-            logger.info(
-                "gateway: a call of agent %s ends: it cancelled or went away, or the bot stops", origin.agent
-            )
-        asking = flight.caller.asking if flight.caller is not None else set()
-        ended = [
-            prompt
-            for prompt in list(asking)
-            if not self.prompts.kept(prompt) and self.prompts.abort(prompt, why)
-        ]
-        for prompt in self.prompts.pending(origin=origin):
-            signing_in = prompt.sign_in and prompt.server == server and not self.prompts.kept(prompt)
-            own = why is Outcome.AGENT_REVOKED and server is None and prompt.scope == ("agent", origin)
-            if signing_in or own:
-                self.prompts.abort(prompt, why)
-        if ended:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(LEAVE_GRACE_S):
-                await ran.wait()
-        return len(ended)
 
     # -- the bot's own tools ---------------------------------------------------------------------------
 

@@ -172,11 +172,6 @@ class Guard:
         self._wake = anyio.Event()
         self._unread = False
 
-    def sessions_of(self, token_id: int) -> int:
-        """How many sessions the token holds open here (opening ones included)."""
-        entry = self._tokens.get(token_id)
-        return 0 if entry is None else len(entry.sessions) + entry.opening
-
     # -- requests --------------------------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -14,7 +14,8 @@ from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import delete, event, update
+from sqlalchemy import delete, event, text, update
+from sqlalchemy.exc import SQLAlchemyError
 
 from bot.config import Secret, StorageConfig
 from bot.store import AuditEvent, AuditLog, Store, canonical_form, open_store
@@ -182,3 +183,18 @@ async def test_the_audit_command_prints_csv_and_filters_by_date(
     assert lines[0][:4] == ["seq", "id", "at", "event"] and [line[0] for line in lines[1:]] == ["1", "2"]
     assert audit("--since", "2999-01-01") == ""
     assert len(audit("--since", "2000-01-01T00:00").splitlines()) == 2
+
+
+async def test_a_row_the_database_refuses_is_logged_as_lost_by_record_not_raised(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`record` is for a change already committed: when the database refuses its row, the loss is logged with
+    the event's name and nothing is raised (what was done stays done); `append` still raises."""
+    async with store.engine.begin() as conn:
+        await conn.execute(text("DROP TABLE audit"))
+    await store.audit.record(AuditEvent.AGENT_TOKEN_REVOKED, user_id=7, detail={"by": "person"})
+    assert [(r.name, r.getMessage()) for r in caplog.records if r.exc_info] == [
+        ("bot.store.audit", "could not write the audit event agent_token_revoked")
+    ]
+    with pytest.raises(SQLAlchemyError):
+        await store.audit.append(AuditEvent.AGENT_TOKEN_REVOKED, user_id=7)

@@ -20,6 +20,8 @@ __all__ = ["EXCHANGE_WAIT_S", "Delivery", "Pending", "callback_params", "query_o
 
 EXCHANGE_WAIT_S: Final = 30.0
 """How long the callback page waits for the code's exchange before saying Telegram will tell."""
+ERROR_CLIP: Final = 100
+"""Characters of an authorization server's `error` shown to the person."""
 
 
 @dataclass(eq=False, slots=True)
@@ -85,7 +87,7 @@ def settle(pending: Pending, params: dict[str, str]) -> Delivery:
         pending.failure = "was refused: the answer did not name its authorization server"
     elif "error" in params:
         pending.failure = "was refused by the server" + (
-            f" ({params['error'][:100]})" if params["error"].isprintable() else ""
+            f" ({params['error'][:ERROR_CLIP]})" if params["error"].isprintable() else ""
         )
     elif not params.get("code"):
         pending.failure = "came back without an authorization code"

@@ -60,6 +60,9 @@ logger = logging.getLogger(__name__)
 APP_PATH: Final = "/app"
 MAX_BODY: Final = 256 * 1024
 """Bytes of a page's request: a form's values, a few kilobytes."""
+USED_KEPT_S: Final = 120
+"""A used launch is remembered this long past its last valid moment (`max_age_s` after it was signed), so that
+it stays refused while any clock could still take it for valid (more than `initdata.CLOCK_SKEW_S`)."""
 RELAY_WAIT_S: Final = 10.0
 """How long a page's answer for a prompt held by another instance waits for that instance to take it."""
 _ENDED: Final = "this form is no longer open: it was answered, cancelled or expired"
@@ -224,7 +227,7 @@ class MiniApp:
         assert fleet is not None
         try:
             if not await fleet.miniapp.use_launch(
-                launch.hash, launch.auth_date + self._config.max_age_s + 120
+                launch.hash, launch.auth_date + self._config.max_age_s + USED_KEPT_S
             ):
                 return _used()
             if self._prompts.get(prompt.token) is prompt:
@@ -271,7 +274,7 @@ class MiniApp:
 
     def _remember(self, launch: Launch) -> None:
         now = self._clock()
-        horizon = self._config.max_age_s + 120
+        horizon = self._config.max_age_s + USED_KEPT_S
         self._used = {h: at for h, at in self._used.items() if now - at <= horizon}
         self._used[launch.hash] = launch.auth_date
 
