@@ -6,6 +6,7 @@
 validation errors into problem lines; `read` expands `${VAR}` and converts raw values.
 """
 
+from bot.config._table import Secret
 from bot.config.load import load_config, load_storage, parse_config
 from bot.config.model import (
     DRAIN_S,
@@ -28,7 +29,6 @@ from bot.config.model import (
     OAuthClient,
     RunConfig,
     SecondFactor,
-    Secret,
     ServerAuth,
     ServerConfig,
     ServerProtocol,

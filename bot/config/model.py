@@ -21,39 +21,44 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from types import MappingProxyType, SimpleNamespace
-from typing import Annotated, Any, ClassVar, Final, TypedDict, TypeVar, cast
+from types import MappingProxyType
+from typing import Annotated, Any, Final, cast
 from urllib.parse import urlsplit
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PlainValidator,
-    TypeAdapter,
-    ValidationError,
-    ValidationInfo,
-    ValidatorFunctionWrapHandler,
-    model_validator,
-)
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic import AfterValidator, Field, ValidationInfo
 
 from bot.config import read
+from bot.config._table import (
+    EXPAND,
+    MASK,
+    Boolean,
+    Context,
+    Found,
+    Limit,
+    OptionalText,
+    Positive,
+    PositiveInt,
+    Secret,
+    Strings,
+    Table,
+    Text,
+    UserIds,
+    as_frozenset,
+    as_secret,
+    checked,
+    expand_in,
+    optional,
+    partial,
+)
 
-T = TypeVar("T")
-
-_MASK: Final = "**********"
 SERVER_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,32}")
 """What a `[servers.<name>]` name must fullmatch (it appears in commands and callback data)."""
 WEBHOOK_SECRET: Final = re.compile(r"[A-Za-z0-9_-]{1,256}")
 """Telegram's rule for `setWebhook(secret_token=...)`."""
 WEBHOOK_PORTS: Final = frozenset({80, 88, 443, 8443})
+"""The only ports Telegram delivers webhooks to."""
 LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 """The hosts an `http://` `[web] public_url` may name: this machine only."""
-"""The only ports Telegram delivers webhooks to."""
 WEBHOOK_PATH: Final = "/telegram"
 """Where the webhook lives, under `[web] public_url` and on the local endpoint alike."""
 STORAGE_FILE: Final = "toolnexus.db"
@@ -62,7 +67,7 @@ beside the config file."""
 DRAIN_S: Final = 20.0
 """`[run] drain_s` when not set."""
 _BOT_TOKEN: Final = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
-_TOKEN_REQUIRED: Final = 'telegram.token: required to run the Telegram bot (token = "${TELEGRAM_BOT_TOKEN}")'
+TOKEN_REQUIRED: Final = 'telegram.token: required to run the Telegram bot (token = "${TELEGRAM_BOT_TOKEN}")'
 _STORAGE_SCHEMES: Final = ("sqlite", "postgresql", "postgres")
 _MOVED: Final = (
     "replaced by [web] (listen, port, public_url) and telegram.webhook_secret; "
@@ -78,34 +83,6 @@ class ConfigError(Exception):
         self.path = path
         """The file the problems are in, when read by `load_config`."""
         super().__init__("\n".join(self.problems))
-
-
-@dataclass(frozen=True, slots=True, repr=False)
-class Secret:
-    """A string that never shows itself in `repr`/`str` (tracebacks, logs); `.get()` reveals it."""
-
-    _value: str
-
-    def get(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return f"Secret('{_MASK}')"
-
-    def __str__(self) -> str:
-        return _MASK
-
-
-class Context(TypedDict):
-    """The validation context `parse_config` gives: a document read from a file."""
-
-    environ: Mapping[str, str]
-    """Where `${VAR}` is looked up."""
-    base_dir: str | None
-    """The config file's folder (a relative SQLite path is resolved against it)."""
-
-
-# -- enums ---------------------------------------------------------------------------------------------------
 
 
 class TelegramMode(enum.StrEnum):
@@ -188,66 +165,6 @@ class Caller(enum.StrEnum):
 
     CHAT = "chat"
     AGENT = "agent"
-
-
-# -- field types: a converter from `read`, after `${VAR}` expansion --------------------------------
-
-
-def problem(reason: str, at: str = "") -> PydanticCustomError:
-    """The pydantic error for one problem line; `at` extends the key into the value (`[2]`, `.Authorization`)."""
-    return PydanticCustomError("config", "{reason}", {"reason": reason, "at": at})
-
-
-def _expand(value: object, info: ValidationInfo) -> object:
-    context = cast("Context | None", info.context)
-    if context is None:  # built by hand: values are taken as they are
-        return value
-    try:
-        return read.expand_all(value, context["environ"])
-    except read.Invalid as exc:
-        raise problem(exc.reason, exc.at) from None
-
-
-def _expand_in(value: object, context: Context | None) -> object:
-    return value if context is None else read.expand_all(value, context["environ"])
-
-
-def _checked(convert: read.Convert[T]) -> PlainValidator:
-    def validate(value: object) -> T:
-        try:
-            return convert(value)
-        except read.Invalid as exc:
-            raise problem(exc.reason, exc.at) from None
-
-    return PlainValidator(validate)
-
-
-def _optional(convert: read.Convert[T]) -> read.Convert[T | None]:
-    return lambda value: None if value is None else convert(value)
-
-
-def _secret(convert: read.Convert[str]) -> read.Convert[Secret]:
-    return lambda value: value if isinstance(value, Secret) else Secret(convert(value))
-
-
-def _frozen(convert: read.Convert[tuple[T, ...]]) -> read.Convert[frozenset[T]]:
-    return lambda value: frozenset(convert(value))
-
-
-_EXPAND: Final = BeforeValidator(_expand)
-Text = Annotated[str, _checked(read.text), _EXPAND]
-OptionalText = Annotated[str | None, _checked(_optional(read.text)), _EXPAND]
-Boolean = Annotated[bool, _checked(read.boolean), _EXPAND]
-Positive = Annotated[float, _checked(read.positive), _EXPAND]
-PositiveInt = Annotated[int, _checked(read.positive_int), _EXPAND]
-UserIds = Annotated[frozenset[int], _checked(read.user_ids), _EXPAND]
-Strings = Annotated[tuple[str, ...], _checked(read.str_list), _EXPAND]
-
-
-def _limit(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise read.Invalid("must be 0 (no limit) or a positive integer")
-    return value
 
 
 def _chat_id(value: object) -> int | None:
@@ -346,121 +263,6 @@ def _no_headers() -> Mapping[str, Secret]:
     return MappingProxyType({})
 
 
-# -- the models ----------------------------------------------------------------------------------
-
-Loc = tuple[str | int, ...]
-Found = list[tuple[Loc, str]]
-"""Problems a check found: (where under the model, reason)."""
-
-
-class Table(BaseModel):
-    """A TOML table: unknown keys forbidden, frozen, keyword-only; every problem in it reported at once.
-
-    Subclasses state field rules in their annotations and rules between fields in `_relations`, which
-    runs on the model, or (when a field failed) on what could be read, so that a broken field never hides
-    another problem. `_prepare` translates the document's shape (a file's only) into the model's.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        arbitrary_types_allowed=True,
-        hide_input_in_errors=True,
-        use_attribute_docstrings=True,
-    )
-    _hidden: ClassVar[frozenset[str]] = frozenset()
-    """Fields that are not keys of the file (`toml_keys` leaves them out)."""
-
-    @classmethod
-    def toml_keys(cls) -> tuple[str, ...]:
-        """The keys this table may have in the file, in documented order."""
-        return tuple(name for name in cls.model_fields if name not in cls._hidden)
-
-    @classmethod
-    def _prepare(cls, data: dict[str, Any], context: Context) -> Found:
-        """Translate a file's table into the model's shape in place; return problems found doing so."""
-        return []
-
-    @classmethod
-    def _relations(cls, v: Any, data: Mapping[str, Any], context: Context | None) -> Found:
-        """Rules between fields. `v` is the model, or a namespace where a failed field is None; `data` is
-        the (prepared) input; `context` None for a model built by hand."""
-        return []
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _every_problem(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
-        if not isinstance(data, Mapping):
-            return handler(data)  # a built model, or (a problem) not a table
-        context = cast("Context | None", info.context)
-        prepared = dict(cast("Mapping[str, Any]", data))
-        found = cls._prepare(prepared, context) if context is not None else []
-        errors: list[InitErrorDetails] = []
-        try:
-            model = handler(prepared)
-        except ValidationError as exc:
-            errors = _init_errors(exc)
-            model = None
-        view = model if model is not None else _partial(cls, prepared, context)
-        found += cls._relations(view, prepared, context)
-        if not errors and not found:
-            return model
-        errors += [{"type": problem(reason), "loc": loc, "input": None} for loc, reason in found]
-        order = {name: i for i, name in enumerate(cls.model_fields)}
-        errors.sort(key=lambda e: order.get(str(e["loc"][0]), -1) if e["loc"] else -1)
-        raise ValidationError.from_exception_data(cls.__name__, errors, hide_input=True)
-
-
-def _init_errors(exc: ValidationError) -> list[InitErrorDetails]:
-    """`exc`'s errors, ready to be raised again among others."""
-    errors: list[InitErrorDetails] = []
-    for e in exc.errors(include_url=False):
-        ctx = e.get("ctx")
-        kind: Any = (
-            problem(str(ctx["reason"]), str(ctx.get("at", "")))
-            if e["type"] == "config" and ctx
-            else e["type"]
-        )
-        detail: InitErrorDetails = {"type": kind, "loc": e["loc"], "input": e["input"]}
-        if ctx is not None and e["type"] != "config":
-            detail["ctx"] = ctx
-        errors.append(detail)
-    return errors
-
-
-_ADAPTERS: dict[tuple[type[Table], str], TypeAdapter[Any]] = {}
-
-
-def _partial(cls: type[Table], data: Mapping[str, Any], context: Context | None) -> SimpleNamespace:
-    """Each field of `cls` validated on its own: its value, a namespace of what could be read of a failed
-    sub-table, or None."""
-    values: dict[str, Any] = {}
-    for name, field in cls.model_fields.items():
-        if name not in data:
-            values[name] = field.get_default(call_default_factory=True)
-            continue
-        adapter = _ADAPTERS.get((cls, name))
-        if adapter is None:
-            annotation: Any = field.annotation
-            adapter = TypeAdapter(Annotated[(annotation, *field.metadata)] if field.metadata else annotation)
-            _ADAPTERS[(cls, name)] = adapter
-        try:
-            values[name] = adapter.validate_python(data[name], context=context)
-        except ValidationError:
-            inner = _table_in(field.annotation)
-            raw = data[name]
-            values[name] = _partial(inner, raw, context) if inner and isinstance(raw, Mapping) else None
-    return SimpleNamespace(**values)
-
-
-def _table_in(annotation: Any) -> type[Table] | None:
-    """The `Table` a field holds (`X`, `X | None`), if any."""
-    for candidate in (annotation, *getattr(annotation, "__args__", ())):
-        if isinstance(candidate, type) and issubclass(candidate, Table):
-            return candidate
-    return None
-
-
 class OAuthClient(Table):
     """How the bot presents itself to an OAuth server; all optional (dynamic registration without them).
 
@@ -469,14 +271,14 @@ class OAuthClient(Table):
 
     client_id: OptionalText = None
     """A pre-registered client id."""
-    client_secret: Annotated[Secret | None, _checked(_optional(_secret(read.text))), _EXPAND] = None
+    client_secret: Annotated[Secret | None, checked(optional(as_secret(read.text))), EXPAND] = None
     """Its secret, for a confidential pre-registered client."""
-    client_metadata_url: Annotated[str | None, _checked(_optional(_metadata_url)), _EXPAND] = None
+    client_metadata_url: Annotated[str | None, checked(optional(_metadata_url)), EXPAND] = None
     """An https URL of a client ID metadata document (used as the client id where the server accepts it)."""
     scopes: Strings = ()
     """Scopes to ask for (default: what the server advertises)."""
     token_endpoint_auth_method: Annotated[
-        TokenEndpointAuth | None, _checked(_optional(read.one_of(TokenEndpointAuth))), _EXPAND
+        TokenEndpointAuth | None, checked(optional(read.one_of(TokenEndpointAuth))), EXPAND
     ] = None
     """How the pre-registered client authenticates at the token endpoint (default: the best the
     authorization server's metadata offers)."""
@@ -504,11 +306,18 @@ class OAuthClient(Table):
         return found
 
 
+def _callers(value: object) -> frozenset[Caller]:
+    callers = frozenset(read.one_of(Caller)(item) for item in read.str_list(value))
+    if not callers:
+        raise read.Invalid("must list at least one of 'chat', 'agent'")
+    return callers
+
+
 class ApprovalRule(Table):
     """`[[approvals]]`: tool calls that need `quorum` of `approvers` to agree first."""
 
     _hidden = frozenset({"index"})
-    servers: Annotated[frozenset[str], _checked(_frozen(read.str_list)), _EXPAND] = frozenset()
+    servers: Annotated[frozenset[str], checked(as_frozenset(read.str_list)), EXPAND] = frozenset()
     """Server names the rule covers (required)."""
     tools: Strings = ()
     """Tool names or shell-style patterns (`deploy*`), matched with `fnmatch.fnmatchcase` (required)."""
@@ -516,22 +325,20 @@ class ApprovalRule(Table):
     """Telegram user ids who may approve or reject (required)."""
     quorum: PositiveInt = 1
     """How many distinct approvers must approve."""
-    chat: Annotated[int | None, _checked(_chat_id), _EXPAND] = None
+    chat: Annotated[int | None, checked(_chat_id), EXPAND] = None
     """The approval group's chat id; None: each approver gets the card privately."""
     self_approval: Boolean = False
     """Whether the requester's own approval counts (when they are an approver)."""
     timeout_s: Positive = 1800.0
     """A request not decided by then expires (and nothing is sent)."""
-    gate: Annotated[ApprovalGate, _checked(read.one_of(ApprovalGate)), _EXPAND] = ApprovalGate.CALL
-    callers: Annotated[frozenset[Caller], _checked(_callers), _EXPAND] = frozenset(Caller)
+    gate: Annotated[ApprovalGate, checked(read.one_of(ApprovalGate)), EXPAND] = ApprovalGate.CALL
+    callers: Annotated[frozenset[Caller], checked(_callers), EXPAND] = frozenset(Caller)
     """Whose calls the rule holds back: `chat` (a person's `/call`), `agent` (the gateway), or both."""
-    second_factor: Annotated[SecondFactor | None, _checked(_optional(read.one_of(SecondFactor))), _EXPAND] = (
-        None
-    )
+    second_factor: Annotated[SecondFactor | None, checked(optional(read.one_of(SecondFactor))), EXPAND] = None
     """`totp`: an approval also needs the approver's current authenticator code (needs `[storage] secret_key`)."""
-    remind_after_s: Annotated[float | None, _checked(_optional(read.positive)), _EXPAND] = None
+    remind_after_s: Annotated[float | None, checked(optional(read.positive)), EXPAND] = None
     """Approvers who have not voted by then get one private reminder each (batched); None: no reminder."""
-    escalate_after_s: Annotated[float | None, _checked(_optional(read.positive)), _EXPAND] = None
+    escalate_after_s: Annotated[float | None, checked(optional(read.positive)), EXPAND] = None
     """Not decided by then: the people of `escalate_to` join the approvers; None: no escalation."""
     escalate_to: UserIds = frozenset()
     """Telegram user ids who become approvers of a request at `escalate_after_s`."""
@@ -578,9 +385,9 @@ class WebConfig(Table):
 
     listen: Text = "127.0.0.1"
     """Local address to bind."""
-    port: Annotated[int, _checked(read.port), _EXPAND] = 8080
+    port: Annotated[int, checked(read.port), EXPAND] = 8080
     """Local port to bind."""
-    public_url: Annotated[str | None, _checked(_optional(_public_url)), _EXPAND] = None
+    public_url: Annotated[str | None, checked(optional(_public_url)), EXPAND] = None
     """What Telegram and browsers reach (`https://host[:port]`); the proxy forwards every path unchanged.
     Required in webhook mode: the webhook is `<public_url>/telegram`. `http://127.0.0.1:PORT` (localhost,
     [::1]) is allowed for trying the gateway on this machine (a warning at start)."""
@@ -615,24 +422,24 @@ class TelegramConfig(Table):
     """`[telegram]`. Only the Telegram bot needs a token, so it may be absent (see `token_problem`)."""
 
     _hidden = frozenset({"token_problem"})
-    token: Annotated[Secret | None, _checked(_optional(_secret(_bot_token)))] = None
+    token: Annotated[Secret | None, checked(optional(as_secret(_bot_token)))] = None
     """The bot token; None when missing or unusable."""
-    api_base_url: Annotated[str, _checked(read.http_url), _EXPAND] = "https://api.telegram.org/bot"
+    api_base_url: Annotated[str, checked(read.http_url), EXPAND] = "https://api.telegram.org/bot"
     """Bot API base; PTB appends the token. Point it at a self-hosted Bot API server or a test fake."""
     allowed_users: UserIds = frozenset()
     """Telegram user ids that may use the bot; empty means nobody (unless `allow_everyone`)."""
     allow_everyone: Boolean = False
     """Let every Telegram user in (a public demo)."""
-    mode: Annotated[TelegramMode, _checked(read.one_of(TelegramMode)), _EXPAND] = TelegramMode.POLLING
+    mode: Annotated[TelegramMode, checked(read.one_of(TelegramMode)), EXPAND] = TelegramMode.POLLING
     """Long-polling or webhook (which needs `[web] public_url` and `webhook_secret`)."""
     webhook_secret: Annotated[
         Secret | None,
-        _checked(
-            _optional(
-                _secret(read.matching(WEBHOOK_SECRET, "must be 1-256 characters of A-Z, a-z, 0-9, _ and -"))
+        checked(
+            optional(
+                as_secret(read.matching(WEBHOOK_SECRET, "must be 1-256 characters of A-Z, a-z, 0-9, _ and -"))
             )
         ),
-        _EXPAND,
+        EXPAND,
     ] = None
     """Sent back by Telegram in `X-Telegram-Bot-Api-Secret-Token`; required in webhook mode."""
     admins: UserIds = frozenset()
@@ -669,11 +476,11 @@ class GatewayConfig(Table):
 
     enabled: Boolean = False
     """Serve MCP to agents at `<public_url>/mcp`; people make agent tokens with `/agents new <name>`."""
-    token_days: Annotated[int, _checked(_limit), _EXPAND] = 0
+    token_days: Limit = 0
     """An agent token stops working this many days after it was made; 0 means it lasts until revoked."""
     keepalive_s: Positive = 15.0
     """While an agent's call waits for the person, a progress notification goes to the agent this often."""
-    sessions_per_token: Annotated[int, _checked(_limit), _EXPAND] = 8
+    sessions_per_token: Limit = 8
     """2025-11-25 sessions one agent token may hold open at once (2026-07-28 has none); 0 means no limit."""
 
 
@@ -695,18 +502,18 @@ class RunConfig(Table):
 class StorageConfig(Table):
     """`[storage]`: the database (audit log, open questions)."""
 
-    url: Annotated[Secret, _checked(_secret(_storage_url)), _EXPAND, AfterValidator(_beside_the_file)]
+    url: Annotated[Secret, checked(as_secret(_storage_url)), EXPAND, AfterValidator(_beside_the_file)]
     """`sqlite:///<absolute path>` (a relative path in the file is resolved against the config's folder)
     or `postgresql://user:password@host/db`; a `Secret` because a PostgreSQL URL may carry a password.
     Without it, `parse_config` puts `toolnexus.db` in the state folder or beside the config file."""
-    secret_key: Annotated[Secret | None, _checked(_optional(_secret(_secret_key))), _EXPAND] = None
+    secret_key: Annotated[Secret | None, checked(optional(as_secret(_secret_key))), EXPAND] = None
     """Encrypts OAuth tokens at rest (a Fernet key, `toolnexus-bot keygen`); required once a server uses OAuth."""
 
 
 class AuditConfig(Table):
     """`[audit]`."""
 
-    content: Annotated[AuditContent, _checked(read.one_of(AuditContent)), _EXPAND] = AuditContent.FULL
+    content: Annotated[AuditContent, checked(read.one_of(AuditContent)), EXPAND] = AuditContent.FULL
     """How much of answers and arguments the log keeps."""
 
 
@@ -717,16 +524,6 @@ class SessionsConfig(Table):
     """A session unused this long is closed (it is reopened on demand)."""
     max_open: PositiveInt = 100
     """At most this many sessions at once; to open another, the least recently used idle one is closed."""
-
-
-Limit = Annotated[int, _checked(_limit), _EXPAND]
-
-
-def _callers(value: object) -> frozenset[Caller]:
-    callers = frozenset(read.one_of(Caller)(item) for item in read.str_list(value))
-    if not callers:
-        raise read.Invalid("must list at least one of 'chat', 'agent'")
-    return callers
 
 
 class LimitsConfig(Table):
@@ -747,16 +544,15 @@ class LimitsConfig(Table):
     @classmethod
     def public(cls) -> LimitsConfig:
         """The defaults for a bot open to everyone."""
-        return cls(**_PUBLIC_LIMITS)
+        return cls(**PUBLIC_LIMITS)
 
 
-_PUBLIC_LIMITS: Final = {
+PUBLIC_LIMITS: Final = {
     "calls_per_minute": 10,
     "concurrent_calls": 2,
     "open_questions": 3,
     "stdio_processes": 20,
 }
-
 _OAUTH_KEYS: Final = tuple(OAuthClient.model_fields)
 
 
@@ -766,7 +562,7 @@ class ServerConfig(Table):
     _hidden = frozenset({"name", "oauth"})
     name: Annotated[
         str,
-        _checked(
+        checked(
             read.matching(SERVER_NAME, "a server name must be 1-32 characters of A-Z, a-z, 0-9, _ and -")
         ),
     ]
@@ -775,15 +571,15 @@ class ServerConfig(Table):
     """Program to run (stdio). In a file, exactly `"python"` means `sys.executable`."""
     args: Strings = ()
     """Its arguments."""
-    env: Annotated[Mapping[str, str], _checked(_env), _EXPAND] = Field(default_factory=_no_env)
+    env: Annotated[Mapping[str, str], checked(_env), EXPAND] = Field(default_factory=_no_env)
     """Extra environment variables for it (added to the bot's own)."""
     cwd: OptionalText = None
     """Its working directory (default: the bot's)."""
-    url: Annotated[str | None, _checked(_optional(read.http_url)), _EXPAND] = None
+    url: Annotated[str | None, checked(optional(read.http_url)), EXPAND] = None
     """Streamable HTTP endpoint."""
-    headers: Annotated[Mapping[str, Secret], _checked(_headers), _EXPAND] = Field(default_factory=_no_headers)
+    headers: Annotated[Mapping[str, Secret], checked(_headers), EXPAND] = Field(default_factory=_no_headers)
     """HTTP headers sent with every request; values are `Secret`s (bearer tokens), see `reveal_headers`."""
-    protocol: Annotated[ServerProtocol, _checked(read.one_of(ServerProtocol)), _EXPAND] = ServerProtocol.AUTO
+    protocol: Annotated[ServerProtocol, checked(read.one_of(ServerProtocol)), EXPAND] = ServerProtocol.AUTO
     """Which MCP revision to speak."""
     shared: Boolean = False
     """One session for everyone instead of one per (chat, user)."""
@@ -814,7 +610,7 @@ class ServerConfig(Table):
     def __repr_args__(self) -> Iterable[tuple[str | None, Any]]:
         for name, value in super().__repr_args__():
             # API keys and bearer tokens live in env and headers.
-            yield name, {key: _MASK for key in value} if name in ("env", "headers") else value
+            yield name, {key: MASK for key in value} if name in ("env", "headers") else value
 
     @classmethod
     def _prepare(cls, data: dict[str, Any], context: Context) -> Found:
@@ -929,7 +725,7 @@ class Config(Table):
             ConfigError: the token is missing or unusable (`telegram.token: ...`).
         """
         if self.telegram.token is None:
-            raise ConfigError([self.telegram.token_problem or _TOKEN_REQUIRED])
+            raise ConfigError([self.telegram.token_problem or TOKEN_REQUIRED])
         return self.telegram.token
 
     def bot_id(self) -> int:
@@ -985,7 +781,7 @@ class Config(Table):
             and telegram.get("allow_everyone") is True
             and isinstance(limits, Mapping)
         ):
-            data["limits"] = {**_PUBLIC_LIMITS, **cast("Mapping[str, object]", limits)}
+            data["limits"] = {**PUBLIC_LIMITS, **cast("Mapping[str, object]", limits)}
         return found
 
     @classmethod
@@ -1011,7 +807,7 @@ class Config(Table):
                 found.append(
                     (("web", "public_url"), "Telegram only delivers webhooks to ports 443, 80, 88 and 8443")
                 )
-        servers = [_server_of(s) for s in data.get("servers", ())]
+        servers = [server_of(s) for s in data.get("servers", ())]
         names = [name for name, _ in servers]
         if len(set(names)) != len(names):
             found.append((("servers",), f"server names must be unique: {names}"))
@@ -1024,7 +820,7 @@ class Config(Table):
                     "make one with toolnexus-bot keygen)",
                 )
             )
-        totp = [i for i, rule in enumerate(data.get("approvals", ())) if _second_factor(rule)]
+        totp = [i for i, rule in enumerate(data.get("approvals", ())) if asks_second_factor(rule)]
         if totp and (storage is None or storage.secret_key is None):
             found.append(
                 (
@@ -1044,20 +840,20 @@ class Config(Table):
                 )
         for i, table in enumerate(data.get("approvals", ())):
             if isinstance(table, ApprovalRule):
-                found += _approval_relations(i, table, sorted(table.servers), set(names), telegram)
+                found += approval_relations(i, table, sorted(table.servers), set(names), telegram)
             elif isinstance(table, Mapping):
                 # Read on its own: a rule's own problems are reported by ApprovalRule.
                 raw = cast("Mapping[str, Any]", table)
-                rule = _partial(ApprovalRule, raw, context)
+                rule = partial(ApprovalRule, raw, context)
                 try:
-                    listed = read.str_list(_expand_in(raw.get("servers", ()), context))
+                    listed = read.str_list(expand_in(raw.get("servers", ()), context))
                 except read.Invalid:
                     listed = ()
-                found += _approval_relations(i, rule, listed, set(names), telegram)
+                found += approval_relations(i, rule, listed, set(names), telegram)
         return found
 
 
-def _second_factor(rule: object) -> bool:
+def asks_second_factor(rule: object) -> bool:
     """Whether an `[[approvals]]` rule as given (a model or a table) asks for a second factor."""
     if isinstance(rule, ApprovalRule):
         return rule.second_factor is not None
@@ -1066,7 +862,7 @@ def _second_factor(rule: object) -> bool:
     return False
 
 
-def _server_of(server: object) -> tuple[object, bool]:
+def server_of(server: object) -> tuple[object, bool]:
     """(name, uses OAuth) of a server as given: a model or a (prepared) table."""
     if isinstance(server, ServerConfig):
         return server.name, server.oauth is not None
@@ -1076,7 +872,7 @@ def _server_of(server: object) -> tuple[object, bool]:
     return None, False
 
 
-def _approval_relations(
+def approval_relations(
     i: int, rule: Any, listed: Iterable[str], servers: set[object], telegram: Any
 ) -> Found:
     """A rule's servers exist; its quorum can be reached even when an approver asks (see `self_approval`)."""
