@@ -12,9 +12,6 @@ from bot.config.model import (
     DRAIN_S,
     SERVER_NAME,
     STORAGE_FILE,
-    WEBHOOK_PATH,
-    WEBHOOK_PORTS,
-    WEBHOOK_SECRET,
     ApprovalGate,
     ApprovalRule,
     AuditConfig,
@@ -23,9 +20,7 @@ from bot.config.model import (
     Config,
     ConfigError,
     ElicitationConfig,
-    GatewayConfig,
     LimitsConfig,
-    MiniAppConfig,
     OAuthClient,
     RunConfig,
     SecondFactor,
@@ -34,13 +29,12 @@ from bot.config.model import (
     ServerProtocol,
     SessionsConfig,
     StorageConfig,
-    TelegramConfig,
-    TelegramMode,
     TokenEndpointAuth,
     Transport,
-    WebConfig,
     state_folder,
 )
+from bot.config.telegram import WEBHOOK_SECRET, TelegramConfig, TelegramMode
+from bot.config.web import WEBHOOK_PATH, WEBHOOK_PORTS, GatewayConfig, MiniAppConfig, WebConfig
 
 __all__ = [
     "DRAIN_S",

@@ -41,7 +41,6 @@ from bot.config._table import (
     Secret,
     Strings,
     Table,
-    Text,
     UserIds,
     as_frozenset,
     as_secret,
@@ -50,29 +49,17 @@ from bot.config._table import (
     optional,
     partial,
 )
+from bot.config.telegram import TOKEN_REQUIRED, TelegramConfig, TelegramMode
+from bot.config.web import WEBHOOK_PORTS, GatewayConfig, MiniAppConfig, WebConfig
 
 SERVER_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,32}")
 """What a `[servers.<name>]` name must fullmatch (it appears in commands and callback data)."""
-WEBHOOK_SECRET: Final = re.compile(r"[A-Za-z0-9_-]{1,256}")
-"""Telegram's rule for `setWebhook(secret_token=...)`."""
-WEBHOOK_PORTS: Final = frozenset({80, 88, 443, 8443})
-"""The only ports Telegram delivers webhooks to."""
-LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
-"""The hosts an `http://` `[web] public_url` may name: this machine only."""
-WEBHOOK_PATH: Final = "/telegram"
-"""Where the webhook lives, under `[web] public_url` and on the local endpoint alike."""
 STORAGE_FILE: Final = "toolnexus.db"
 """The SQLite database's name when there is no `[storage] url`: in the state folder (see `state_folder`), else
 beside the config file."""
 DRAIN_S: Final = 20.0
 """`[run] drain_s` when not set."""
-_BOT_TOKEN: Final = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
-TOKEN_REQUIRED: Final = 'telegram.token: required to run the Telegram bot (token = "${TELEGRAM_BOT_TOKEN}")'
 _STORAGE_SCHEMES: Final = ("sqlite", "postgresql", "postgres")
-_MOVED: Final = (
-    "replaced by [web] (listen, port, public_url) and telegram.webhook_secret; "
-    "the webhook is now <public_url>/telegram"
-)
 
 
 class ConfigError(Exception):
@@ -83,13 +70,6 @@ class ConfigError(Exception):
         self.path = path
         """The file the problems are in, when read by `load_config`."""
         super().__init__("\n".join(self.problems))
-
-
-class TelegramMode(enum.StrEnum):
-    """How updates arrive from Telegram."""
-
-    POLLING = "polling"
-    WEBHOOK = "webhook"
 
 
 class ServerProtocol(enum.StrEnum):
@@ -175,36 +155,6 @@ def _chat_id(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value == 0:
         raise read.Invalid("must be a Telegram chat id (an integer; groups are negative)")
     return value
-
-
-def _bot_token(value: object) -> str:
-    token = read.string(value)
-    if not token:
-        raise read.Invalid("must not be empty")
-    if not _BOT_TOKEN.fullmatch(token):
-        raise read.Invalid("not a bot token (expected <digits>:<characters>, as @BotFather gives it)")
-    return token
-
-
-def _public_url(value: object) -> str:
-    url = read.http_url(value)
-    parts = urlsplit(url)
-    if parts.scheme != "https" and not is_loopback_url(url):
-        raise read.Invalid(
-            "must be an https:// URL (Telegram and browsers reach the bot over TLS); http:// only on this "
-            "machine (127.0.0.1, localhost or [::1]), to try the gateway"
-        )
-    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username or parts.password:
-        # The reverse proxy forwards paths unchanged, so the endpoint's routes are the site's root.
-        raise read.Invalid("must be the site's root, https://host or https://host:port (no path)")
-    return url.rstrip("/")
-
-
-def is_loopback_url(url: str) -> bool:
-    """Whether `url` is plain http on this machine (as OAuth allows loopback redirects): a `public_url` for
-    trying agents out locally, which neither Telegram nor a phone can reach."""
-    parts = urlsplit(url)
-    return parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS
 
 
 def _metadata_url(value: object) -> str:
@@ -378,110 +328,6 @@ class ApprovalRule(Table):
                     ((name,), f"must be less than timeout_s ({v.timeout_s:g}): the request ends then")
                 )
         return found
-
-
-class WebConfig(Table):
-    """`[web]`: the bot's one HTTP endpoint (webhook, health, metrics), usually behind a TLS reverse proxy."""
-
-    listen: Text = "127.0.0.1"
-    """Local address to bind."""
-    port: Annotated[int, checked(read.port), EXPAND] = 8080
-    """Local port to bind."""
-    public_url: Annotated[str | None, checked(optional(_public_url)), EXPAND] = None
-    """What Telegram and browsers reach (`https://host[:port]`); the proxy forwards every path unchanged.
-    Required in webhook mode: the webhook is `<public_url>/telegram`. `http://127.0.0.1:PORT` (localhost,
-    [::1]) is allowed for trying the gateway on this machine (a warning at start)."""
-
-    @property
-    def local_only(self) -> bool:
-        """`public_url` is plain http on this machine (for trying the gateway): no webhook, no Mini App."""
-        return self.public_url is not None and is_loopback_url(self.public_url)
-
-    @property
-    def webhook_url(self) -> str | None:
-        """`<public_url>/telegram`, when there is a public URL."""
-        return None if self.public_url is None else self.public_url.rstrip("/") + WEBHOOK_PATH
-
-
-class MiniAppConfig(Table):
-    """`[miniapp]`: long forms also open as a Telegram Mini App (private chats, with `[web] public_url`)."""
-
-    enabled: Boolean = True
-    """Offer the **Open form** button at all (it needs `[web] public_url` too)."""
-    min_fields: PositiveInt = 3
-    """A form with at least this many fields gets the button."""
-    dates: Boolean = True
-    """A form with any date or date-time field gets the button."""
-    many_options: PositiveInt = 8
-    """A form with a multi-select of more than this many options gets the button."""
-    max_age_s: Positive = 900.0
-    """How old a page's signed launch data (`initData`'s `auth_date`) may be when the page sends it."""
-
-
-class TelegramConfig(Table):
-    """`[telegram]`. Only the Telegram bot needs a token, so it may be absent (see `token_problem`)."""
-
-    _hidden = frozenset({"token_problem"})
-    token: Annotated[Secret | None, checked(optional(as_secret(_bot_token)))] = None
-    """The bot token; None when missing or unusable."""
-    api_base_url: Annotated[str, checked(read.http_url), EXPAND] = "https://api.telegram.org/bot"
-    """Bot API base; PTB appends the token. Point it at a self-hosted Bot API server or a test fake."""
-    allowed_users: UserIds = frozenset()
-    """Telegram user ids that may use the bot; empty means nobody (unless `allow_everyone`)."""
-    allow_everyone: Boolean = False
-    """Let every Telegram user in (a public demo)."""
-    mode: Annotated[TelegramMode, checked(read.one_of(TelegramMode)), EXPAND] = TelegramMode.POLLING
-    """Long-polling or webhook (which needs `[web] public_url` and `webhook_secret`)."""
-    webhook_secret: Annotated[
-        Secret | None,
-        checked(
-            optional(
-                as_secret(read.matching(WEBHOOK_SECRET, "must be 1-256 characters of A-Z, a-z, 0-9, _ and -"))
-            )
-        ),
-        EXPAND,
-    ] = None
-    """Sent back by Telegram in `X-Telegram-Bot-Api-Secret-Token`; required in webhook mode."""
-    admins: UserIds = frozenset()
-    """Telegram user ids that may read the audit log in chat (`/audit`)."""
-    token_problem: str | None = None
-    """Why a given token is unusable, as the problem line `Config.require_telegram` raises."""
-
-    @classmethod
-    def _prepare(cls, data: dict[str, Any], context: Context) -> Found:
-        found: Found = []
-        if "webhook" in data:
-            del data["webhook"]
-            found.append((("webhook",), _MOVED))
-        if "token_problem" in data:
-            del data["token_problem"]
-            found.append((("token_problem",), "unknown key"))
-        # The token's problems wait for `require_telegram`: `console` and `check` must run without it.
-        if data.get("token") is not None:
-            try:
-                data["token"] = Secret(_bot_token(read.expand_all(data["token"], context["environ"])))
-            except read.Invalid as exc:
-                data["token"], data["token_problem"] = None, f"telegram.token: {exc.reason}"
-        return found
-
-    @classmethod
-    def _relations(cls, v: Any, data: Mapping[str, Any], context: Context | None) -> Found:
-        if v.mode is TelegramMode.WEBHOOK and data.get("webhook_secret") is None:
-            return [(("webhook_secret",), "required when telegram.mode is webhook")]
-        return []
-
-
-class GatewayConfig(Table):
-    """`[gateway]`: agents call tools as a person through `<public_url>/mcp` (needs `[web] public_url`)."""
-
-    enabled: Boolean = False
-    """Serve MCP to agents at `<public_url>/mcp`; people make agent tokens with `/agents new <name>`."""
-    token_days: Limit = 0
-    """An agent token stops working this many days after it was made; 0 means it lasts until revoked."""
-    keepalive_s: Positive = 15.0
-    """While an agent's call waits for the person, a progress notification goes to the agent this often."""
-    sessions_per_token: Limit = 8
-    """2025-11-25 sessions one agent token may hold open at once (2026-07-28 has none); 0 means no limit."""
 
 
 class ElicitationConfig(Table):
