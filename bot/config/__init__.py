@@ -10,7 +10,6 @@ from bot.config._table import Secret
 from bot.config.load import load_config, load_storage, parse_config
 from bot.config.model import (
     DRAIN_S,
-    SERVER_NAME,
     STORAGE_FILE,
     ApprovalGate,
     ApprovalRule,
@@ -21,17 +20,20 @@ from bot.config.model import (
     ConfigError,
     ElicitationConfig,
     LimitsConfig,
-    OAuthClient,
     RunConfig,
     SecondFactor,
+    SessionsConfig,
+    StorageConfig,
+    state_folder,
+)
+from bot.config.servers import (
+    SERVER_NAME,
+    OAuthClient,
     ServerAuth,
     ServerConfig,
     ServerProtocol,
-    SessionsConfig,
-    StorageConfig,
     TokenEndpointAuth,
     Transport,
-    state_folder,
 )
 from bot.config.telegram import WEBHOOK_SECRET, TelegramConfig, TelegramMode
 from bot.config.web import WEBHOOK_PATH, WEBHOOK_PORTS, GatewayConfig, MiniAppConfig, WebConfig

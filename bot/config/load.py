@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from bot.config._table import Context, Table, table_in
-from bot.config.model import STORAGE_FILE, Config, ConfigError, ServerConfig, StorageConfig, state_folder
+from bot.config.model import STORAGE_FILE, Config, ConfigError, StorageConfig, state_folder
+from bot.config.servers import ServerConfig
 
 _SHAPES: Final = {
     "model_type": "must be a table",
