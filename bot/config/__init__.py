@@ -2,30 +2,18 @@
 
     ConfigError           every problem at once, one line each, naming the key (`servers.demo.url: not a URL`)
 
-`model` holds the schema (pydantic models, every default and rule once); `load` reads a file and turns
-validation errors into problem lines; `read` expands `${VAR}` and converts raw values.
+The schema is pydantic models, every default and rule once: one module a table (`telegram`; `web` with
+`[miniapp]` and `[gateway]`; `servers`; `storage` with `[audit]`; `approvals`; `limits` with `[run]`,
+`[elicitation]` and `[sessions]`), the root `Config` and `ConfigError` in `model`, what they share in `_table`.
+`load` reads a file and turns validation errors into problem lines; `read` expands `${VAR}` and converts raw
+values.
 """
 
 from bot.config._table import Secret
+from bot.config.approvals import ApprovalGate, ApprovalRule, Caller, SecondFactor
+from bot.config.limits import DRAIN_S, ElicitationConfig, LimitsConfig, RunConfig, SessionsConfig
 from bot.config.load import load_config, load_storage, parse_config
-from bot.config.model import (
-    DRAIN_S,
-    STORAGE_FILE,
-    ApprovalGate,
-    ApprovalRule,
-    AuditConfig,
-    AuditContent,
-    Caller,
-    Config,
-    ConfigError,
-    ElicitationConfig,
-    LimitsConfig,
-    RunConfig,
-    SecondFactor,
-    SessionsConfig,
-    StorageConfig,
-    state_folder,
-)
+from bot.config.model import Config, ConfigError
 from bot.config.servers import (
     SERVER_NAME,
     OAuthClient,
@@ -35,6 +23,7 @@ from bot.config.servers import (
     TokenEndpointAuth,
     Transport,
 )
+from bot.config.storage import STORAGE_FILE, AuditConfig, AuditContent, StorageConfig, state_folder
 from bot.config.telegram import WEBHOOK_SECRET, TelegramConfig, TelegramMode
 from bot.config.web import WEBHOOK_PATH, WEBHOOK_PORTS, GatewayConfig, MiniAppConfig, WebConfig
 

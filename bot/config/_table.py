@@ -2,7 +2,7 @@
 
 A field's rule is its annotated type (a converter from `read`, after `${VAR}` expansion); a rule between
 fields is its model's `_relations`. Either way a problem is a pydantic error whose `loc` names the key and
-whose message never quotes the value; `load.problem_lines` turns them into the lines users see.
+whose message never quotes the value; `load.problem_line` turns them into the lines users see.
 
 Models are built with keywords only. A model built by hand (in tests) is validated like one read from a
 file, except that `${VAR}` is not expanded and the document's shape (`_prepare`) is not translated: that

@@ -18,8 +18,9 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from bot.config._table import Context, Table, table_in
-from bot.config.model import STORAGE_FILE, Config, ConfigError, StorageConfig, state_folder
+from bot.config.model import Config, ConfigError
 from bot.config.servers import ServerConfig
+from bot.config.storage import STORAGE_FILE, StorageConfig, state_folder
 
 _SHAPES: Final = {
     "model_type": "must be a table",

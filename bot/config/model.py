@@ -1,59 +1,26 @@
-"""The configuration's schema: frozen pydantic models, each default and each rule stated once, here.
+"""The whole configuration: the root `Config` (a file's document and the rules between its tables) and
+`ConfigError`. No I/O.
 
-A field's rule is its annotated type (a converter from `read`, after `${VAR}` expansion); a rule between
-fields is its model's `_relations`. Either way a problem is a pydantic error whose `loc` names the key and
-whose message never quotes the value; `load.problem_lines` turns them into the lines users see.
-
-Models are built with keywords only. A model built by hand (in tests) is validated like one read from a
-file, except that `${VAR}` is not expanded and the document's shape (`_prepare`) is not translated: that
-happens only with a validation context (`Context`), which `bot.config.load.parse_config` gives.
-
-Why not pydantic's own `int`/`str` checks: their messages ("Input should be a valid integer") are not the
-ones this bot's users and tests know; the converters keep them, and pydantic still collects every error.
+Each table is its own module (`telegram`, `web` with `[miniapp]` and `[gateway]`, `servers`, `storage` with
+`[audit]`, `approvals`, `limits` with `[run]`, `[elicitation]` and `[sessions]`); what they share, the `Table`
+base and the field types, is `_table`. Every default and every rule is stated once, in those models.
 """
 
 from __future__ import annotations
 
-import base64
-import enum
-import fnmatch
 import os
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Final, cast
+from typing import Any, cast
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, ValidationInfo
-
 from bot.config import read
-from bot.config._table import (
-    EXPAND,
-    Boolean,
-    Context,
-    Found,
-    Limit,
-    Positive,
-    PositiveInt,
-    Secret,
-    Strings,
-    Table,
-    UserIds,
-    as_frozenset,
-    as_secret,
-    checked,
-    expand_in,
-    optional,
-    partial,
-)
+from bot.config._table import Context, Found, Secret, Table, expand_in, partial
+from bot.config.approvals import ApprovalRule, Caller, approval_relations, asks_second_factor
+from bot.config.limits import PUBLIC_LIMITS, ElicitationConfig, LimitsConfig, RunConfig, SessionsConfig
 from bot.config.servers import ServerConfig, server_of
+from bot.config.storage import STORAGE_FILE, AuditConfig, StorageConfig, state_folder
 from bot.config.telegram import TOKEN_REQUIRED, TelegramConfig, TelegramMode
 from bot.config.web import WEBHOOK_PORTS, GatewayConfig, MiniAppConfig, WebConfig
-
-STORAGE_FILE: Final = "toolnexus.db"
-"""The SQLite database's name when there is no `[storage] url`: in the state folder (see `state_folder`), else
-beside the config file."""
-DRAIN_S: Final = 20.0
-"""`[run] drain_s` when not set."""
-_STORAGE_SCHEMES: Final = ("sqlite", "postgresql", "postgres")
 
 
 class ConfigError(Exception):
@@ -64,233 +31,6 @@ class ConfigError(Exception):
         self.path = path
         """The file the problems are in, when read by `load_config`."""
         super().__init__("\n".join(self.problems))
-
-
-class AuditContent(enum.StrEnum):
-    """How much of a person's answer (and a call's arguments) the audit log keeps."""
-
-    FULL = "full"
-    """The values."""
-    KEYS = "keys"
-    """Only the field names."""
-    NONE = "none"
-    """Neither."""
-
-
-class ApprovalGate(enum.StrEnum):
-    """What an `[[approvals]]` rule holds back until approvers agree."""
-
-    CALL = "call"
-    """The tool call itself: it is not sent until approved."""
-    ANSWERS = "answers"
-    """Each `accept` answer to one of the call's questions: it is not sent until approved."""
-
-
-class SecondFactor(enum.StrEnum):
-    """What an `[[approvals]]` approval needs besides the tap (`second_factor`)."""
-
-    TOTP = "totp"
-    """A code from the approver's authenticator app (enrolled with /2fa), checked by the bot."""
-
-
-class Caller(enum.StrEnum):
-    """Who starts a tool call: a person in the chat, or an agent through the gateway with that person's token."""
-
-    CHAT = "chat"
-    AGENT = "agent"
-
-
-def _chat_id(value: object) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int) or value == 0:
-        raise read.Invalid("must be a Telegram chat id (an integer; groups are negative)")
-    return value
-
-
-def _secret_key(value: object) -> str:
-    key = read.string(value)
-    try:
-        raw = base64.urlsafe_b64decode(key.encode("ascii"))
-    except (ValueError, UnicodeEncodeError):
-        raw = b""
-    if len(key) != 44 or len(raw) != 32:
-        raise read.Invalid("not a key made by toolnexus-bot keygen (44 characters of URL-safe base64)")
-    return key
-
-
-def _storage_url(value: object) -> str:
-    url = read.string(value)
-    scheme = url.partition(":")[0].partition("+")[0]
-    if scheme not in _STORAGE_SCHEMES:
-        raise read.Invalid("must be a sqlite:///path or postgresql://user:password@host/db URL")
-    if scheme == "sqlite" and (not url.startswith("sqlite:///") or len(url) == len("sqlite:///")):
-        raise read.Invalid("a SQLite URL is sqlite:///relative/path or sqlite:////absolute/path")
-    return url
-
-
-def _beside_the_file(url: Secret, info: ValidationInfo) -> Secret:
-    """A relative SQLite path is relative to the config file's folder."""
-    context = cast("Context | None", info.context)
-    path = url.get().removeprefix("sqlite:///")
-    if context is None or not url.get().startswith("sqlite:///") or os.path.isabs(path):
-        return url
-    return Secret("sqlite:///" + os.path.join(context["base_dir"] or os.getcwd(), path))
-
-
-def _callers(value: object) -> frozenset[Caller]:
-    callers = frozenset(read.one_of(Caller)(item) for item in read.str_list(value))
-    if not callers:
-        raise read.Invalid("must list at least one of 'chat', 'agent'")
-    return callers
-
-
-class ApprovalRule(Table):
-    """`[[approvals]]`: tool calls that need `quorum` of `approvers` to agree first."""
-
-    _hidden = frozenset({"index"})
-    servers: Annotated[frozenset[str], checked(as_frozenset(read.str_list)), EXPAND] = frozenset()
-    """Server names the rule covers (required)."""
-    tools: Strings = ()
-    """Tool names or shell-style patterns (`deploy*`), matched with `fnmatch.fnmatchcase` (required)."""
-    approvers: UserIds = frozenset()
-    """Telegram user ids who may approve or reject (required)."""
-    quorum: PositiveInt = 1
-    """How many distinct approvers must approve."""
-    chat: Annotated[int | None, checked(_chat_id), EXPAND] = None
-    """The approval group's chat id; None: each approver gets the card privately."""
-    self_approval: Boolean = False
-    """Whether the requester's own approval counts (when they are an approver)."""
-    timeout_s: Positive = 1800.0
-    """A request not decided by then expires (and nothing is sent)."""
-    gate: Annotated[ApprovalGate, checked(read.one_of(ApprovalGate)), EXPAND] = ApprovalGate.CALL
-    callers: Annotated[frozenset[Caller], checked(_callers), EXPAND] = frozenset(Caller)
-    """Whose calls the rule holds back: `chat` (a person's `/call`), `agent` (the gateway), or both."""
-    second_factor: Annotated[SecondFactor | None, checked(optional(read.one_of(SecondFactor))), EXPAND] = None
-    """`totp`: an approval also needs the approver's current authenticator code (needs `[storage] secret_key`)."""
-    remind_after_s: Annotated[float | None, checked(optional(read.positive)), EXPAND] = None
-    """Approvers who have not voted by then get one private reminder each (batched); None: no reminder."""
-    escalate_after_s: Annotated[float | None, checked(optional(read.positive)), EXPAND] = None
-    """Not decided by then: the people of `escalate_to` join the approvers; None: no escalation."""
-    escalate_to: UserIds = frozenset()
-    """Telegram user ids who become approvers of a request at `escalate_after_s`."""
-    index: int = 0
-    """The rule's place among `[[approvals]]` (named in problems and on cards)."""
-
-    def matches(self, server: str, tool: str, caller: Caller = Caller.CHAT) -> bool:
-        """Whether a call of `tool` on `server` by `caller` falls under this rule."""
-        return (
-            caller in self.callers
-            and server in self.servers
-            and any(fnmatch.fnmatchcase(tool, p) for p in self.tools)
-        )
-
-    @classmethod
-    def _relations(cls, v: Any, data: Mapping[str, Any], context: Context | None) -> Found:
-        found: Found = []
-        for j, pattern in enumerate(v.tools or ()):
-            if not pattern:
-                found.append((("tools", j), "must not be empty"))
-        for name in ("servers", "tools", "approvers"):
-            if data.get(name) is None:
-                found.append(((name,), "required"))
-            elif getattr(v, name) is not None and not getattr(v, name):
-                found.append(((name,), "must list at least one"))
-        if v.approvers and v.quorum is not None and v.quorum > len(v.approvers):
-            found.append((("quorum",), f"{v.quorum} approvals needed but only {len(v.approvers)} approvers"))
-        if (v.escalate_after_s is None) != (not v.escalate_to):
-            missing = "escalate_to" if v.escalate_after_s is not None else "escalate_after_s"
-            found.append(
-                ((missing,), "required with " + ({"escalate_to", "escalate_after_s"} - {missing}).pop())
-            )
-        for name in ("remind_after_s", "escalate_after_s"):
-            after = getattr(v, name)
-            if after is not None and v.timeout_s is not None and after >= v.timeout_s:
-                found.append(
-                    ((name,), f"must be less than timeout_s ({v.timeout_s:g}): the request ends then")
-                )
-        return found
-
-
-class ElicitationConfig(Table):
-    """`[elicitation]`."""
-
-    timeout_s: Positive = 600.0
-    """An unanswered prompt is cancelled after this long."""
-
-
-class RunConfig(Table):
-    """`[run]`: the process's own lifetime."""
-
-    drain_s: Positive = DRAIN_S
-    """On SIGTERM, how long running calls (and 2025-era questions) get to finish before the bot exits;
-    what the store keeps (2026-07-28 questions, approvals) stays open for the next process."""
-
-
-class StorageConfig(Table):
-    """`[storage]`: the database (audit log, open questions)."""
-
-    url: Annotated[Secret, checked(as_secret(_storage_url)), EXPAND, AfterValidator(_beside_the_file)]
-    """`sqlite:///<absolute path>` (a relative path in the file is resolved against the config's folder)
-    or `postgresql://user:password@host/db`; a `Secret` because a PostgreSQL URL may carry a password.
-    Without it, `parse_config` puts `toolnexus.db` in the state folder or beside the config file."""
-    secret_key: Annotated[Secret | None, checked(optional(as_secret(_secret_key))), EXPAND] = None
-    """Encrypts OAuth tokens at rest (a Fernet key, `toolnexus-bot keygen`); required once a server uses OAuth."""
-
-
-class AuditConfig(Table):
-    """`[audit]`."""
-
-    content: Annotated[AuditContent, checked(read.one_of(AuditContent)), EXPAND] = AuditContent.FULL
-    """How much of answers and arguments the log keeps."""
-
-
-class SessionsConfig(Table):
-    """`[sessions]`: the per-(server, chat, user) MCP sessions."""
-
-    idle_timeout_s: Positive = 900.0
-    """A session unused this long is closed (it is reopened on demand)."""
-    max_open: PositiveInt = 100
-    """At most this many sessions at once; to open another, the least recently used idle one is closed."""
-
-
-class LimitsConfig(Table):
-    """`[limits]`: what one person may start, and the server processes of everyone; 0 means no limit.
-
-    All off unless set, except under `allow_everyone`, where the `public()` values are the defaults.
-    """
-
-    calls_per_minute: Limit = 0
-    """Tool calls one person may start in any 60 seconds."""
-    concurrent_calls: Limit = 0
-    """Tool calls of one person running at once."""
-    open_questions: Limit = 0
-    """Servers' questions waiting for one person's answer at once."""
-    stdio_processes: Limit = 0
-    """Server processes (stdio sessions) the bot runs in total; past it, unshared stdio sessions are refused."""
-
-    @classmethod
-    def public(cls) -> LimitsConfig:
-        """The defaults for a bot open to everyone."""
-        return cls(**PUBLIC_LIMITS)
-
-
-PUBLIC_LIMITS: Final = {
-    "calls_per_minute": 10,
-    "concurrent_calls": 2,
-    "open_questions": 3,
-    "stdio_processes": 20,
-}
-
-
-def state_folder(environ: Mapping[str, str]) -> str | None:
-    """Where the process may keep its state, when something set one up for it: systemd's
-    `$STATE_DIRECTORY` (the unit's `StateDirectory=`; the first of a colon-separated list), which the
-    container image sets to its volume `/data`. None otherwise (the default database goes beside the config)."""
-    first = environ.get("STATE_DIRECTORY", "").split(":")[0]
-    return first if os.path.isabs(first) else None
 
 
 class Config(Table):
@@ -473,42 +213,3 @@ class Config(Table):
                     listed = ()
                 found += approval_relations(i, rule, listed, set(names), telegram)
         return found
-
-
-def asks_second_factor(rule: object) -> bool:
-    """Whether an `[[approvals]]` rule as given (a model or a table) asks for a second factor."""
-    if isinstance(rule, ApprovalRule):
-        return rule.second_factor is not None
-    if isinstance(rule, Mapping):
-        return cast("Mapping[str, Any]", rule).get("second_factor") in {f.value for f in SecondFactor}
-    return False
-
-
-def approval_relations(
-    i: int, rule: Any, listed: Iterable[str], servers: set[object], telegram: Any
-) -> Found:
-    """A rule's servers exist; its quorum can be reached even when an approver asks (see `self_approval`)."""
-    found: Found = [
-        (("approvals", i, "servers", j), f"no server {name!r} is configured")
-        for j, name in enumerate(listed)
-        if name not in servers
-    ]
-    approvers, quorum = rule.approvers, rule.quorum
-    if not approvers or quorum is None or quorum > len(approvers) or rule.self_approval or telegram is None:
-        return found
-    allowed = telegram.allowed_users or frozenset()
-    callers = sorted(u for u in approvers if telegram.allow_everyone or u in allowed)
-    if callers and quorum > len(approvers) - 1:
-        who = (
-            "everyone may call tools (allow_everyone)"
-            if telegram.allow_everyone
-            else f"approver {callers[0]} is in telegram.allowed_users"
-        )
-        found.append(
-            (
-                ("approvals", i, "quorum"),
-                f"{quorum} approvals needed, but with self_approval = false a request by an approver leaves only "
-                f"{len(approvers) - 1} who can approve ({who})",
-            )
-        )
-    return found
