@@ -17,6 +17,9 @@ What is about the cold start itself stays on the installed command: `tests/cli/t
 the terminal tests of the console (a terminal is set up by the interpreter at start, so one is refused here),
 `tests/fleet/test_cold_start.py`, `tests/test_operations.py`, `keygen`, the operator's unprivileged runs, and the
 console whose environment sets `PYTHONUNBUFFERED` (read by the interpreter at start, so refused here too).
+
+The bench's bot, `python -m bench.botproc` (the installed command's `main` behind the bench's switches), is forked the
+same way for `tests/test_bench.py` (`BENCH`: `[*BENCH, ...]` as the command); the CPU guard's, under valgrind, is not.
 `TESTS_BOT_START=cold` in the environment starts every bot of these helpers cold as well (to compare, or to rule
 the zygote out of a failure).
 """
@@ -46,9 +49,11 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
-__all__ = ["EXE", "BotProcess", "open_bot", "run_bot", "run_bot_text"]
+__all__ = ["BENCH", "EXE", "BotProcess", "open_bot", "run_bot", "run_bot_text"]
 
 EXE = Path(sys.executable).with_name("toolnexus-bot")
+BENCH = (sys.executable, "-m", "bench.botproc")
+"""The bench's bot as `bench.scene` starts it; the rest of its command line is `bench.botproc`'s."""
 REPO = Path(__file__).resolve().parents[1]
 COLD = os.environ.get("TESTS_BOT_START") == "cold"
 """Every bot from the installed command instead (to compare, or to rule the zygote out of a failure)."""
@@ -306,8 +311,8 @@ class BotProcess(Process):
 
 def _argv(command: Sequence[str | os.PathLike[str]]) -> list[str]:
     argv = [os.fspath(part) for part in command]
-    if not argv or argv[0] != str(EXE):
-        raise ValueError(f"not the installed command {EXE}: {argv[:1]}")
+    if not argv or (argv[0] != str(EXE) and not _is_bench(argv)):
+        raise ValueError(f"not the installed command {EXE} nor {' '.join(BENCH)}: {argv[:3]}")
     return argv
 
 
@@ -320,8 +325,8 @@ async def open_bot(
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Process:
-    """`anyio.open_process([str(EXE), ...], ...)`, the process forked by the zygote (by `anyio.open_process`
-    itself with `TESTS_BOT_START=cold` in the environment)."""
+    """`anyio.open_process([str(EXE), ...], ...)` (or `[*BENCH, ...]`), the process forked by the zygote (by
+    `anyio.open_process` itself with `TESTS_BOT_START=cold` in the environment)."""
     argv = _argv(command)
     if COLD:
         return await anyio.open_process(argv, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd, env=env)
@@ -487,8 +492,18 @@ def _become(request: _Request) -> None:
             with contextlib.suppress(OSError):  # SIGRTMIN..: some are reserved by the C library
                 signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    sys.argv = list(request.argv)
-    sys.path[0] = str(Path(request.argv[0]).parent)  # the script's folder, as for the installed command
+    if _is_bench(request.argv):
+        import bench.botproc
+
+        sys.argv = [str(bench.botproc.__file__), *request.argv[len(BENCH) :]]
+        sys.path[0] = request.cwd  # `python -m`: the folder it started in
+    else:
+        sys.argv = list(request.argv)
+        sys.path[0] = str(Path(request.argv[0]).parent)  # the script's folder, as for the installed command
+
+
+def _is_bench(argv: Sequence[str]) -> bool:
+    return tuple(argv[: len(BENCH)]) == BENCH
 
 
 def _serve_forever(control_fd: int) -> None:
@@ -504,6 +519,7 @@ def _serve_forever(control_fd: int) -> None:
     import bot.store.commands
     import bot.telegram.app
     import bot.web.server  # noqa: F401
+    from bench.botproc import main as bench_main
     from bot.cli import main
 
     # Into the permanent generation: a child's collections would otherwise visit (and so copy) every page of it.
@@ -513,7 +529,7 @@ def _serve_forever(control_fd: int) -> None:
     if request is None:
         return
     _become(request)
-    sys.exit(main())
+    sys.exit(bench_main(sys.argv[1:]) if _is_bench(request.argv) else main())
 
 
 if __name__ == "__main__":

@@ -17,17 +17,10 @@ from typing import Any, Final, cast
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from bot.config.model import (
-    STORAGE_FILE,
-    Config,
-    ConfigError,
-    Context,
-    ServerConfig,
-    StorageConfig,
-    Table,
-    _table_in,
-    state_folder,
-)
+from bot.config._table import Context, Table, table_in
+from bot.config.model import Config, ConfigError
+from bot.config.servers import ServerConfig
+from bot.config.storage import STORAGE_FILE, StorageConfig, state_folder
 
 _SHAPES: Final = {
     "model_type": "must be a table",
@@ -158,8 +151,8 @@ def _table_at(loc: tuple[int | str, ...]) -> type[Table]:
     for part in loc:
         if isinstance(part, str) and part in table.model_fields:
             annotation = table.model_fields[part].annotation
-            inner = _table_in(annotation) or next(
-                (t for arg in getattr(annotation, "__args__", ()) if (t := _table_in(arg))), None
+            inner = table_in(annotation) or next(
+                (t for arg in getattr(annotation, "__args__", ()) if (t := table_in(arg))), None
             )
             table = inner or table
     return table

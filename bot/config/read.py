@@ -1,7 +1,7 @@
 """Raw TOML values for `bot.config`: `${VAR}` expansion and the typed converters. Pure.
 
 A converter takes one value (already expanded, see `expand_all`) and returns the typed value or raises
-`Invalid`, whose reason becomes the problem line after the key; `bot.config.model` turns it into a
+`Invalid`, whose reason becomes the problem line after the key; `bot.config._table` turns it into a
 pydantic error. The reasons never quote the value, so no secret can reach a problem line.
 """
 

@@ -1,0 +1,175 @@
+"""`[[approvals]]`: tool calls held back until approvers agree (who, how many, where, how long, with which
+second factor). No I/O.
+
+A rule's own rules are `ApprovalRule._relations`; the ones that need the rest of the document (its servers
+exist, its quorum can be reached given `[telegram]`) are `approval_relations`, which `Config` runs.
+"""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, cast
+
+from bot.config import read
+from bot.config._table import (
+    EXPAND,
+    Boolean,
+    Context,
+    Found,
+    Positive,
+    PositiveInt,
+    Strings,
+    Table,
+    UserIds,
+    as_frozenset,
+    checked,
+    optional,
+)
+
+
+class ApprovalGate(enum.StrEnum):
+    """What an `[[approvals]]` rule holds back until approvers agree."""
+
+    CALL = "call"
+    """The tool call itself: it is not sent until approved."""
+    ANSWERS = "answers"
+    """Each `accept` answer to one of the call's questions: it is not sent until approved."""
+
+
+class SecondFactor(enum.StrEnum):
+    """What an `[[approvals]]` approval needs besides the tap (`second_factor`)."""
+
+    TOTP = "totp"
+    """A code from the approver's authenticator app (enrolled with /2fa), checked by the bot."""
+
+
+class Caller(enum.StrEnum):
+    """Who starts a tool call: a person in the chat, or an agent through the gateway with that person's token."""
+
+    CHAT = "chat"
+    AGENT = "agent"
+
+
+def _chat_id(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value == 0:
+        raise read.Invalid("must be a Telegram chat id (an integer; groups are negative)")
+    return value
+
+
+def _callers(value: object) -> frozenset[Caller]:
+    callers = frozenset(read.one_of(Caller)(item) for item in read.str_list(value))
+    if not callers:
+        raise read.Invalid("must list at least one of 'chat', 'agent'")
+    return callers
+
+
+class ApprovalRule(Table):
+    """`[[approvals]]`: tool calls that need `quorum` of `approvers` to agree first."""
+
+    _hidden = frozenset({"index"})
+    servers: Annotated[frozenset[str], checked(as_frozenset(read.str_list)), EXPAND] = frozenset()
+    """Server names the rule covers (required)."""
+    tools: Strings = ()
+    """Tool names or shell-style patterns (`deploy*`), matched with `fnmatch.fnmatchcase` (required)."""
+    approvers: UserIds = frozenset()
+    """Telegram user ids who may approve or reject (required)."""
+    quorum: PositiveInt = 1
+    """How many distinct approvers must approve."""
+    chat: Annotated[int | None, checked(_chat_id), EXPAND] = None
+    """The approval group's chat id; None: each approver gets the card privately."""
+    self_approval: Boolean = False
+    """Whether the requester's own approval counts (when they are an approver)."""
+    timeout_s: Positive = 1800.0
+    """A request not decided by then expires (and nothing is sent)."""
+    gate: Annotated[ApprovalGate, checked(read.one_of(ApprovalGate)), EXPAND] = ApprovalGate.CALL
+    callers: Annotated[frozenset[Caller], checked(_callers), EXPAND] = frozenset(Caller)
+    """Whose calls the rule holds back: `chat` (a person's `/call`), `agent` (the gateway), or both."""
+    second_factor: Annotated[SecondFactor | None, checked(optional(read.one_of(SecondFactor))), EXPAND] = None
+    """`totp`: an approval also needs the approver's current authenticator code (needs `[storage] secret_key`)."""
+    remind_after_s: Annotated[float | None, checked(optional(read.positive)), EXPAND] = None
+    """Approvers who have not voted by then get one private reminder each (batched); None: no reminder."""
+    escalate_after_s: Annotated[float | None, checked(optional(read.positive)), EXPAND] = None
+    """Not decided by then: the people of `escalate_to` join the approvers; None: no escalation."""
+    escalate_to: UserIds = frozenset()
+    """Telegram user ids who become approvers of a request at `escalate_after_s`."""
+    index: int = 0
+    """The rule's place among `[[approvals]]` (named in problems and on cards)."""
+
+    def matches(self, server: str, tool: str, caller: Caller = Caller.CHAT) -> bool:
+        """Whether a call of `tool` on `server` by `caller` falls under this rule."""
+        return (
+            caller in self.callers
+            and server in self.servers
+            and any(fnmatch.fnmatchcase(tool, p) for p in self.tools)
+        )
+
+    @classmethod
+    def _relations(cls, v: Any, data: Mapping[str, Any], context: Context | None) -> Found:
+        found: Found = []
+        for j, pattern in enumerate(v.tools or ()):
+            if not pattern:
+                found.append((("tools", j), "must not be empty"))
+        for name in ("servers", "tools", "approvers"):
+            if data.get(name) is None:
+                found.append(((name,), "required"))
+            elif getattr(v, name) is not None and not getattr(v, name):
+                found.append(((name,), "must list at least one"))
+        if v.approvers and v.quorum is not None and v.quorum > len(v.approvers):
+            found.append((("quorum",), f"{v.quorum} approvals needed but only {len(v.approvers)} approvers"))
+        if (v.escalate_after_s is None) != (not v.escalate_to):
+            missing = "escalate_to" if v.escalate_after_s is not None else "escalate_after_s"
+            found.append(
+                ((missing,), "required with " + ({"escalate_to", "escalate_after_s"} - {missing}).pop())
+            )
+        for name in ("remind_after_s", "escalate_after_s"):
+            after = getattr(v, name)
+            if after is not None and v.timeout_s is not None and after >= v.timeout_s:
+                found.append(
+                    ((name,), f"must be less than timeout_s ({v.timeout_s:g}): the request ends then")
+                )
+        return found
+
+
+def asks_second_factor(rule: object) -> bool:
+    """Whether an `[[approvals]]` rule as given (a model or a table) asks for a second factor."""
+    if isinstance(rule, ApprovalRule):
+        return rule.second_factor is not None
+    if isinstance(rule, Mapping):
+        return cast("Mapping[str, Any]", rule).get("second_factor") in {f.value for f in SecondFactor}
+    return False
+
+
+def approval_relations(
+    i: int, rule: Any, listed: Iterable[str], servers: set[object], telegram: Any
+) -> Found:
+    """A rule's servers exist; its quorum can be reached even when an approver asks (see `self_approval`)."""
+    found: Found = [
+        (("approvals", i, "servers", j), f"no server {name!r} is configured")
+        for j, name in enumerate(listed)
+        if name not in servers
+    ]
+    approvers, quorum = rule.approvers, rule.quorum
+    if not approvers or quorum is None or quorum > len(approvers) or rule.self_approval or telegram is None:
+        return found
+    allowed = telegram.allowed_users or frozenset()
+    callers = sorted(u for u in approvers if telegram.allow_everyone or u in allowed)
+    if callers and quorum > len(approvers) - 1:
+        who = (
+            "everyone may call tools (allow_everyone)"
+            if telegram.allow_everyone
+            else f"approver {callers[0]} is in telegram.allowed_users"
+        )
+        found.append(
+            (
+                ("approvals", i, "quorum"),
+                f"{quorum} approvals needed, but with self_approval = false a request by an approver leaves only "
+                f"{len(approvers) - 1} who can approve ({who})",
+            )
+        )
+    return found
