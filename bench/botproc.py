@@ -17,7 +17,7 @@ from typing import Any
 
 
 def _unthrottle() -> None:
-    import bot.telegram.app
+    import bot.compose.telegram
     from bot.telegram.flood import FloodLimiter
 
     class Unthrottled(FloodLimiter):
@@ -27,7 +27,7 @@ def _unthrottle() -> None:
         def __init__(self, fleet: Any = None) -> None:
             super().__init__(overall_per_s=0, group_burst=0, chat_burst=0, fleet=fleet)
 
-    bot.telegram.app.FloodLimiter = Unthrottled  # type: ignore[attr-defined,assignment]
+    bot.compose.telegram.FloodLimiter = Unthrottled  # type: ignore[attr-defined,assignment]
 
 
 def _no_store() -> None:
@@ -35,14 +35,14 @@ def _no_store() -> None:
     from collections.abc import AsyncIterator
     from contextlib import asynccontextmanager
 
-    import bot.telegram.app
+    import bot.compose.process
     from bot.store import Store
 
     @asynccontextmanager
     async def none(config: Any, *, claim: bool = False) -> AsyncIterator[Store | None]:
         yield None
 
-    bot.telegram.app.open_configured_store = none  # type: ignore[attr-defined]
+    bot.compose.process.open_configured_store = none  # type: ignore[attr-defined]
 
 
 def _use_httpx() -> None:

@@ -1,31 +1,44 @@
-"""The Telegram bot with its web endpoint (`[web]`): health, metrics, the webhook, the Mini App, the sign-in
-callback. Does I/O."""
+"""The Telegram bot put together: its front and its own parts on the process's (`bot.compose.process`), and its
+web endpoint (`[web]`): health, metrics, the webhook, the Mini App, the sign-in callback. Does I/O."""
 
 from __future__ import annotations
 
+import functools
+import os
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import anyio
 from starlette.routing import BaseRoute
 from telegram import Update
+from telegram.ext import Application, ApplicationBuilder
 
+from bot.compose.process import Process, fleet_member, open_process
 from bot.config import Config, ServerConfig, TelegramMode
-from bot.core import PromptRegistry
+from bot.store import Store
+from bot.store.budget import fleet_budget
 from bot.telegram import app as telegram_app
-from bot.telegram.access import Access
-from bot.telegram.app import EndpointParts
+from bot.telegram.access import Access, Refusals
+from bot.telegram.api_watch import ApiWatch
+from bot.telegram.approvals import TelegramApprovals
+from bot.telegram.bot import CardBot, build_bot
+from bot.telegram.flood import FloodLimiter
+from bot.telegram.parts import BotParts
+from bot.telegram.second_factor import SecondFactors
 from bot.telegram.surface import TelegramSurface
+from bot.telegram.tool_runs import ToolButtons, ToolRunner
 from bot.telegram.updates import Lean
 from bot.web import Webhook, WebServer, build_app, metrics_registry
 from bot.web.gateway import Gateway
 from bot.web.miniapp import MiniApp
+from bot.web.miniapp.links import FormLinks
 from bot.web.oauth import SignInFleet, callback_routes
 from bot.web.webhook import Routing
 
-__all__ = ["run_bot", "serve", "web_endpoint"]
+__all__ = ["TelegramFront", "build_application", "run_bot", "serve", "web_endpoint"]
 
 
 async def serve(
@@ -38,48 +51,141 @@ async def serve(
     drain: anyio.Event | None = None,
     approval_sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
 ) -> None:
-    """`bot.telegram.app.serve` with the web endpoint of `[web]`."""
-    await telegram_app.serve(
-        config,
-        stop,
-        ready,
-        transport=transport,
-        endpoint=web_endpoint,
-        clock=clock,
-        drain=drain,
-        approval_sleep=approval_sleep,
-    )
+    """Put the bot together and run it (`bot.telegram.app.serve`) until `stop` is set, or `drain` (SIGTERM) has
+    run its course.
+
+    `transport` replaces how servers are reached (tests pass in-process servers). `clock` is the time refusals
+    to strangers are rationed by, `approval_sleep` how approvals wait for their reminders and escalations (tests
+    pass virtual ones).
+
+    Raises:
+        SecondInstance: another live bot holds this database, or polls with this token.
+        StoreUnavailable: the database cannot be reached or migrated.
+    """
+    draining = drain or anyio.Event()
+    front = functools.partial(telegram_front, config)
+    async with open_process(config, front, transport=transport, approval_sleep=approval_sleep) as process:
+        parts = bot_parts(process, Refusals(clock=clock))
+        await telegram_app.serve(parts, web_endpoint(parts, stop, draining), stop, ready, draining)
 
 
 async def run_bot(config: Config) -> int:
-    """`toolnexus-bot --config PATH` (`bot.telegram.app.run_bot`) with the web endpoint of `[web]`."""
-    return await telegram_app.run_bot(config, web_endpoint)
+    """`toolnexus-bot --config PATH`: run until SIGINT or SIGTERM, then exit 0 (`bot.telegram.app.run_bot`)."""
+
+    async def run(stop: anyio.Event, ready: anyio.Event, drain: anyio.Event) -> None:
+        await serve(config, stop, ready, drain=drain)
+
+    return await telegram_app.run_bot(run)
 
 
-def web_endpoint(parts: EndpointParts) -> WebServer | None:
+@dataclass(frozen=True, slots=True)
+class TelegramFront:
+    """The bot's face: flood control counting what passes it, PTB, the cards."""
+
+    watch: ApiWatch
+    app: Application  # type: ignore[type-arg]
+    allowed: Access
+    surface: TelegramSurface
+
+
+def telegram_front(config: Config, store: Store | None) -> TelegramFront:
+    """The front on the open store: in a fleet (PostgreSQL, webhook mode) Telegram's budget is shared through
+    the database. A form's card links to its Mini App page (`[miniapp]`), whose address the config says."""
+    allowed = Access.of(config.telegram)
+    watch = ApiWatch(FloodLimiter(fleet=fleet_budget(config, None if store is None else store.engine)))
+    app = build_application(config, watch)
+    assert isinstance(app.bot, CardBot)
+    return TelegramFront(watch, app, allowed, TelegramSurface(app.bot, allowed, _form_links(config)))
+
+
+def build_application(config: Config, watch: ApiWatch) -> Application:  # type: ignore[type-arg]
+    """The PTB Application: the configured Bot API server, flood control that waits out 429s (`watch`
+    counts what passes it). Webhook mode has no updater: the web endpoint feeds PTB's update queue."""
+    # PTB 22 warns on every RetryAfter unless opted in to timedelta values; the rate limiter's retry of a
+    # 429 would otherwise surface as that warning (an error under strict warning filters).
+    os.environ.setdefault("PTB_TIMEDELTA", "true")
+    token = config.require_telegram().get()
+    bot = build_bot(token, config.telegram.api_base_url, watch, Access.of(config.telegram), watch.polled)
+    builder = ApplicationBuilder().bot(bot).concurrent_updates(True)
+    if config.telegram.mode is TelegramMode.WEBHOOK:
+        builder = builder.updater(None)
+    return builder.build()
+
+
+def bot_parts(process: Process[TelegramFront], refusals: Refusals) -> BotParts:
+    """The bot's own parts on the process's: the approval cards (with the second factor), the runner, the
+    `/tools` lists, and in a fleet this instance's partitions."""
+    config, store, front, hub, prompts = (
+        process.config,
+        process.store,
+        process.front,
+        process.hub,
+        process.prompts,
+    )
+    surface, service = front.surface, process.approver
+    codes = (
+        None
+        if service is None or store is None or store.factors is None
+        else SecondFactors(store.factors, service, surface)
+    )
+    approvals = None if service is None else TelegramApprovals(service, surface, hub, codes)
+    runner = ToolRunner(hub, prompts, surface, front.allowed)
+    buttons = ToolButtons(lists=None if process.fleet_state is None else process.fleet_state.tool_lists)
+    fleet = fleet_member(config, store, process.bus, prompts, runner, surface, hub, approvals)
+    return BotParts(
+        config,
+        store,
+        front.app,
+        front.watch,
+        front.allowed,
+        refusals,
+        surface,
+        prompts,
+        hub,
+        runner,
+        buttons,
+        process.signins,
+        approvals,
+        process.fleet_state,
+        fleet,
+    )
+
+
+def _form_links(config: Config) -> FormLinks | None:
+    """Where long forms' Mini App pages are (`[miniapp]`, with `[web] public_url`)."""
+    if not config.miniapp_on:
+        return None
+    assert config.web is not None and config.web.public_url is not None  # miniapp_on says so
+    return FormLinks(config.miniapp, config.web.public_url)
+
+
+def web_endpoint(parts: BotParts, stop: anyio.Event, draining: anyio.Event) -> WebServer | None:
     """The web endpoint, when `[web]` is configured: health and metrics, and the webhook in webhook mode.
 
-    From the first moment of a drain `/healthz` answers 503 and the webhook takes only answers to this process's
-    cards (503 for the rest: Telegram delivers them again, to the next process)."""
-    config, app, surface, leaving = parts.config, parts.app, parts.surface, parts.draining
+    From the first moment of a drain (`draining`) `/healthz` answers 503 and the webhook takes only answers to
+    this process's cards (503 for the rest: Telegram delivers them again, to the next process); once `stop` is
+    set `/healthz` says the bot stopped."""
+    config, app, surface, store = parts.config, parts.app, parts.surface, parts.store
     if config.web is None:
         return None
+    inbox = None if store is None else store.inbox
+    partitions = None if parts.fleet is None else parts.fleet.partitions
     webhook = None
     routing = None
     if config.telegram.mode is TelegramMode.WEBHOOK:
         assert config.telegram.webhook_secret is not None  # checked by the config
 
         def takes(update: Update) -> bool:
-            return not leaving.is_set() or surface.answers_a_card(update)
+            return not draining.is_set() or surface.answers_a_card(update)
 
-        if parts.partitions is not None and parts.bus is not None and parts.inbox is not None:
-            routing = Routing(parts.partitions, parts.bus, parts.inbox, app.bot, app.update_queue)
+        if parts.fleet is not None and inbox is not None:
+            routing = Routing(parts.fleet.partitions, parts.fleet.bus, inbox, app.bot, app.update_queue)
         webhook = Webhook(
             config.telegram.webhook_secret.get(),
             app.bot,
             app.update_queue,
             takes,
-            parts.inbox,
+            inbox,
             config.bot_id(),
             routing,
             Lean(Access.of(config.telegram)),
@@ -89,17 +195,17 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
         return await parts.watch.reachable(app.bot)
 
     gateway = _gateway(parts)
-    mini, mini_routes = _mini_app(config, parts.prompts, surface, parts)
-    fleet = parts.fleet
+    mini, mini_routes = _mini_app(parts)
+    fleet = parts.fleet_state
     signin_fleet = None
     if fleet is not None and fleet.signins is not None and parts.signins is not None:
         signin_fleet = SignInFleet(parts.signins, fleet.signins)
     web_app = build_app(
-        running=lambda: app.running and not parts.stop.is_set(),
-        draining=leaving.is_set,
+        running=lambda: app.running and not stop.is_set(),
+        draining=draining.is_set,
         reachable=reachable,
-        metrics=metrics_registry(parts.prompts, parts.hub, parts.watch, webhook, parts.partitions, routing),
-        owning=None if parts.partitions is None else parts.partitions.owned_count,
+        metrics=metrics_registry(parts.prompts, parts.hub, parts.watch, webhook, partitions, routing),
+        owning=None if partitions is None else partitions.owned_count,
         webhook=webhook,
         routes=mini_routes
         + (
@@ -116,16 +222,16 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
     return WebServer(web_app, config.web.listen, config.web.port, services)
 
 
-def _gateway(parts: EndpointParts) -> Gateway | None:
+def _gateway(parts: BotParts) -> Gateway | None:
     """The MCP endpoint for agents (`[gateway] enabled`; the config requires a public URL and a database)."""
     if not parts.config.gateway.enabled:
         return None
-    assert parts.agents is not None  # the config requires [storage]
+    assert parts.store is not None  # the config requires [storage]
     return Gateway(
         parts.config,
         parts.hub,
         parts.prompts,
-        parts.agents,
+        parts.store.agents,
         allows=Access.of(parts.config.telegram).allows,
         version=_version(),
     )
@@ -138,17 +244,20 @@ def _version() -> str:
         return "0"
 
 
-def _mini_app(
-    config: Config, prompts: PromptRegistry, surface: TelegramSurface, parts: EndpointParts
-) -> tuple[MiniApp | None, list[BaseRoute]]:
-    """Long forms' Mini App pages (`[miniapp]`, with `[web] public_url`): the app and its routes, and the
-    surface's link."""
+def _mini_app(parts: BotParts) -> tuple[MiniApp | None, list[BaseRoute]]:
+    """Long forms' Mini App pages (`[miniapp]`, with `[web] public_url`): the app and its routes (the cards link
+    to them: `_form_links`)."""
+    config = parts.config
     if not config.miniapp_on:
         return None, []
     assert config.web is not None and config.web.public_url is not None  # miniapp_on says so
     token = config.require_telegram().get()
     mini = MiniApp(
-        prompts, surface.answer_from_page, token, config.miniapp, config.web.public_url, fleet=parts.fleet
+        parts.prompts,
+        parts.surface.answer_from_page,
+        token,
+        config.miniapp,
+        config.web.public_url,
+        fleet=parts.fleet_state,
     )
-    surface.form_link = mini.url_for
     return mini, mini.routes()

@@ -8,13 +8,18 @@ Everything it prints passes `printable` first: a server's text (a question, a fi
 description, a result, a progress message) reaches the terminal without control characters, so an ANSI or
 OSC escape sequence cannot repaint the screen, move the cursor or retitle the window. Bad input is quoted
 back cut to `ECHO_LIMIT` characters.
+
+Two parts, each whole when built: the screen (`ConsoleScreen`, the `Surface` the prompt registry shows questions
+on, so built before it) and the command loop (`Console`, given the screen and the hub).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Final
 
 import anyio
@@ -74,12 +79,16 @@ PROMPT: Final = "toolnexus> "
 RUNNING: Final = "  A call is running: /cancel or Ctrl-C stops it; other commands wait until it ends."
 
 
-class Console:
-    """A `Surface` for one person at a terminal."""
+class ConsoleScreen:
+    """The terminal of one person, as a `Surface`: questions asked there one at a time, links to open, lines.
+
+    It is built first (the prompt registry shows questions on it); the command loop (`Console`) reads its lines
+    and shows questions only inside `showing`. A `/cancel` typed while a link's flow is awaited is handed to the
+    command loop (`cancels`), which holds the hub.
+    """
 
     def __init__(self, reader: LineSource, write: Callable[[str], None] | None = None) -> None:
         self.reader = reader
-        self.hub: Hub | None = None
         self._write = write or _stdout
         self._turn = anyio.Lock()
         self._scopes: dict[str, anyio.CancelScope] = {}
@@ -90,15 +99,29 @@ class Console:
         self._no_questions = anyio.Event()
         self._no_questions.set()
         self._watch: anyio.CancelScope | None = None
-        self._forms = FormWalker(self._next_line, self.say)
+        self.forms = FormWalker(self.next_line, self.say)
+        self._cancel, self.cancels = anyio.create_memory_object_stream[None](math.inf)
+        """The person's `/cancel` of a flow awaited in a browser: the command loop cancels their call."""
 
     def say(self, text: str = "") -> None:
         self._write(printable(text))
 
+    @asynccontextmanager
+    async def showing(self) -> AsyncIterator[None]:
+        """Questions are shown (each in a task of its own) while inside; those still open end when it is left."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+                self._cancel.close()
+                self.cancels.close()
+
     # -- Surface -------------------------------------------------------------------------------------
 
     async def show_prompt(self, prompt: Prompt) -> None:
-        assert self._tg is not None
+        assert self._tg is not None  # questions come from calls, run inside `showing`
         self._question_opened()
         self._tg.start_soon(self._interact, prompt)
 
@@ -124,15 +147,92 @@ class Console:
     async def notify(self, origin: Origin, text: str) -> None:
         self.say(text)
 
-    # -- the command loop ----------------------------------------------------------------------------
+    # -- lines ---------------------------------------------------------------------------------------
 
-    async def run(self, hub: Hub) -> None:
-        """Read commands until /quit or end of input."""
+    async def next_line(self, prompt: str = "") -> str | None:
+        if self._eof:
+            return None
+        line = await self.reader.readline(printable(prompt))
+        self._eof = line is None
+        return line
+
+    async def next_cancel(self) -> str | None:
+        """Read lines while no question is open, until `/cancel`, Ctrl-C or Ctrl-D (None); other lines are told
+        to wait. The line that cancels."""
+        while True:
+            if self._questions:
+                await self._no_questions.wait()
+                continue
+            with anyio.CancelScope() as scope:
+                self._watch = scope
+                line = await self.next_line(PROMPT)
+            self._watch = None
+            if scope.cancelled_caught:
+                continue  # a question took the prompt over
+            if line is None or is_cancel(line):
+                return line
+            if line.strip():
+                self.say(RUNNING)
+
+    def _question_opened(self) -> None:
+        self._questions += 1
+        if self._no_questions.is_set():
+            self._no_questions = anyio.Event()
+        if self._watch is not None:
+            self._watch.cancel()
+
+    def _question_closed(self) -> None:
+        self._questions -= 1
+        if self._questions == 0:
+            self._no_questions.set()
+
+    # -- prompts -------------------------------------------------------------------------------------
+
+    async def _interact(self, prompt: Prompt) -> None:
+        try:
+            async with self._turn:
+                if not prompt.pending:
+                    return
+                with anyio.CancelScope() as scope:
+                    self._scopes[prompt.token] = scope
+                    answer = await self.forms.ask(prompt)
+                    prompt.answer(answer)
+                self._scopes.pop(prompt.token, None)
+        finally:
+            self._question_closed()
+
+    async def _await_completion(self, prompt: Prompt) -> None:
+        try:
+            async with self._turn:
+                if prompt.completed.is_set():
+                    return
+                with anyio.CancelScope() as scope:
+                    self._scopes[prompt.token] = scope
+                    self.say("  Press Enter when you have finished there (or /cancel).")
+                    line = await self.next_line("done? > ")
+                    if line is None or is_cancel(line):
+                        self._cancel.send_nowait(None)
+                    else:
+                        prompt.complete_by_hand()
+                self._scopes.pop(prompt.token, None)
+        finally:
+            self._question_closed()
+
+
+class Console:
+    """The command loop of one person at a terminal, on its screen and the hub."""
+
+    def __init__(self, screen: ConsoleScreen, hub: Hub) -> None:
+        self.screen = screen
         self.hub = hub
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
+        self.say = screen.say
+
+    async def run(self) -> None:
+        """Read commands until /quit or end of input."""
+        async with self.screen.showing(), anyio.create_task_group() as tg:
+            tg.start_soon(self._take_cancels)
             self.say("toolnexus console. /help for commands.")
-            while (line := await self._next_line(PROMPT)) is not None:
+            while (line := await self.screen.next_line(PROMPT)) is not None:
                 if line == INTERRUPT:  # Ctrl-C with nothing running: a fresh prompt, as in a shell
                     continue
                 if line.strip() in ("/quit", "/exit"):
@@ -140,23 +240,19 @@ class Console:
                 await self.command(line.strip())
             tg.cancel_scope.cancel()
 
-    async def _next_line(self, prompt: str = "") -> str | None:
-        if self._eof:
-            return None
-        line = await self.reader.readline(printable(prompt))
-        self._eof = line is None
-        return line
+    async def _take_cancels(self) -> None:
+        """A `/cancel` typed while a link's flow is awaited cancels the call waiting for it."""
+        async for _ in self.screen.cancels:
+            self.hub.cancel(CONSOLE_USER)
 
     def interrupt(self) -> bool:
         """SIGINT (Ctrl-C outside a terminal prompt): cancel the running call or question; False if none."""
-        assert self.hub is not None
         if self.hub.cancel(CONSOLE_USER):
             self.say("  Cancelling...")  # the call's outcome (or the question's) says "Cancelled" once it is
             return True
         return False
 
     async def command(self, line: str) -> None:
-        assert self.hub is not None
         if not line:
             return
         word, _, rest = line.partition(" ")
@@ -195,7 +291,6 @@ class Console:
             self.say("  Unknown command. /help lists them.")
 
     async def _call(self, text: str) -> None:
-        assert self.hub is not None
         try:
             cmd = split_call(text, self.hub.server_names())
         except CallArgsError as exc:
@@ -223,7 +318,7 @@ class Console:
                 return
             args = {**{k: v for k, v in args.items() if k not in missing}, **extra}
         self.say(f"  Calling {tool.server}/{tool.name}...")
-        if self.reader.interactive:
+        if self.screen.reader.interactive:
             outcome = await self._call_watching(tool, args)
         else:
             outcome = await self.hub.call_tool(tool.server, tool.name, args, CONSOLE_USER, self._progress)
@@ -231,7 +326,6 @@ class Console:
 
     async def _call_watching(self, tool: ToolInfo, args: dict[str, object]) -> ToolOutcome:
         """Run the call while the prompt stays open for `/cancel` (and Ctrl-C); questions take the prompt over."""
-        assert self.hub is not None
         hub = self.hub
         outcomes: list[ToolOutcome] = []
         async with anyio.create_task_group() as tg:
@@ -244,44 +338,19 @@ class Console:
 
             tg.start_soon(call)
             await self._watch_for_cancel()
-        self.reader.set_status("")
+        self.screen.reader.set_status("")
         return outcomes[0]
 
     async def _watch_for_cancel(self) -> None:
         """Read lines while no question is open; `/cancel`, Ctrl-C or Ctrl-D cancel the call (runs until cancelled)."""
-        assert self.hub is not None
         while True:
-            if self._questions:
-                await self._no_questions.wait()
-                continue
-            with anyio.CancelScope() as scope:
-                self._watch = scope
-                line = await self._next_line(PROMPT)
-            self._watch = None
-            if scope.cancelled_caught:
-                continue  # a question took the prompt over
-            if line is None or is_cancel(line):
-                self.hub.cancel(CONSOLE_USER)
-                self.say("  Cancelling the call...")
-                if line is None:
-                    await anyio.sleep_forever()  # end of input: leave once the call has ended
-            elif line.strip():
-                self.say(RUNNING)
-
-    def _question_opened(self) -> None:
-        self._questions += 1
-        if self._no_questions.is_set():
-            self._no_questions = anyio.Event()
-        if self._watch is not None:
-            self._watch.cancel()
-
-    def _question_closed(self) -> None:
-        self._questions -= 1
-        if self._questions == 0:
-            self._no_questions.set()
+            line = await self.screen.next_cancel()
+            self.hub.cancel(CONSOLE_USER)
+            self.say("  Cancelling the call...")
+            if line is None:
+                await anyio.sleep_forever()  # end of input: leave once the call has ended
 
     async def _find_tool(self, cmd: CallCommand) -> ToolInfo | None:
-        assert self.hub is not None
         server, name = cmd.server, cmd.tool
         found: list[ToolInfo] = []
         for candidate in [server] if server else self.hub.server_names():
@@ -313,12 +382,12 @@ class Console:
             return None
         if not refused:
             self.say(f"  {tool.name} needs some arguments.")
-        answer = await self._forms.walk(spec)
+        answer = await self.screen.forms.walk(spec)
         return answer if isinstance(answer, dict) else None
 
     async def _progress(self, progress: Progress) -> None:
-        if self.reader.interactive:  # one line under the prompt, updated in place
-            self.reader.set_status(
+        if self.screen.reader.interactive:  # one line under the prompt, updated in place
+            self.screen.reader.set_status(
                 printable("  " + progress_bar(progress.fraction, progress.progress, progress.message))
             )
             return
@@ -331,39 +400,6 @@ class Console:
             outcome.status, outcome.status.value.replace("_", " ").capitalize()
         )
         self.say(f"{label}:\n{outcome.text}" if outcome.text else f"{label}.")
-
-    # -- prompts -------------------------------------------------------------------------------------
-
-    async def _interact(self, prompt: Prompt) -> None:
-        try:
-            async with self._turn:
-                if not prompt.pending:
-                    return
-                with anyio.CancelScope() as scope:
-                    self._scopes[prompt.token] = scope
-                    answer = await self._forms.ask(prompt)
-                    prompt.answer(answer)
-                self._scopes.pop(prompt.token, None)
-        finally:
-            self._question_closed()
-
-    async def _await_completion(self, prompt: Prompt) -> None:
-        try:
-            async with self._turn:
-                if prompt.completed.is_set():
-                    return
-                with anyio.CancelScope() as scope:
-                    self._scopes[prompt.token] = scope
-                    self.say("  Press Enter when you have finished there (or /cancel).")
-                    line = await self._next_line("done? > ")
-                    if line is None or is_cancel(line):
-                        assert self.hub is not None
-                        self.hub.cancel(CONSOLE_USER)
-                    else:
-                        prompt.complete_by_hand()
-                self._scopes.pop(prompt.token, None)
-        finally:
-            self._question_closed()
 
 
 def _first_line(text: str) -> str:

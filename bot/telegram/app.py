@@ -1,11 +1,10 @@
-"""Composition root and lifecycle of the Telegram bot. Does I/O.
+"""Lifecycle of the Telegram bot over its finished parts (`BotParts`): handlers registered, PTB started, kept
+questions restored, updates taken until stopped or drained, then everything stopped in order. Does I/O.
 
-The MCP sessions and the PTB Application live in one task and one exit stack (anyio contexts must be
-left by the task that entered them), and PTB is driven by hand instead of `run_polling`, which cannot
-run inside a running event loop.
-
-The web endpoint (`[web]`) is built by an `EndpointFactory` passed in from above (`bot.compose.telegram`):
-this host and the web endpoint are layers of one level and do not import each other.
+The parts are put together above the hosts (`bot.compose.process`, `bot.compose.telegram`), which pass in the
+web endpoint too: this host and the web endpoint are layers of one level and do not import each other. PTB is
+driven by hand instead of `run_polling`, which cannot run inside a running event loop; its Application lives in
+the task that entered the MCP sessions (anyio contexts must be left by the task that entered them).
 """
 
 from __future__ import annotations
@@ -13,45 +12,31 @@ from __future__ import annotations
 import functools
 import gc
 import logging
-import os
 import signal
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from telegram.ext import Application, ApplicationBuilder
+from telegram.ext import Application
 
-from bot.approvals import ApprovalService
-from bot.config import Config, ServerConfig, TelegramMode
-from bot.core import AgentBook, PromptRegistry, RoundBook
+from bot.config import Config, TelegramMode
+from bot.core import PromptRegistry, RoundBook
 from bot.servers.hub import Hub
-from bot.servers.oauth import SignIns, sign_ins
-from bot.store import Store, open_configured_store
-from bot.store.budget import fleet_budget
-from bot.store.bus import FleetBus
-from bot.store.engine import database_url
+from bot.store import Store
 from bot.store.errors import SecondInstance
-from bot.store.fleet import Partitions, partition_of
-from bot.store.fleet_state import FleetState
-from bot.store.inbox import InboxStore
-from bot.telegram.access import Access, Refusals
+from bot.telegram.access import Access
 from bot.telegram.api_watch import ANOTHER_POLLER, ApiWatch
 from bot.telegram.approvals import TelegramApprovals
-from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.drain import drain, take_answers
-from bot.telegram.fleet import Takeovers
-from bot.telegram.flood import FloodLimiter
 from bot.telegram.handlers import access, agents, audit, commands, forms, second_factor, signin
 from bot.telegram.handlers import approvals as approval_taps
 from bot.telegram.handlers.deps import Deps
 from bot.telegram.handlers.errors import on_error
+from bot.telegram.parts import BotParts, Endpoint, FleetMember
 from bot.telegram.restore import restore_kept
-from bot.telegram.second_factor import SecondFactors
 from bot.telegram.surface import TelegramSurface
-from bot.telegram.tool_runs import ToolButtons, ToolRunner
+from bot.telegram.tool_runs import ToolRunner
 
 logger = logging.getLogger(__name__)
 
@@ -61,244 +46,52 @@ YOUNG_GC_THRESHOLD = 10_000
 ALLOWED_UPDATES = ["message", "callback_query"]
 
 
-@dataclass(frozen=True, slots=True)
-class EndpointParts:
-    """What the web endpoint is built from: the bot's parts it serves (health, metrics, webhook, pages)."""
-
-    config: Config
-    app: Application  # type: ignore[type-arg]
-    watch: ApiWatch
-    prompts: PromptRegistry
-    hub: Hub
-    stop: anyio.Event
-    """Set when the bot stops (then /healthz says so)."""
-    surface: TelegramSurface
-    signins: SignIns | None
-    draining: anyio.Event
-    """Set from the first moment of a drain (SIGTERM)."""
-    agents: AgentBook | None = None
-    """The agent tokens (with a database): the gateway of `[gateway]` checks them."""
-    inbox: InboxStore | None = None
-    """The updates delivered (with a database): the webhook records each before handling it, once."""
-    fleet: FleetState | None = None
-    """In a fleet (webhook mode on PostgreSQL): Mini App answers and sign-in returns reach the instance holding
-    their prompt through it."""
-    partitions: Partitions | None = None
-    """In a fleet (PostgreSQL, webhook mode): the users this instance owns; the webhook routes the others'."""
-    bus: FleetBus | None = None
-    """In a fleet: the wake-ups between instances. Everything subscribes while the endpoint is built; the bus
-    runs once the partitions do (`_restore`)."""
-
-
-class Endpoint(Protocol):
-    """A server the bot runs beside PTB: started once PTB takes updates, stopped first."""
-
-    async def run(self, *, task_status: TaskStatus[None] = ...) -> None: ...
-
-    def stop(self) -> None: ...
-
-
-EndpointFactory: TypeAlias = Callable[[EndpointParts], Endpoint | None]
-"""Builds the web endpoint of `[web]` (None without it)."""
-
-
-def build_application(config: Config, watch: ApiWatch) -> Application:  # type: ignore[type-arg]
-    """The PTB Application: the configured Bot API server, flood control that waits out 429s (`watch`
-    counts what passes it). Webhook mode has no updater: the web endpoint feeds PTB's update queue."""
-    # PTB 22 warns on every RetryAfter unless opted in to timedelta values; the rate limiter's retry of a
-    # 429 would otherwise surface as that warning (an error under strict warning filters).
-    os.environ.setdefault("PTB_TIMEDELTA", "true")
-    token = config.require_telegram().get()
-    bot = build_bot(token, config.telegram.api_base_url, watch, Access.of(config.telegram), watch.polled)
-    builder = ApplicationBuilder().bot(bot).concurrent_updates(True)
-    if config.telegram.mode is TelegramMode.WEBHOOK:
-        builder = builder.updater(None)
-    return builder.build()
-
-
 async def serve(
-    config: Config,
+    parts: BotParts,
+    web: Endpoint | None,
     stop: anyio.Event,
-    ready: anyio.Event | None = None,
-    *,
-    transport: Callable[[ServerConfig], Any] | None = None,
-    endpoint: EndpointFactory,
-    clock: Callable[[], float] = time.monotonic,
-    drain: anyio.Event | None = None,
-    approval_sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ready: anyio.Event | None,
+    draining: anyio.Event,
 ) -> None:
     """Run the bot until `stop` is set; then cancel every pending prompt, settle its card, and shut down.
 
-    Or until `drain` is set (SIGTERM): then take no new work, give running calls `[run] drain_s` to finish, and
-    shut down leaving what the store keeps to the next process (`bot.telegram.drain`); `stop` during the drain
-    cuts it short.
+    Or until `draining` is set (SIGTERM): then take no new work, give running calls `[run] drain_s` to finish,
+    and shut down leaving what the store keeps to the next process (`bot.telegram.drain`); `stop` during the
+    drain cuts it short.
 
-    With `[web]`, the web endpoint (`endpoint`) runs beside PTB (webhook mode needs it): it starts once PTB
-    can take updates and stops first, so no update arrives that PTB would not handle. `transport` replaces how
-    servers are reached (tests pass in-process servers).
-    `clock` is the time refusals to strangers are rationed by, `approval_sleep` how approvals wait for their
-    reminders and escalations (tests pass virtual ones).
+    With `[web]`, the web endpoint (`web`) runs beside PTB (webhook mode needs it): it starts once PTB can take
+    updates and stops first, so no update arrives that PTB would not handle.
     """
-    allowed = Access.of(config.telegram)
-    async with open_configured_store(config, claim=True) as store:  # refuses a second bot that cannot work
-        # In a fleet (PostgreSQL, webhook mode) Telegram's budget is shared through the database.
-        watch = ApiWatch(FloodLimiter(fleet=fleet_budget(config, None if store is None else store.engine)))
-        app = build_application(config, watch)
-        assert isinstance(app.bot, CardBot)
-        surface = TelegramSurface(app.bot, allowed)
-        observer = None if store is None else store.observer  # the audit log: told of every event first
-        prompts = PromptRegistry(surface, config.elicitation.timeout_s, observer)
-        book = None if store is None else store.rounds  # open questions outlive the process
-        signins = (
-            None
-            if store is None
-            else sign_ins(config, store.signins, prompts, store.audit_sign_in, book=store.rounds)
-        )
-        bus = _fleet_bus(config, store)  # one per process: every part of the fleet subscribes to it
-        fleet_state = None if store is None or bus is None else FleetState.of(config, store, bus)
-        auth = None if signins is None else signins.auth_for
-        signed_in = None if signins is None else signins.signed_in
-        service, no_approver = _approval_service(config, store, bus, approval_sleep)
-        async with Hub(
-            config,
-            prompts,
-            transport=transport,
-            observer=observer,
-            book=book,
-            auth=auth,
-            signed_in=signed_in,
-            approver=service,
-            no_approver_reason=no_approver,
-            names=None if service is None else service.name_of,
-            sign_receipts=None if store is None or store.audit.keys is None else store.audit.keys.sign,
-        ) as hub:
-            codes = (
-                None
-                if service is None or store is None or store.factors is None
-                else SecondFactors(store.factors, service, surface)
-            )
-            approvals = None if service is None else TelegramApprovals(service, surface, hub, codes)
-            await _serve(
-                config,
-                app,
-                watch,
-                surface,
-                prompts,
-                hub,
-                stop,
-                ready,
-                store,
-                allowed,
-                clock,
-                endpoint,
-                approvals,
-                signins,
-                drain,
-                fleet_state,
-                bus,
-            )
-
-
-def _approval_handlers(
-    app: Application,  # type: ignore[type-arg]
-    config: Config,
-    approvals: TelegramApprovals,
-    allowed: Access,
-) -> None:
-    """Before the access gate (approvers need not be allowed): the names cards show, and the second factor's
-    `/2fa` and codes (of the approvers of rules that ask for one)."""
-    app.add_handlers(approval_taps.name_handlers(approvals, allowed, config.approvers), group=-2)
-    coded = frozenset[int]().union(*(r.approvers for r in config.approvals if r.second_factor))
-    if approvals.codes is not None and coded:
-        app.add_handlers(second_factor.handlers(approvals.codes, coded), group=-3)
-
-
-async def _serve(
-    config: Config,
-    app: Application,  # type: ignore[type-arg]
-    watch: ApiWatch,
-    surface: TelegramSurface,
-    prompts: PromptRegistry,
-    hub: Hub,
-    stop: anyio.Event,
-    ready: anyio.Event | None,
-    store: Store | None,
-    allowed: Access,
-    clock: Callable[[], float],
-    endpoint: EndpointFactory,
-    approvals: TelegramApprovals | None,
-    signins: SignIns | None = None,
-    drain: anyio.Event | None = None,
-    fleet_state: FleetState | None = None,
-    bus: FleetBus | None = None,
-) -> None:
-    draining = drain or anyio.Event()
+    config, app, store, surface = parts.config, parts.app, parts.store, parts.surface
+    approvals, signins, fleet, hub = parts.approvals, parts.signins, parts.fleet, parts.hub
     async with anyio.create_task_group() as tg:
-        runner = ToolRunner(hub, prompts, surface, allowed)
-        buttons = ToolButtons(lists=None if fleet_state is None else fleet_state.tool_lists)
-        deps = Deps(config.telegram, allowed, hub, prompts, surface, runner, buttons)
-        if approvals is not None:
-            _approval_handlers(app, config, approvals, allowed)
-        app.add_handlers(access.handlers(allowed, Refusals(clock=clock), config.approvers), group=-1)
-        # The handlers match disjoint updates; taps (two of every three updates) are checked first.
-        admin = [] if store is None else audit.handlers(config.telegram.admins, store.audit, surface)
-        gated = [] if approvals is None else approval_taps.handlers(approvals)
-        signing = [] if signins is None else signin.handlers(allowed, signins, hub, surface)
-        fleet = _fleet(config, store, bus, prompts, runner, surface, hub, approvals)
-        tokens = agents.handlers(config, None if store is None else store.agents, surface)
-        app.add_handlers(
-            gated
-            + signing
-            + tokens
-            + forms.handlers(deps)
-            + admin
-            + commands.handlers(deps, agents.help_lines(config) + second_factor.help_lines(config))
-        )
-        app.add_error_handler(on_error)
-        web = endpoint(
-            EndpointParts(
-                config,
-                app,
-                watch,
-                prompts,
-                hub,
-                stop,
-                surface,
-                signins,
-                draining,
-                agents=None if store is None else store.agents,
-                inbox=None if store is None else store.inbox,
-                fleet=fleet_state,
-                partitions=None if fleet is None else fleet.partitions,
-                bus=bus,
-            )
-        )
+        register_handlers(parts)
         fleet_done = anyio.Event()
         async with app:
             await app.bot.set_my_commands(commands.menu(agents.menu(config) + second_factor.menu(config)))
             await app.start()
             try:
                 # Before updates (polled or delivered): a tap on a kept card finds it.
-                await _restore(store, fleet, surface, runner, hub, tg, fleet_done)
+                await _restore(store, fleet, surface, parts.runner, hub, tg, fleet_done)
                 if approvals is not None:
                     await approvals.start(tg)
                 if web is not None:
                     await tg.start(web.run)
-                await _start_updates(app, config, watch)
+                await _start_updates(app, config, parts.watch)
                 logger.info("bot @%s is running", app.bot.username)
                 _say_local_only(config)
                 if store is not None and store.audit_note is not None:
                     logger.warning("%s", store.audit_note)
                 if ready is not None:
                     ready.set()
-                await _until_stopped(stop, draining, watch)
+                await _until_stopped(stop, draining, parts.watch)
                 if fleet is not None:
                     fleet.partitions.draining = (
                         True  # takes nothing more; what it holds is given back at the end
                     )
                 if draining.is_set() and not stop.is_set():
                     book = None if store is None else store.rounds
-                    await _drain(config, app, runner, prompts, surface, stop, book)
+                    await _drain(config, app, parts.runner, parts.prompts, surface, stop, book)
                 logger.info("stopping: cancelling pending prompts")
                 if web is not None:
                     web.stop()
@@ -319,6 +112,45 @@ async def _serve(
                         await app.updater.stop()
                     if app.running:
                         await app.stop()
+
+
+def register_handlers(parts: BotParts) -> None:
+    """Every handler of the bot on its Application, by group: the second factor (-3) and the approvers' names
+    (-2) before the access gate (-1), which comes before the rest."""
+    config, app, allowed, store, surface = parts.config, parts.app, parts.allowed, parts.store, parts.surface
+    approvals, signins = parts.approvals, parts.signins
+    deps = Deps(config.telegram, allowed, parts.hub, parts.prompts, surface, parts.runner, parts.buttons)
+    if approvals is not None:
+        _approval_handlers(app, config, approvals, allowed)
+    app.add_handlers(access.handlers(allowed, parts.refusals, config.approvers), group=-1)
+    # The handlers match disjoint updates; taps (two of every three updates) are checked first.
+    admin = [] if store is None else audit.handlers(config.telegram.admins, store.audit, surface)
+    gated = [] if approvals is None else approval_taps.handlers(approvals)
+    signing = [] if signins is None else signin.handlers(allowed, signins, parts.hub, surface)
+    tokens = agents.handlers(config, None if store is None else store.agents, surface)
+    app.add_handlers(
+        gated
+        + signing
+        + tokens
+        + forms.handlers(deps)
+        + admin
+        + commands.handlers(deps, agents.help_lines(config) + second_factor.help_lines(config))
+    )
+    app.add_error_handler(on_error)
+
+
+def _approval_handlers(
+    app: Application,  # type: ignore[type-arg]
+    config: Config,
+    approvals: TelegramApprovals,
+    allowed: Access,
+) -> None:
+    """Before the access gate (approvers need not be allowed): the names cards show, and the second factor's
+    `/2fa` and codes (of the approvers of rules that ask for one)."""
+    app.add_handlers(approval_taps.name_handlers(approvals, allowed, config.approvers), group=-2)
+    coded = frozenset[int]().union(*(r.approvers for r in config.approvals if r.second_factor))
+    if approvals.codes is not None and coded:
+        app.add_handlers(second_factor.handlers(approvals.codes, coded), group=-3)
 
 
 def _say_local_only(config: Config) -> None:
@@ -376,7 +208,7 @@ async def _drain(
 
 async def _restore(
     store: Store | None,
-    fleet: _Fleet | None,
+    fleet: FleetMember | None,
     surface: TelegramSurface,
     runner: ToolRunner,
     hub: Hub,
@@ -395,89 +227,6 @@ async def _restore(
         await restore_kept(store.rounds, surface, runner, store.observer, tg, servers=servers)
 
 
-@dataclass(frozen=True, slots=True)
-class _Fleet:
-    partitions: Partitions
-    bus: FleetBus
-    takeovers: Takeovers
-
-
-def _fleet_bus(config: Config, store: Store | None) -> FleetBus | None:
-    """The process's fleet bus when it may be one of several: PostgreSQL and webhook mode. Otherwise (SQLite,
-    polling: a second instance is refused) there is nobody to wake."""
-    if store is None or config.storage is None or config.telegram.mode is not TelegramMode.WEBHOOK:
-        return None
-    url = config.storage.url.get()
-    if not database_url(url).drivername.startswith("postgresql"):
-        return None
-    return FleetBus(url, config.bot_id())
-
-
-def _fleet(
-    config: Config,
-    store: Store | None,
-    bus: FleetBus | None,
-    prompts: PromptRegistry,
-    runner: ToolRunner,
-    surface: TelegramSurface,
-    hub: Hub,
-    approvals: TelegramApprovals | None,
-) -> _Fleet | None:
-    """This instance's part in a fleet, when it may be one of several: PostgreSQL and webhook mode. Otherwise
-    (SQLite, polling) it is the only instance and owns every user."""
-    if store is None or bus is None or config.storage is None:
-        return None
-
-    def busy(partition: int) -> bool:
-        """Something live in the partition: an open question or a running call (never given back)."""
-        return any(partition_of(p.origin.user_id) == partition for p in prompts.pending()) or any(
-            partition_of(user) == partition for user in runner.users_running()
-        )
-
-    partitions = Partitions(config.storage.url.get(), config.bot_id(), busy=busy)
-    if approvals is not None:
-        approvals.service.owns = partitions.owns  # where nobody waits, the requester's owner carries it out
-    store.rounds.fence = partitions  # kept-question writes carry this instance's epochs
-    prompts.fence = partitions  # nothing ends for a person before this instance knows they are still its own
-
-    def lost(partitions_lost: frozenset[int]) -> None:
-        """Drop, here, everything held for the people of partitions taken over or given back (given back ones
-        hold nothing: `busy`); their questions stay kept for the new owner."""
-
-        def theirs(user_id: int) -> bool:
-            return partition_of(user_id) in partitions_lost
-
-        runs, cards = runner.leave(theirs), surface.drop(theirs)
-        if runs or cards:
-            logger.warning(
-                "partitions: %d lost; dropped %d call(s) and %d card(s) of their people here",
-                len(partitions_lost),
-                runs,
-                cards,
-            )
-
-    partitions.on_lost(lost)
-    takeovers = Takeovers(
-        partitions,
-        store.rounds,
-        surface,
-        runner,
-        prompts,
-        store.observer,
-        set(hub.server_names()),
-        _approval_adopter(approvals),
-    )
-    return _Fleet(partitions, bus, takeovers)
-
-
-def _approval_adopter(
-    approvals: TelegramApprovals | None,
-) -> Callable[[Callable[[int], bool]], Awaitable[None]] | None:
-    """What adopts the approval waits of users taken over (`ApprovalService.adopt`): their deadline timers, and
-    the decided requests whose waiting call died with the previous owner, carried out once."""
-    return None if approvals is None else approvals.service.adopt
-
-
 async def _until(
     done: anyio.Event, run: Callable[..., Any], *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
 ) -> None:
@@ -487,25 +236,6 @@ async def _until(
         task_status.started()
         await done.wait()
         inner.cancel_scope.cancel()
-
-
-def _approval_service(
-    config: Config,
-    store: Store | None,
-    bus: FleetBus | None = None,
-    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-) -> tuple[ApprovalService | None, str]:
-    """The hub's approver for `[[approvals]]` (it needs the database: a request must outlive the process), or
-    None and why gated calls are refused."""
-    if not config.approvals:
-        return None, "this host cannot ask approvers"
-    if store is None:
-        return None, "approvals need the database ([storage])"
-    service = ApprovalService(store.approvals, sleep=sleep)
-    if bus is not None:  # a fleet: decisions wake the process whose call waits, wherever they are taken
-        store.approvals.bus = bus
-        service.listen(bus)
-    return service, ""
 
 
 async def _start_updates(app: Application, config: Config, watch: ApiWatch) -> None:  # type: ignore[type-arg]
@@ -528,8 +258,8 @@ async def _start_updates(app: Application, config: Config, watch: ApiWatch) -> N
     )
 
 
-async def run_bot(config: Config, endpoint: EndpointFactory) -> int:
-    """`toolnexus-bot --config PATH`: run until SIGINT or SIGTERM, then exit 0 (`endpoint`: as `serve`).
+async def run_bot(serve: Callable[[anyio.Event, anyio.Event, anyio.Event], Awaitable[None]]) -> int:
+    """`toolnexus-bot --config PATH`: `serve(stop, ready, drain)` until SIGINT or SIGTERM, then exit 0.
 
     SIGTERM drains (`serve`'s `drain`): what the store keeps stays open for the next process. SIGINT (Ctrl-C at a
     terminal) is a hard stop, also during a drain: open questions are cancelled towards their servers and their
@@ -560,6 +290,6 @@ async def run_bot(config: Config, endpoint: EndpointFactory) -> int:
     async with anyio.create_task_group() as tg:
         tg.start_soon(watch_signals)
         tg.start_soon(settle_heap)
-        await serve(config, stop, ready, endpoint=endpoint, drain=draining)
+        await serve(stop, ready, draining)
         tg.cancel_scope.cancel()
     return 0

@@ -61,7 +61,9 @@ ANSWER_SENT = "✅ Answer sent."
 class TelegramSurface:
     """All cards of the bot, by prompt token."""
 
-    def __init__(self, bot: CardBot, access: Access) -> None:
+    def __init__(
+        self, bot: CardBot, access: Access, form_link: Callable[[Prompt], str | None] | None = None
+    ) -> None:
         self.bot = bot
         self.access = access
         self.cards: dict[str, Card] = {}
@@ -69,8 +71,8 @@ class TelegramSurface:
         self._messages: dict[str, list[tuple[int, int]]] = {}
         """Every message a card was placed at, by prompt token: `_by_message`'s keys to drop when it is forgotten."""
         self._busy: dict[str, anyio.Lock] = {}
-        self.form_link: Callable[[Prompt], str | None] | None = None
-        """A form's Mini App page, when it has one (set with a public URL; see `bot.web.miniapp`)."""
+        self.form_link = form_link
+        """A form's Mini App page, when it has one (with `[miniapp]` and a public URL: `bot.web.miniapp`)."""
         self._folds = Folds(self._settle, self.edit)
         """Answered cards waiting for their call's result."""
 

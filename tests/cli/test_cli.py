@@ -61,6 +61,16 @@ def test_console_re_asks_bad_answers_and_reports_decline() -> None:
     assert "Booking declined" in done.stdout
 
 
+def test_console_cancel_while_a_link_s_flow_is_awaited_cancels_the_call() -> None:
+    """A link opened (URL elicitation, "done? >"), then `/cancel` instead of Enter: the call waiting for the
+    flow ends cancelled at once, and the next command runs."""
+    done = run("console", stdin="/call demo sync_calendar\ny\n/cancel\n/servers\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    after = done.stdout.split("Press Enter when you have finished there (or /cancel).", 1)[1]
+    assert after.lstrip().startswith("Cancelled.")
+    assert "demo (stdio): ok" in after
+
+
 def test_console_lists_servers_and_tools() -> None:
     """/servers and /tools work without any config (the demo server is the default)."""
     done = run("console", stdin="/servers\n/tools\n")
