@@ -44,10 +44,9 @@ from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.drain import drain, take_answers
 from bot.telegram.fleet import Takeovers
 from bot.telegram.flood import FloodLimiter
-from bot.telegram.handlers import access, agents, audit, commands, forms, second_factor, signin
-from bot.telegram.handlers import approvals as approval_taps
-from bot.telegram.handlers.deps import Deps
-from bot.telegram.handlers.errors import on_error
+from bot.telegram.handlers import agents, commands, second_factor
+from bot.telegram.handlers.deps import CONTEXT_TYPES, Deps
+from bot.telegram.handlers.register import register
 from bot.telegram.restore import restore_kept
 from bot.telegram.second_factor import SecondFactors
 from bot.telegram.surface import TelegramSurface
@@ -110,7 +109,7 @@ def build_application(config: Config, watch: ApiWatch) -> Application:  # type: 
     os.environ.setdefault("PTB_TIMEDELTA", "true")
     token = config.require_telegram().get()
     bot = build_bot(token, config.telegram.api_base_url, watch, Access.of(config.telegram), watch.polled)
-    builder = ApplicationBuilder().bot(bot).concurrent_updates(True)
+    builder = ApplicationBuilder().bot(bot).context_types(CONTEXT_TYPES).concurrent_updates(True)
     if config.telegram.mode is TelegramMode.WEBHOOK:
         builder = builder.updater(None)
     return builder.build()
@@ -199,20 +198,6 @@ async def serve(
             )
 
 
-def _approval_handlers(
-    app: Application,  # type: ignore[type-arg]
-    config: Config,
-    approvals: TelegramApprovals,
-    allowed: Access,
-) -> None:
-    """Before the access gate (approvers need not be allowed): the names cards show, and the second factor's
-    `/2fa` and codes (of the approvers of rules that ask for one)."""
-    app.add_handlers(approval_taps.name_handlers(approvals, allowed, config.approvers), group=-2)
-    coded = frozenset[int]().union(*(r.approvers for r in config.approvals if r.second_factor))
-    if approvals.codes is not None and coded:
-        app.add_handlers(second_factor.handlers(approvals.codes, coded), group=-3)
-
-
 async def _serve(
     config: Config,
     app: Application,  # type: ignore[type-arg]
@@ -236,25 +221,23 @@ async def _serve(
     async with anyio.create_task_group() as tg:
         runner = ToolRunner(hub, prompts, surface, allowed)
         buttons = ToolButtons(lists=None if fleet_state is None else fleet_state.tool_lists)
-        deps = Deps(config.telegram, allowed, hub, prompts, surface, runner, buttons)
-        if approvals is not None:
-            _approval_handlers(app, config, approvals, allowed)
-        app.add_handlers(access.handlers(allowed, Refusals(clock=clock), config.approvers), group=-1)
-        # The handlers match disjoint updates; taps (two of every three updates) are checked first.
-        admin = [] if store is None else audit.handlers(config.telegram.admins, store.audit, surface)
-        gated = [] if approvals is None else approval_taps.handlers(approvals)
-        signing = [] if signins is None else signin.handlers(allowed, signins, hub, surface)
-        fleet = _fleet(config, store, bus, prompts, runner, surface, hub, approvals)
-        tokens = agents.handlers(config, None if store is None else store.agents, surface)
-        app.add_handlers(
-            gated
-            + signing
-            + tokens
-            + forms.handlers(deps)
-            + admin
-            + commands.handlers(deps, agents.help_lines(config) + second_factor.help_lines(config))
+        deps = Deps(
+            config,
+            allowed,
+            hub,
+            prompts,
+            surface,
+            runner,
+            buttons,
+            Refusals(clock=clock),
+            approvers=config.approvers,
+            approvals=approvals,
+            signins=signins,
+            agents=None if store is None else store.agents,
+            audit=None if store is None else store.audit,
         )
-        app.add_error_handler(on_error)
+        register(app, deps)
+        fleet = _fleet(config, store, bus, prompts, runner, surface, hub, approvals)
         web = endpoint(
             EndpointParts(
                 config,
