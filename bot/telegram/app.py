@@ -222,14 +222,14 @@ async def _serve(
         runner = ToolRunner(hub, prompts, surface, allowed)
         buttons = ToolButtons(lists=None if fleet_state is None else fleet_state.tool_lists)
         deps = Deps(
-            config,
-            allowed,
-            hub,
-            prompts,
-            surface,
-            runner,
-            buttons,
-            Refusals(clock=clock),
+            config=config,
+            access=allowed,
+            hub=hub,
+            prompts=prompts,
+            surface=surface,
+            runner=runner,
+            tool_buttons=buttons,
+            refusals=Refusals(clock=clock),
             approvers=config.approvers,
             approvals=approvals,
             signins=signins,

@@ -152,11 +152,10 @@ async def agents(update: Update, context: Context) -> None:
     chat, user = update.effective_chat, update.effective_user
     assert chat is not None and user is not None
     book = deps.agents
+    configured = deps.config.telegram.allowed_users  # not `access.allows` (allow_everyone: anyone)
     if not deps.config.gateway.enabled or book is None:
         screen = Screen(GATEWAY_OFF)
-    elif (
-        user.id not in deps.config.telegram.allowed_users
-    ):  # not `access.allows`: under allow_everyone that is anyone
+    elif user.id not in configured:
         screen = Screen(ONLY_CONFIGURED)
     elif chat.type != chat.PRIVATE:
         screen = Screen(PRIVATE_ONLY)
