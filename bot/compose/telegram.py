@@ -26,6 +26,7 @@ from bot.telegram.api_watch import ApiWatch
 from bot.telegram.approvals import TelegramApprovals
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.flood import FloodLimiter
+from bot.telegram.handlers.deps import CONTEXT_TYPES
 from bot.telegram.parts import BotParts
 from bot.telegram.second_factor import SecondFactors
 from bot.telegram.surface import TelegramSurface
@@ -106,7 +107,7 @@ def build_application(config: Config, watch: ApiWatch) -> Application:  # type: 
     os.environ.setdefault("PTB_TIMEDELTA", "true")
     token = config.require_telegram().get()
     bot = build_bot(token, config.telegram.api_base_url, watch, Access.of(config.telegram), watch.polled)
-    builder = ApplicationBuilder().bot(bot).concurrent_updates(True)
+    builder = ApplicationBuilder().bot(bot).context_types(CONTEXT_TYPES).concurrent_updates(True)
     if config.telegram.mode is TelegramMode.WEBHOOK:
         builder = builder.updater(None)
     return builder.build()

@@ -25,14 +25,11 @@ from bot.core import PromptRegistry, RoundBook
 from bot.servers.hub import Hub
 from bot.store import Store
 from bot.store.errors import SecondInstance
-from bot.telegram.access import Access
 from bot.telegram.api_watch import ANOTHER_POLLER, ApiWatch
-from bot.telegram.approvals import TelegramApprovals
 from bot.telegram.drain import drain, take_answers
-from bot.telegram.handlers import access, agents, audit, commands, forms, second_factor, signin
-from bot.telegram.handlers import approvals as approval_taps
+from bot.telegram.handlers import agents, commands, second_factor
 from bot.telegram.handlers.deps import Deps
-from bot.telegram.handlers.errors import on_error
+from bot.telegram.handlers.register import register
 from bot.telegram.parts import BotParts, Endpoint, FleetMember
 from bot.telegram.restore import restore_kept
 from bot.telegram.surface import TelegramSurface
@@ -115,42 +112,25 @@ async def serve(
 
 
 def register_handlers(parts: BotParts) -> None:
-    """Every handler of the bot on its Application, by group: the second factor (-3) and the approvers' names
-    (-2) before the access gate (-1), which comes before the rest."""
-    config, app, allowed, store, surface = parts.config, parts.app, parts.allowed, parts.store, parts.surface
-    approvals, signins = parts.approvals, parts.signins
-    deps = Deps(config.telegram, allowed, parts.hub, parts.prompts, surface, parts.runner, parts.buttons)
-    if approvals is not None:
-        _approval_handlers(app, config, approvals, allowed)
-    app.add_handlers(access.handlers(allowed, parts.refusals, config.approvers), group=-1)
-    # The handlers match disjoint updates; taps (two of every three updates) are checked first.
-    admin = [] if store is None else audit.handlers(config.telegram.admins, store.audit, surface)
-    gated = [] if approvals is None else approval_taps.handlers(approvals)
-    signing = [] if signins is None else signin.handlers(allowed, signins, parts.hub, surface)
-    tokens = agents.handlers(config, None if store is None else store.agents, surface)
-    app.add_handlers(
-        gated
-        + signing
-        + tokens
-        + forms.handlers(deps)
-        + admin
-        + commands.handlers(deps, agents.help_lines(config) + second_factor.help_lines(config))
+    """Every handler of the bot on its Application (`bot.telegram.handlers.register`), with the parts their
+    callbacks read (`context.deps`)."""
+    store = parts.store
+    deps = Deps(
+        config=parts.config,
+        access=parts.allowed,
+        hub=parts.hub,
+        prompts=parts.prompts,
+        surface=parts.surface,
+        runner=parts.runner,
+        tool_buttons=parts.buttons,
+        refusals=parts.refusals,
+        approvers=parts.config.approvers,
+        approvals=parts.approvals,
+        signins=parts.signins,
+        agents=None if store is None else store.agents,
+        audit=None if store is None else store.audit,
     )
-    app.add_error_handler(on_error)
-
-
-def _approval_handlers(
-    app: Application,  # type: ignore[type-arg]
-    config: Config,
-    approvals: TelegramApprovals,
-    allowed: Access,
-) -> None:
-    """Before the access gate (approvers need not be allowed): the names cards show, and the second factor's
-    `/2fa` and codes (of the approvers of rules that ask for one)."""
-    app.add_handlers(approval_taps.name_handlers(approvals, allowed, config.approvers), group=-2)
-    coded = frozenset[int]().union(*(r.approvers for r in config.approvals if r.second_factor))
-    if approvals.codes is not None and coded:
-        app.add_handlers(second_factor.handlers(approvals.codes, coded), group=-3)
+    register(parts.app, deps)
 
 
 def _say_local_only(config: Config) -> None:

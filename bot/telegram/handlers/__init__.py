@@ -1,1 +1,2 @@
-"""PTB handlers, one module per feature; each exposes `handlers(deps) -> list[BaseHandler]`."""
+"""PTB handlers, one module per feature: module-level callbacks reading what they use through `context.deps`
+(`bot.telegram.handlers.deps`), and each module's `handlers(...) -> list[BaseHandler]` registering them."""

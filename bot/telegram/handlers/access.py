@@ -15,18 +15,18 @@ from typing import Final, TypeVar
 
 from telegram import Update
 from telegram.error import TelegramError
-from telegram.ext import ApplicationHandlerStop, BaseHandler, ContextTypes, TypeHandler
+from telegram.ext import ApplicationHandlerStop, BaseHandler, TypeHandler
 
 from bot.logs import REFUSED_LOGGER
-from bot.telegram.access import Access, Refusals
+from bot.telegram.access import Refusals
 from bot.telegram.callback_data import is_approval
+from bot.telegram.handlers.deps import Context
 
 logger = logging.getLogger(__name__)
 
 REFUSAL_READ_TIMEOUT_S: Final = 2.0
 """A refusal not answered by then is given up: it is not worth a connection held for the default 5 s."""
 
-Context = ContextTypes.DEFAULT_TYPE
 Handler = Callable[[Update, Context], Awaitable[None]]
 H = TypeVar("H", bound=Handler)
 
@@ -35,36 +35,36 @@ def refusal_text(user_id: int) -> str:
     return f"Sorry, this bot is private. Your Telegram user id is {user_id}."
 
 
-def handlers(
-    access: Access, refusals: Refusals, approvers: frozenset[int] = frozenset()
-) -> list[BaseHandler]:  # type: ignore[type-arg]
-    async def gate(update: Update, context: Context) -> None:
-        """Runs first (group -1) for every update; stops every update of anyone not allowed, except an
-        approver's tap on an approval card (approvers need not be allowed to use the bot)."""
-        user = update.effective_user
-        if user is not None and access.allows(user.id):
-            return
-        query = update.callback_query
-        if user is not None and user.id in approvers and query is not None and is_approval(query.data):
-            return
-        try:
-            logging.getLogger(REFUSED_LOGGER).info("refused Telegram user %s", user.id if user else "unknown")
-            refusal = _refusal(update, refusals)
-            if refusal is not None:
-                context.application.create_task(refusal, update=update)
-        finally:
-            raise ApplicationHandlerStop
+async def gate(update: Update, context: Context) -> None:
+    """Stop every update (group -1: before all but the approvers') of anyone not allowed, but an approver's tap."""
+    deps = context.deps
+    user = update.effective_user
+    if user is not None and deps.access.allows(user.id):
+        return
+    query = update.callback_query  # approvers need not be allowed to use the bot to tap an approval card
+    if user is not None and user.id in deps.approvers and query is not None and is_approval(query.data):
+        return
+    try:
+        logging.getLogger(REFUSED_LOGGER).info("refused Telegram user %s", user.id if user else "unknown")
+        refusal = _refusal(update, deps.refusals)
+        if refusal is not None:
+            context.application.create_task(refusal, update=update)
+    finally:
+        raise ApplicationHandlerStop
 
+
+def handlers() -> list[BaseHandler[Update, Context, None]]:
+    """The gate, for a group of its own before every other handler's but the approvers'."""
     return [TypeHandler(Update, gate)]
 
 
-def allowed_only(access: Access, handler: H) -> H:
+def allowed_only(handler: H) -> H:
     """`handler`, doing nothing for anyone not allowed: the gate stops them first; this holds if it did not."""
 
     @functools.wraps(handler)
     async def checked(update: Update, context: Context) -> None:
         user = update.effective_user
-        if user is None or not access.allows(user.id):
+        if user is None or not context.deps.access.allows(user.id):
             logger.warning("update %s from a person not allowed reached a handler; ignored", update.update_id)
             return
         await handler(update, context)

@@ -13,28 +13,29 @@ import json
 from typing import Final
 
 from telegram import BotCommand, Update
-from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, ContextTypes
+from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler
 
 from bot.config import Config
 from bot.core import AgentBook
 from bot.core.agents import AGENT_NAME, GATEWAY_PATH, AgentToken
 from bot.errors import StoreUnavailable
 from bot.telegram import callback_data
-from bot.telegram.access import Access
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.handlers.access import allowed_only
+from bot.telegram.handlers.deps import Context
 from bot.telegram.render import Keyboard, Screen, button_label, callback_button, esc, fit
-from bot.telegram.surface import TelegramSurface
 
 __all__ = [
     "GATEWAY_OFF",
     "NOT_YOURS",
     "ONLY_CONFIGURED",
     "PRIVATE_ONLY",
+    "agents",
     "handlers",
     "help_lines",
     "is_revoke",
     "menu",
+    "on_revoke",
     "render_list",
     "render_new",
 ]
@@ -145,107 +146,114 @@ def _revoked(name: str) -> str:
     return f"Revoked <b>{esc(name)}</b>: the gateway refuses it from now on."
 
 
-def handlers(config: Config, book: AgentBook | None, surface: TelegramSurface) -> list[BaseHandler]:  # type: ignore[type-arg]  # noqa: C901 - the nested handlers' branches count toward it
-    """/agents, and its **Revoke** taps (these must come before the catch-all tap handler of their group).
-
-    `book` is the store's (None without a database: then the gateway is off too, as the config requires it)."""
-    access = Access.of(config.telegram)
-    configured = config.telegram.allowed_users
-    on = config.gateway.enabled and book is not None
-
-    async def reply(update: Update, text: str) -> None:
-        assert update.effective_chat is not None
-        await surface.send(update.effective_chat.id, Screen(text))
-
-    async def agents(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """/agents [list] | new <name> | revoke <name>."""
-        chat, user = update.effective_chat, update.effective_user
-        assert chat is not None and user is not None
-        if not on or book is None:
-            await reply(update, GATEWAY_OFF)
-            return
-        if user.id not in configured:  # not `access.allows`: under allow_everyone that is anyone
-            await reply(update, ONLY_CONFIGURED)
-            return
-        if chat.type != chat.PRIVATE:
-            await reply(update, PRIVATE_ONLY)
-            return
+async def agents(update: Update, context: Context) -> None:
+    """/agents [list] | new <name> | revoke <name>."""
+    deps = context.deps
+    chat, user = update.effective_chat, update.effective_user
+    assert chat is not None and user is not None
+    book = deps.agents
+    configured = deps.config.telegram.allowed_users  # not `access.allows` (allow_everyone: anyone)
+    if not deps.config.gateway.enabled or book is None:
+        screen = Screen(GATEWAY_OFF)
+    elif user.id not in configured:
+        screen = Screen(ONLY_CONFIGURED)
+    elif chat.type != chat.PRIVATE:
+        screen = Screen(PRIVATE_ONLY)
+    else:
         args = context.args or []
         verb, name = (args[0].lower() if args else "list"), " ".join(args[1:])
         try:
-            if verb == "list" and not name:
-                await surface.send(chat.id, render_list(await book.of(user.id), user.id))
-            elif verb == "new":
-                await reply(update, await new(user.id, name))
-            elif verb == "revoke" and name:
-                revoked = await book.revoke(user.id, name)
-                note = (
-                    _revoked(name)
-                    if revoked
-                    else f"You have no live agent token named <b>{esc(name, 64)}</b>."
-                )
-                await surface.send(chat.id, render_list(await book.of(user.id), user.id, note))
-            else:
-                await reply(update, USAGE)
+            screen = await _answer(deps.config, book, user.id, verb, name)
         except StoreUnavailable:
-            await reply(update, UNAVAILABLE)
+            screen = Screen(UNAVAILABLE)
+    await deps.surface.send(chat.id, screen)
 
-    async def new(user_id: int, name: str) -> str:
-        """The message `/agents new <name>` answers with: the token once, or why there is none."""
-        assert book is not None
-        if AGENT_NAME.fullmatch(name) is None:
-            return BAD_NAME.format(name=esc(name, 64)) if name else USAGE
-        if any(token.name == name for token in await book.of(user_id)):
-            return (
-                f"You already have an agent token named <b>{esc(name)}</b>: revoke it first "
-                f"(<code>/agents revoke {esc(name)}</code>), or pick another name."
-            )
-        try:
-            token, text = await book.create(user_id, name, config.gateway.token_days)
-        except ValueError as exc:  # the same name made a moment ago, in another update
-            return esc(str(exc))
-        return render_new(token, text, gateway_url(config)).text
 
-    async def on_revoke(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """**Revoke** under the list: the tapper's own token only; the list is drawn again, saying so."""
-        query = update.callback_query
-        assert query is not None
-        button = callback_data.unpack(query.data)
-        user = query.from_user
-        if button is None or button.arg != user.id:  # a forged tap, or one on someone else's list
-            await query.answer(NOT_YOURS, show_alert=True)
-            return
-        if user.id not in configured:
-            await query.answer(ONLY_CONFIGURED, show_alert=True)
-            return
-        if not on or book is None:
-            await query.answer(GATEWAY_OFF, show_alert=True)
-            return
-        try:
-            mine = await book.of(user.id)
-            token = next((t for t in mine if str(t.id) == button.token), None)
-            revoked = token is not None and await book.revoke(user.id, token.name)
-            left = await book.of(user.id)
-        except StoreUnavailable:
-            await query.answer(UNAVAILABLE, show_alert=True)
-            return
-        note = (
-            _revoked(token.name)
-            if revoked and token is not None
-            else "That token was already revoked or expired."
+async def _answer(config: Config, book: AgentBook, user_id: int, verb: str, name: str) -> Screen:
+    """What `/agents <verb> <name>` answers in a private chat, gateway on, to someone the config names.
+
+    Raises:
+        StoreUnavailable: the database is unavailable.
+    """
+    if verb == "list" and not name:
+        return render_list(await book.of(user_id), user_id)
+    if verb == "new":
+        return Screen(await _new(config, book, user_id, name))
+    if verb == "revoke" and name:
+        revoked = await book.revoke(user_id, name)
+        note = _revoked(name) if revoked else f"You have no live agent token named <b>{esc(name, 64)}</b>."
+        return render_list(await book.of(user_id), user_id, note)
+    return Screen(USAGE)
+
+
+async def _new(config: Config, book: AgentBook, user_id: int, name: str) -> str:
+    """The message `/agents new <name>` answers with: the token once, or why there is none.
+
+    Raises:
+        StoreUnavailable: the database is unavailable.
+    """
+    if AGENT_NAME.fullmatch(name) is None:
+        return BAD_NAME.format(name=esc(name, 64)) if name else USAGE
+    if any(token.name == name for token in await book.of(user_id)):
+        return (
+            f"You already have an agent token named <b>{esc(name)}</b>: revoke it first "
+            f"(<code>/agents revoke {esc(name)}</code>), or pick another name."
         )
-        screen = render_list(left, user.id, note)
-        message = query.message
-        if message is not None:
-            await surface.edit(message.chat.id, message.message_id, screen)
-        else:
-            await surface.send(user.id, screen)
-        await query.answer(
-            f"Revoked {token.name}." if revoked and token is not None else "Already revoked.",
-            show_alert=not revoked,
-        )
+    try:
+        token, text = await book.create(user_id, name, config.gateway.token_days)
+    except ValueError as exc:  # the same name made a moment ago, in another update
+        return esc(str(exc))
+    return render_new(token, text, gateway_url(config)).text
 
+
+async def on_revoke(update: Update, context: Context) -> None:
+    """**Revoke** under the list: the tapper's own token only; the list is drawn again, saying so."""
+    deps = context.deps
+    query = update.callback_query
+    assert query is not None
+    button = callback_data.unpack(query.data)
+    user = query.from_user
+    book = deps.agents
+    if button is None or button.arg != user.id:  # a forged tap, or one on someone else's list
+        await query.answer(NOT_YOURS, show_alert=True)
+        return
+    if user.id not in deps.config.telegram.allowed_users:
+        await query.answer(ONLY_CONFIGURED, show_alert=True)
+        return
+    if not deps.config.gateway.enabled or book is None:
+        await query.answer(GATEWAY_OFF, show_alert=True)
+        return
+    try:
+        mine = await book.of(user.id)
+        token = next((t for t in mine if str(t.id) == button.token), None)
+        revoked = token is not None and await book.revoke(user.id, token.name)
+        left = await book.of(user.id)
+    except StoreUnavailable:
+        await query.answer(UNAVAILABLE, show_alert=True)
+        return
+    note = (
+        _revoked(token.name)
+        if revoked and token is not None
+        else "That token was already revoked or expired."
+    )
+    screen = render_list(left, user.id, note)
+    message = query.message
+    if message is not None:
+        await deps.surface.edit(message.chat.id, message.message_id, screen)
+    else:
+        await deps.surface.send(user.id, screen)
+    await query.answer(
+        f"Revoked {token.name}." if revoked and token is not None else "Already revoked.",
+        show_alert=not revoked,
+    )
+
+
+def handlers() -> list[BaseHandler[Update, Context, None]]:
+    """/agents, and its **Revoke** taps (these must come before the catch-all tap handler of their group).
+
+    Registered whatever the config: with the gateway off (or without a database, `context.deps.agents` None: then
+    the gateway is off too, as the config requires it) they say so."""
     return [
-        CallbackQueryHandler(allowed_only(access, on_revoke), pattern=is_revoke),
-        CommandHandler("agents", allowed_only(access, agents)),
+        CallbackQueryHandler(allowed_only(on_revoke), pattern=is_revoke),
+        CommandHandler("agents", allowed_only(agents)),
     ]

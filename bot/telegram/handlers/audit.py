@@ -6,11 +6,11 @@ import json
 from typing import Final
 
 from telegram import Update
-from telegram.ext import BaseHandler, CommandHandler, ContextTypes
+from telegram.ext import BaseHandler, CommandHandler
 
-from bot.store import AuditLog, AuditRow
+from bot.store import AuditRow
+from bot.telegram.handlers.deps import Context
 from bot.telegram.render import Screen, esc, fit
-from bot.telegram.surface import TelegramSurface
 
 LAST: Final = 20
 """How many events /audit shows."""
@@ -37,14 +37,18 @@ def render_rows(rows: list[AuditRow]) -> Screen:
     return Screen(fit(lines))
 
 
-def handlers(admins: frozenset[int], log: AuditLog, surface: TelegramSurface) -> list[BaseHandler]:  # type: ignore[type-arg]
-    async def audit(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """/audit: admins get the last events; anyone else one line saying it is for admins."""
-        assert update.effective_chat is not None and update.effective_user is not None
-        chat_id = update.effective_chat.id
-        if update.effective_user.id not in admins:
-            await surface.send(chat_id, Screen(NOT_ADMIN))
-            return
-        await surface.send(chat_id, render_rows(await log.rows(last=LAST)))
+async def audit(update: Update, context: Context) -> None:
+    """/audit: admins get the last events; anyone else one line saying it is for admins."""
+    deps = context.deps
+    assert deps.audit is not None  # registered only with a database
+    assert update.effective_chat is not None and update.effective_user is not None
+    chat_id = update.effective_chat.id
+    if update.effective_user.id not in deps.config.telegram.admins:
+        await deps.surface.send(chat_id, Screen(NOT_ADMIN))
+        return
+    await deps.surface.send(chat_id, render_rows(await deps.audit.rows(last=LAST)))
 
+
+def handlers() -> list[BaseHandler[Update, Context, None]]:
+    """/audit (with a database: then `context.deps.audit` is there)."""
     return [CommandHandler("audit", audit)]

@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 
 from telegram import Update
-from telegram.ext import ContextTypes
+
+from bot.telegram.handlers.deps import Context
 
 logger = logging.getLogger(__name__)
 
 
-async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_error(update: object, context: Context) -> None:
+    """Any handler's failure: logged with its traceback and the update's id."""
     update_id = update.update_id if isinstance(update, Update) else None
     logger.error("error while handling update %s", update_id, exc_info=context.error)

@@ -15,18 +15,15 @@ from telegram.ext import (
     ApplicationHandlerStop,
     BaseHandler,
     CommandHandler,
-    ContextTypes,
     MessageHandler,
     filters,
 )
 
 from bot.config import Config
+from bot.telegram.handlers.deps import Context
 from bot.telegram.render import Screen
-from bot.telegram.second_factor import SecondFactors
 
-__all__ = ["COMMAND", "HELP_LINE", "handlers", "help_lines", "menu"]
-
-Context = ContextTypes.DEFAULT_TYPE
+__all__ = ["COMMAND", "HELP_LINE", "code", "enrol", "handlers", "help_lines", "menu"]
 
 COMMAND: Final = BotCommand("2fa", "Approvers: set up your authenticator app for approvals that need a code")
 HELP_LINE: Final = (
@@ -49,33 +46,40 @@ def help_lines(config: Config) -> list[str]:
     return [HELP_LINE] if _coded(config) else []
 
 
-def handlers(codes: SecondFactors, approvers: frozenset[int]) -> list[BaseHandler]:  # type: ignore[type-arg]
-    """For a group of its own before the access gate's."""
-    mine = filters.ChatType.PRIVATE & filters.User(user_id=approvers)
+async def enrol(update: Update, context: Context) -> None:
+    """/2fa [new CODE]: set up (or move) an approver's authenticator app."""
+    codes = context.deps.codes
+    assert codes is not None and update.effective_user is not None  # registered only with codes
+    await codes.enrol(update.effective_user, list(context.args or ()))
+    raise ApplicationHandlerStop
 
-    async def enrol(update: Update, context: Context) -> None:
-        assert update.effective_user is not None
-        await codes.enrol(update.effective_user, list(context.args or ()))
-        raise ApplicationHandlerStop
 
-    async def code(update: Update, context: Context) -> None:
-        user, message = update.effective_user, update.effective_message
-        assert user is not None and message is not None
-        replied = message.reply_to_message
-        chat = message.chat.id
-        if replied is not None and codes.surface.card_for_reply(chat, replied.message_id) is not None:
-            return  # an answer to a question's card: the forms' handler takes it
-        reply = await codes.on_code(
-            user,
-            message.text or "",
-            replied_to=None if replied is None else replied.message_id,
-            others_waiting=bool(codes.surface.text_cards(chat, user.id)),
-        )
-        if reply is None:
-            return  # not a code we wait for: the other handlers see it
-        await codes.surface.send(user.id, Screen(reply))
-        raise ApplicationHandlerStop
+async def code(update: Update, context: Context) -> None:
+    """A message from an approver: the code an approval waits for, or (not one) left to the other handlers."""
+    codes = context.deps.codes
+    assert codes is not None  # registered only with codes
+    user, message = update.effective_user, update.effective_message
+    assert user is not None and message is not None
+    replied = message.reply_to_message
+    chat = message.chat.id
+    if replied is not None and codes.surface.card_for_reply(chat, replied.message_id) is not None:
+        return  # an answer to a question's card: the forms' handler takes it
+    reply = await codes.on_code(
+        user,
+        message.text or "",
+        replied_to=None if replied is None else replied.message_id,
+        others_waiting=bool(codes.surface.text_cards(chat, user.id)),
+    )
+    if reply is None:
+        return  # not a code we wait for: the other handlers see it
+    await codes.surface.send(user.id, Screen(reply))
+    raise ApplicationHandlerStop
 
+
+def handlers(coded: frozenset[int]) -> list[BaseHandler[Update, Context, None]]:
+    """For a group of its own before the access gate's: the approvers of rules asking for a code (`coded`) reach
+    these, in their private chat (with codes: `context.deps.codes`)."""
+    mine = filters.ChatType.PRIVATE & filters.User(user_id=coded)
     return [
         CommandHandler("2fa", enrol, filters=mine),
         MessageHandler(mine & filters.TEXT & ~filters.COMMAND, code),
