@@ -39,7 +39,7 @@ def _no_store() -> None:
     from bot.store import Store
 
     @asynccontextmanager
-    async def none(config: Any, *, claim: bool = False) -> AsyncIterator[Store | None]:
+    async def none(config: Any, *, claim: bool = False, fleet: Any = None) -> AsyncIterator[Store | None]:
         yield None
 
     bot.telegram.app.open_configured_store = none  # type: ignore[attr-defined]

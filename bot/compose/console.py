@@ -11,7 +11,7 @@ from bot.config import Config
 from bot.console import main as console_main
 from bot.servers.oauth import SignIns
 from bot.web import WebServer
-from bot.web.oauth import callback_routes
+from bot.web.oauth import SignInFleet, callback_routes
 
 __all__ = ["loopback_callback", "run_console"]
 
@@ -29,6 +29,6 @@ async def loopback_callback(signins: SignIns, tg: TaskGroup) -> None:
     """
     where = urlsplit(signins.redirect_uri)
     server = WebServer(
-        Starlette(routes=callback_routes(signins, lambda: None)), "127.0.0.1", where.port or 80
+        Starlette(routes=callback_routes(SignInFleet(signins), lambda: None)), "127.0.0.1", where.port or 80
     )
     await tg.start(server.run)

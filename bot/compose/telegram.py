@@ -14,6 +14,7 @@ from telegram import Update
 
 from bot.config import Config, ServerConfig, TelegramMode
 from bot.core import PromptRegistry
+from bot.store.postgres_fleet import PostgresFleet
 from bot.telegram import app as telegram_app
 from bot.telegram.access import Access
 from bot.telegram.app import EndpointParts
@@ -72,8 +73,7 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
         def takes(update: Update) -> bool:
             return not leaving.is_set() or surface.answers_a_card(update)
 
-        if parts.partitions is not None and parts.bus is not None and parts.inbox is not None:
-            routing = Routing(parts.partitions, parts.bus, parts.inbox, app.bot, app.update_queue)
+        routing = _routing(parts)
         webhook = Webhook(
             config.telegram.webhook_secret.get(),
             app.bot,
@@ -90,23 +90,16 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
 
     gateway = _gateway(parts)
     mini, mini_routes = _mini_app(config, parts.prompts, surface, parts)
-    fleet = parts.fleet
-    signin_fleet = None
-    if fleet is not None and fleet.signins is not None and parts.signins is not None:
-        signin_fleet = SignInFleet(parts.signins, fleet.signins)
+    signin_fleet = None if parts.signins is None else SignInFleet(parts.signins)
     web_app = build_app(
         running=lambda: app.running and not parts.stop.is_set(),
         draining=leaving.is_set,
         reachable=reachable,
-        metrics=metrics_registry(parts.prompts, parts.hub, parts.watch, webhook, parts.partitions, routing),
-        owning=None if parts.partitions is None else parts.partitions.owned_count,
+        metrics=metrics_registry(parts.prompts, parts.hub, parts.watch, webhook, parts.fleet, routing),
+        owning=parts.fleet.owned_count,
         webhook=webhook,
         routes=mini_routes
-        + (
-            []
-            if parts.signins is None
-            else callback_routes(parts.signins, lambda: app.bot.username, signin_fleet)
-        )
+        + ([] if signin_fleet is None else callback_routes(signin_fleet, lambda: app.bot.username))
         + ([] if gateway is None else gateway.routes()),
     )
     services = [] if gateway is None else [gateway.run]
@@ -114,6 +107,14 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
     services += [] if mini is None else mini.services()
     services += [] if signin_fleet is None else [signin_fleet.run]
     return WebServer(web_app, config.web.listen, config.web.port, services)
+
+
+def _routing(parts: EndpointParts) -> Routing | None:
+    """In a fleet (with its inbox): the webhook's routing of updates to the instance that owns their person."""
+    fleet, inbox = parts.fleet, parts.inbox
+    if not isinstance(fleet, PostgresFleet) or inbox is None:
+        return None  # alone: every update is this process's
+    return Routing(fleet.partitions, fleet.bus, inbox, parts.app.bot, parts.app.update_queue)
 
 
 def _gateway(parts: EndpointParts) -> Gateway | None:
@@ -148,7 +149,12 @@ def _mini_app(
     assert config.web is not None and config.web.public_url is not None  # miniapp_on says so
     token = config.require_telegram().get()
     mini = MiniApp(
-        prompts, surface.answer_from_page, token, config.miniapp, config.web.public_url, fleet=parts.fleet
+        prompts,
+        surface.answer_from_page,
+        token,
+        config.miniapp,
+        config.web.public_url,
+        share=parts.shares.miniapp,
     )
     surface.form_link = mini.url_for
     return mini, mini.routes()

@@ -23,6 +23,7 @@ from bot.config import Config
 from bot.console.host import Console
 from bot.console.terminal import LineReader, choose_reader
 from bot.core import PromptRegistry
+from bot.core.fleet import LocalSignIns
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, loopback_redirect_uri, sign_ins
 from bot.store import open_configured_store
@@ -62,7 +63,14 @@ async def run_console(config: Config, callback_server: CallbackServer) -> int:
         signins = None
         if store is not None:  # the console's browser is on this machine: the loopback redirect
             redirect = loopback_redirect_uri(config)
-            signins = sign_ins(config, store.signins, prompts, store.audit_sign_in, redirect_uri=redirect)
+            signins = sign_ins(
+                config,
+                store.signins,
+                prompts,
+                store.audit_sign_in,
+                redirect_uri=redirect,
+                relay=LocalSignIns(),
+            )
         auth = None if signins is None else signins.auth_for
         # Gated calls are refused, never run: the console shows no approval cards (yet).
         hub = await stack.enter_async_context(

@@ -42,8 +42,8 @@ from bot.core.approvals import (
     Factor,
     Vote,
 )
+from bot.core.fleet import ALONE, Bus
 from bot.store.audit import AuditEvent, AuditLog
-from bot.store.bus import FleetBus
 from bot.store.errors import unavailable_as
 from bot.store.observer import agent_of
 from bot.store.tables import approval_votes, approvals, people
@@ -76,7 +76,7 @@ class ApprovalStore:
         engine: AsyncEngine,
         log: AuditLog,
         content: AuditContent = AuditContent.FULL,
-        bus: FleetBus | None = None,
+        bus: Bus = ALONE.bus,
     ) -> None:
         self.engine = engine
         self.log = log
@@ -406,8 +406,7 @@ class ApprovalStore:
 
     async def _publish(self, conn: AsyncConnection, record: ApprovalRecord) -> None:
         """Tell the fleet a request was decided, when `conn`'s transaction commits."""
-        if self.bus is not None:
-            await self.bus.publish(conn, DECIDED_TOPIC, record.id)
+        await self.bus.publish(conn, DECIDED_TOPIC, record.id)
 
     async def _audit(
         self, event: AuditEvent, record: ApprovalRecord, detail: Mapping[str, Any], user_id: int | None = None

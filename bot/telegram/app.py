@@ -10,7 +10,6 @@ this host and the web endpoint are layers of one level and do not import each ot
 
 from __future__ import annotations
 
-import functools
 import gc
 import logging
 import os
@@ -21,34 +20,32 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskStatus
 from telegram.ext import Application, ApplicationBuilder
 
 from bot.config import Config, ServerConfig, TelegramMode
 from bot.core import AgentBook, PromptRegistry, RoundBook
 from bot.core.approval_service import ApprovalService
+from bot.core.fleet import Fleet
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, sign_ins
 from bot.store import Store, open_configured_store
 from bot.store.budget import fleet_budget
-from bot.store.bus import FleetBus
-from bot.store.engine import database_url
 from bot.store.errors import SecondInstance
-from bot.store.fleet import Partitions, partition_of
-from bot.store.fleet_state import FleetState
+from bot.store.fleet_state import Shares, shares_of
 from bot.store.inbox import InboxStore
+from bot.store.postgres_fleet import fleet_of
 from bot.telegram.access import Access, Refusals
 from bot.telegram.api_watch import ANOTHER_POLLER, ApiWatch
 from bot.telegram.approvals import TelegramApprovals
 from bot.telegram.bot import CardBot, build_bot
 from bot.telegram.drain import drain, take_answers
-from bot.telegram.fleet import Takeovers
+from bot.telegram.fleet import fleet_part
 from bot.telegram.flood import FloodLimiter
 from bot.telegram.handlers import access, agents, audit, commands, forms, second_factor, signin
 from bot.telegram.handlers import approvals as approval_taps
 from bot.telegram.handlers.deps import Deps
 from bot.telegram.handlers.errors import on_error
-from bot.telegram.restore import restore_kept
 from bot.telegram.second_factor import SecondFactors
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolButtons, ToolRunner
@@ -76,18 +73,16 @@ class EndpointParts:
     signins: SignIns | None
     draining: anyio.Event
     """Set from the first moment of a drain (SIGTERM)."""
+    fleet: Fleet
+    """The process's fleet (alone, or an instance of a fleet on PostgreSQL): whom it owns (the webhook routes the
+    others' updates), its bus (everything subscribes while the endpoint is built; the bus runs once the
+    partitions do: `bot.telegram.fleet`)."""
+    shares: Shares
+    """What Mini App answers and sign-in returns reach the process holding their prompt through."""
     agents: AgentBook | None = None
     """The agent tokens (with a database): the gateway of `[gateway]` checks them."""
     inbox: InboxStore | None = None
     """The updates delivered (with a database): the webhook records each before handling it, once."""
-    fleet: FleetState | None = None
-    """In a fleet (webhook mode on PostgreSQL): Mini App answers and sign-in returns reach the instance holding
-    their prompt through it."""
-    partitions: Partitions | None = None
-    """In a fleet (PostgreSQL, webhook mode): the users this instance owns; the webhook routes the others'."""
-    bus: FleetBus | None = None
-    """In a fleet: the wake-ups between instances. Everything subscribes while the endpoint is built; the bus
-    runs once the partitions do (`_restore`)."""
 
 
 class Endpoint(Protocol):
@@ -140,25 +135,27 @@ async def serve(
     reminders and escalations (tests pass virtual ones).
     """
     allowed = Access.of(config.telegram)
-    async with open_configured_store(config, claim=True) as store:  # refuses a second bot that cannot work
+    fleet = fleet_of(config)  # unstarted: the store and the registry receive it
+    async with open_configured_store(config, claim=True, fleet=fleet) as store:  # refuses a second bot
         # In a fleet (PostgreSQL, webhook mode) Telegram's budget is shared through the database.
         watch = ApiWatch(FloodLimiter(fleet=fleet_budget(config, None if store is None else store.engine)))
         app = build_application(config, watch)
         assert isinstance(app.bot, CardBot)
         surface = TelegramSurface(app.bot, allowed)
         observer = None if store is None else store.observer  # the audit log: told of every event first
-        prompts = PromptRegistry(surface, config.elicitation.timeout_s, observer)
+        prompts = PromptRegistry(surface, config.elicitation.timeout_s, observer, fence=fleet)
         book = None if store is None else store.rounds  # open questions outlive the process
+        shares = shares_of(config, store, fleet)
         signins = (
             None
             if store is None
-            else sign_ins(config, store.signins, prompts, store.audit_sign_in, book=store.rounds)
+            else sign_ins(
+                config, store.signins, prompts, store.audit_sign_in, book=store.rounds, relay=shares.signins
+            )
         )
-        bus = _fleet_bus(config, store)  # one per process: every part of the fleet subscribes to it
-        fleet_state = None if store is None or bus is None else FleetState.of(config, store, bus)
         auth = None if signins is None else signins.auth_for
         signed_in = None if signins is None else signins.signed_in
-        service, no_approver = _approval_service(config, store, bus, approval_sleep)
+        service, no_approver = _approval_service(config, store, fleet, approval_sleep)
         async with Hub(
             config,
             prompts,
@@ -194,8 +191,8 @@ async def serve(
                 approvals,
                 signins,
                 drain,
-                fleet_state,
-                bus,
+                fleet,
+                shares,
             )
 
 
@@ -227,15 +224,15 @@ async def _serve(
     clock: Callable[[], float],
     endpoint: EndpointFactory,
     approvals: TelegramApprovals | None,
-    signins: SignIns | None = None,
-    drain: anyio.Event | None = None,
-    fleet_state: FleetState | None = None,
-    bus: FleetBus | None = None,
+    signins: SignIns | None,
+    drain: anyio.Event | None,
+    fleet: Fleet,
+    shares: Shares,
 ) -> None:
     draining = drain or anyio.Event()
     async with anyio.create_task_group() as tg:
         runner = ToolRunner(hub, prompts, surface, allowed)
-        buttons = ToolButtons(lists=None if fleet_state is None else fleet_state.tool_lists)
+        buttons = ToolButtons(lists=shares.tool_lists)
         deps = Deps(config.telegram, allowed, hub, prompts, surface, runner, buttons)
         if approvals is not None:
             _approval_handlers(app, config, approvals, allowed)
@@ -244,7 +241,7 @@ async def _serve(
         admin = [] if store is None else audit.handlers(config.telegram.admins, store.audit, surface)
         gated = [] if approvals is None else approval_taps.handlers(approvals)
         signing = [] if signins is None else signin.handlers(allowed, signins, hub, surface)
-        fleet = _fleet(config, store, bus, prompts, runner, surface, hub, approvals)
+        part = fleet_part(fleet, store, prompts, runner, surface, hub, approvals)
         tokens = agents.handlers(config, None if store is None else store.agents, surface)
         app.add_handlers(
             gated
@@ -266,11 +263,10 @@ async def _serve(
                 surface,
                 signins,
                 draining,
+                fleet,
+                shares,
                 agents=None if store is None else store.agents,
                 inbox=None if store is None else store.inbox,
-                fleet=fleet_state,
-                partitions=None if fleet is None else fleet.partitions,
-                bus=bus,
             )
         )
         fleet_done = anyio.Event()
@@ -279,7 +275,7 @@ async def _serve(
             await app.start()
             try:
                 # Before updates (polled or delivered): a tap on a kept card finds it.
-                await _restore(store, fleet, surface, runner, hub, tg, fleet_done)
+                await part.start(tg, fleet_done)
                 if approvals is not None:
                     await approvals.start(tg)
                 if web is not None:
@@ -292,10 +288,7 @@ async def _serve(
                 if ready is not None:
                     ready.set()
                 await _until_stopped(stop, draining, watch)
-                if fleet is not None:
-                    fleet.partitions.draining = (
-                        True  # takes nothing more; what it holds is given back at the end
-                    )
+                fleet.drain()  # takes nothing more; what it holds is given back at the end
                 if draining.is_set() and not stop.is_set():
                     book = None if store is None else store.rounds
                     await _drain(config, app, runner, prompts, surface, stop, book)
@@ -374,125 +367,10 @@ async def _drain(
         polling.cancel_scope.cancel()
 
 
-async def _restore(
-    store: Store | None,
-    fleet: _Fleet | None,
-    surface: TelegramSurface,
-    runner: ToolRunner,
-    hub: Hub,
-    tg: TaskGroup,
-    done: anyio.Event,
-) -> None:
-    """The questions kept from before, taken back up: all of them, or in a fleet those of the partitions owned
-    (the partitions first: their first heartbeat takes a fair share; they and the bus run until `done`)."""
-    if fleet is not None:
-        await tg.start(_until, done, fleet.partitions.run)
-        await fleet.takeovers.restore(tg)
-        await tg.start(_until, done, functools.partial(fleet.takeovers.run, tg))
-        await tg.start(_until, done, fleet.bus.run)
-    elif store is not None:
-        servers = set(hub.server_names())
-        await restore_kept(store.rounds, surface, runner, store.observer, tg, servers=servers)
-
-
-@dataclass(frozen=True, slots=True)
-class _Fleet:
-    partitions: Partitions
-    bus: FleetBus
-    takeovers: Takeovers
-
-
-def _fleet_bus(config: Config, store: Store | None) -> FleetBus | None:
-    """The process's fleet bus when it may be one of several: PostgreSQL and webhook mode. Otherwise (SQLite,
-    polling: a second instance is refused) there is nobody to wake."""
-    if store is None or config.storage is None or config.telegram.mode is not TelegramMode.WEBHOOK:
-        return None
-    url = config.storage.url.get()
-    if not database_url(url).drivername.startswith("postgresql"):
-        return None
-    return FleetBus(url, config.bot_id())
-
-
-def _fleet(
-    config: Config,
-    store: Store | None,
-    bus: FleetBus | None,
-    prompts: PromptRegistry,
-    runner: ToolRunner,
-    surface: TelegramSurface,
-    hub: Hub,
-    approvals: TelegramApprovals | None,
-) -> _Fleet | None:
-    """This instance's part in a fleet, when it may be one of several: PostgreSQL and webhook mode. Otherwise
-    (SQLite, polling) it is the only instance and owns every user."""
-    if store is None or bus is None or config.storage is None:
-        return None
-
-    def busy(partition: int) -> bool:
-        """Something live in the partition: an open question or a running call (never given back)."""
-        return any(partition_of(p.origin.user_id) == partition for p in prompts.pending()) or any(
-            partition_of(user) == partition for user in runner.users_running()
-        )
-
-    partitions = Partitions(config.storage.url.get(), config.bot_id(), busy=busy)
-    if approvals is not None:
-        approvals.service.owns = partitions.owns  # where nobody waits, the requester's owner carries it out
-    store.rounds.fence = partitions  # kept-question writes carry this instance's epochs
-    prompts.fence = partitions  # nothing ends for a person before this instance knows they are still its own
-
-    def lost(partitions_lost: frozenset[int]) -> None:
-        """Drop, here, everything held for the people of partitions taken over or given back (given back ones
-        hold nothing: `busy`); their questions stay kept for the new owner."""
-
-        def theirs(user_id: int) -> bool:
-            return partition_of(user_id) in partitions_lost
-
-        runs, cards = runner.leave(theirs), surface.drop(theirs)
-        if runs or cards:
-            logger.warning(
-                "partitions: %d lost; dropped %d call(s) and %d card(s) of their people here",
-                len(partitions_lost),
-                runs,
-                cards,
-            )
-
-    partitions.on_lost(lost)
-    takeovers = Takeovers(
-        partitions,
-        store.rounds,
-        surface,
-        runner,
-        prompts,
-        store.observer,
-        set(hub.server_names()),
-        _approval_adopter(approvals),
-    )
-    return _Fleet(partitions, bus, takeovers)
-
-
-def _approval_adopter(
-    approvals: TelegramApprovals | None,
-) -> Callable[[Callable[[int], bool]], Awaitable[None]] | None:
-    """What adopts the approval waits of users taken over (`ApprovalService.adopt`): their deadline timers, and
-    the decided requests whose waiting call died with the previous owner, carried out once."""
-    return None if approvals is None else approvals.service.adopt
-
-
-async def _until(
-    done: anyio.Event, run: Callable[..., Any], *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-) -> None:
-    """`run` (a service with `task_status`) started, and cancelled once `done` is set."""
-    async with anyio.create_task_group() as inner:
-        await inner.start(run)
-        task_status.started()
-        await done.wait()
-        inner.cancel_scope.cancel()
-
-
 def _approval_service(
     config: Config,
     store: Store | None,
-    bus: FleetBus | None = None,
+    fleet: Fleet,
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
 ) -> tuple[ApprovalService | None, str]:
     """The hub's approver for `[[approvals]]` (it needs the database: a request must outlive the process), or
@@ -501,10 +379,10 @@ def _approval_service(
         return None, "this host cannot ask approvers"
     if store is None:
         return None, "approvals need the database ([storage])"
-    service = ApprovalService(store.approvals, sleep=sleep)
-    if bus is not None:  # a fleet: decisions wake the process whose call waits, wherever they are taken
-        store.approvals.bus = bus
-        service.listen(bus)
+    # Where nobody waits, the requester's owner carries a decision out; in a fleet, decisions wake the process
+    # whose call waits, wherever they are taken (the store publishes them on the fleet's bus).
+    service = ApprovalService(store.approvals, owns=fleet.owns, sleep=sleep)
+    service.listen(fleet.bus)
     return service, ""
 
 

@@ -36,7 +36,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from telegram import Bot, Update
 
-from bot.store.bus import FleetBus
+from bot.core.fleet import Bus
 from bot.store.errors import StoreUnavailable
 from bot.store.fleet import Partitions, partition_of
 from bot.store.inbox import InboxStore, Waiting
@@ -149,7 +149,7 @@ class Routing:
     def __init__(
         self,
         partitions: Partitions,
-        bus: FleetBus,
+        bus: Bus,
         inbox: InboxStore,
         bot: Bot,
         queue: asyncio.Queue[Any],

@@ -1,0 +1,403 @@
+"""The fleet as one interface: who owns a person, how a topic is relayed, what fences a write; and the process
+that runs alone, in memory. No I/O.
+
+A bot process is one of a fleet or alone, and the rest of the bot does not ask which: it holds a `Fleet`.
+- `owns` / `acts_for` (`Ownership`): whom this process acts for. Alone: everyone, always.
+- `bus`: wake-ups between processes, published inside the transaction that changed the rows they point at.
+  Alone there is nobody else to wake (`shared` is False): the process that commits a change acts on it itself.
+- `fence`: which of a batch of writes to kept questions this process may no longer make (another instance took
+  their people). Alone: none.
+- `run`: what keeps the fleet's view fresh (heartbeats) for the process's life; alone, nothing to do.
+
+The PostgreSQL fleet is `bot.store.postgres_fleet.PostgresFleet`; `ALONE` is the process on its own. The relays that
+carry a thing to the process that holds its waiter (Mini App answers, sign-in returns) follow one shape, the
+`Relay` here: write, announce, claim by compare-and-set, settle with an outcome, and a bounded wait for it;
+`LocalRelay` is that shape in memory (one process), `bot.store.fleet_state` in rows with the bus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, Protocol, TypeVar
+
+import anyio
+from anyio.abc import TaskStatus
+
+from bot.core.ownership import Ownership
+from bot.core.rounds import KeptQuestion
+
+__all__ = [
+    "ALONE",
+    "Bus",
+    "Fence",
+    "Fleet",
+    "Launches",
+    "LocalLaunches",
+    "LocalRelay",
+    "LocalSignIns",
+    "MiniAppAnswer",
+    "MiniAppShare",
+    "Relay",
+    "SignInOutcome",
+    "SignInShare",
+    "state_key",
+]
+
+T = TypeVar("T")
+O = TypeVar("O")  # noqa: E741  (the outcome's type)
+
+
+class Bus(Protocol):
+    """Relay a topic: "look again" wake-ups between the processes of a fleet. The rows hold the truth."""
+
+    @property
+    def shared(self) -> bool:
+        """Whether other processes publish on it (a fleet's): a waiter of a change may live in another process."""
+        ...
+
+    def subscribe(
+        self, topic: str, on_message: Callable[[str], None], on_connect: Callable[[], None] | None = None
+    ) -> None:
+        """`on_message(payload)` for each notification of `topic`, `on_connect()` after every (re)connect (what
+        was published meanwhile may have been missed). Both run on the event loop and must not block."""
+        ...
+
+    async def publish(self, conn: Any, topic: str, payload: str) -> None:
+        """Notify `topic` with `payload` once `conn` (the store's open transaction) commits."""
+        ...
+
+
+class Fence(Protocol):
+    """The fence of a write: what this process may no longer write for people another instance took over."""
+
+    def refused(self, conn: Any, writes: Sequence[tuple[str, ...]]) -> set[int]:
+        """The places in `writes` (each the kept questions one write changes; empty for a new question, never
+        fenced) that are refused, checked in `conn` (the store's open transaction) and held until it ends."""
+        ...
+
+
+class Fleet(Ownership, Protocol):
+    """This process's part in the bot's processes: a fleet's (`PostgresFleet`) or alone (`ALONE`)."""
+
+    @property
+    def bus(self) -> Bus: ...
+
+    @property
+    def fence(self) -> Fence: ...
+
+    def owned_count(self) -> int | None:
+        """How many of the people's partitions this process owns; None alone (it has no partitions)."""
+        ...
+
+    @property
+    def takeovers(self) -> int:
+        """Partitions taken from another instance that still named itself their owner."""
+        ...
+
+    def drain(self) -> None:
+        """A drain began: take nothing more (what is held is given back at the end of `run`)."""
+        ...
+
+    async def run(self, *, task_status: TaskStatus[None] = ...) -> None:
+        """Keep this process's view of the fleet fresh until cancelled (started once it has a first view)."""
+        ...
+
+    async def listen(self, *, task_status: TaskStatus[None] = ...) -> None:
+        """Hear the bus until cancelled (started once it listens): subscribe everything before."""
+        ...
+
+
+class _Nobody:
+    """The bus of a process alone: nobody else publishes, nobody else is woken."""
+
+    shared: Final = False
+
+    def subscribe(
+        self, topic: str, on_message: Callable[[str], None], on_connect: Callable[[], None] | None = None
+    ) -> None:
+        """Nothing will come: this process acts on its own changes as it makes them."""
+
+    async def publish(self, conn: Any, topic: str, payload: str) -> None:
+        """Nobody to wake."""
+
+
+class _Unfenced:
+    def refused(self, conn: Any, writes: Sequence[tuple[str, ...]]) -> set[int]:
+        return set()
+
+
+class _Alone:
+    """One process on its own: it owns everyone, wakes nobody, and every write of it stands."""
+
+    bus: Final[Bus] = _Nobody()
+    fence: Final[Fence] = _Unfenced()
+    takeovers: Final = 0
+
+    def owns(self, user_id: int) -> bool:
+        return True
+
+    async def acts_for(self, user_id: int) -> bool:
+        return True
+
+    def owned_count(self) -> int | None:
+        return None
+
+    def drain(self) -> None:
+        """Nothing is held for others."""
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        await anyio.sleep_forever()
+
+    async def listen(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        await anyio.sleep_forever()
+
+
+ALONE: Final[Fleet] = _Alone()
+"""The fleet of a process that runs alone (SQLite, polling, or no database)."""
+
+# -- The relay --------------------------------------------------------------------------------------------
+
+
+class Relay(Protocol[T, O]):
+    """Carries an item (a Mini App answer, a sign-in's browser return) to the process that holds its waiter, and
+    that process's outcome back to the sender, whichever process each is in.
+
+    The sender `send`s it (written, then announced); the holder, serving the announcements (`serve`), looks at
+    it (`peek`), `claim`s it (a compare-and-set: one process, once) and `settle`s it with the outcome; the
+    sender waits for that, bounded (`outcome`). An item nobody claimed in time is taken back by `outcome` when
+    asked to (`take_back`), so a late claim cannot act on something its sender was told failed."""
+
+    async def send(self, key: str, item: T) -> bool:
+        """Write `item` under `key` and announce it; False when `key` takes nothing (not expected, sent already,
+        expired)."""
+        ...
+
+    async def peek(self, key: str) -> T | None:
+        """The item while nobody has claimed it (the holder looks before it claims)."""
+        ...
+
+    async def claim(self, key: str) -> T | None:
+        """The item, for the one caller that moves it from sent to claimed; None for everyone else."""
+        ...
+
+    async def settle(self, key: str, outcome: O) -> None:
+        """The claimed item's outcome, for its sender."""
+        ...
+
+    async def outcome(self, key: str, wait_s: float, *, take_back: bool = False) -> O | None:
+        """The outcome once settled; None after `wait_s` (with `take_back`, an item still unclaimed then is
+        withdrawn: nobody will claim it)."""
+        ...
+
+    async def serve(
+        self, handle: Callable[[str], Coroutine[Any, Any, None]], *, task_status: TaskStatus[None] = ...
+    ) -> None:
+        """Until cancelled: `handle(key)` for each item announced (after a wake-up may have been missed, for each
+        item still unclaimed), each in a task of its own."""
+        ...
+
+
+@dataclass(slots=True)
+class _Slot(Generic[T, O]):
+    item: T | None
+    """None while only expected (a sign-in waiting for its browser)."""
+    expires: float
+    claimed: bool = False
+    outcome: O | None = None
+    settled: anyio.Event = field(default_factory=anyio.Event)
+
+
+class LocalRelay(Generic[T, O]):
+    """A `Relay` in memory, for a process alone: what is sent here is claimed here.
+
+    With `expected_only` a send finds its key only after `expect` (until then, or after `forget`, it takes
+    nothing). `clock` is Unix time; an item is forgotten `keep_s` after it was sent (or once its expected time
+    is over), at a later send."""
+
+    def __init__(
+        self, *, expected_only: bool = False, keep_s: float = 3600.0, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._slots: dict[str, _Slot[T, O]] = {}
+        self._expected_only = expected_only
+        self._keep_s = keep_s
+        self._clock = clock
+        self._announced: list[str] = []
+        self._changed = anyio.Event()
+
+    def expect(self, key: str, expires: float) -> None:
+        """A send to `key` is taken until `expires` (Unix time)."""
+        self._slots[key] = _Slot(None, expires)
+
+    def forget(self, key: str) -> None:
+        """Nobody waits for `key` any more: a send, or a claim of what was sent, finds nothing from now on."""
+        slot = self._slots.get(key)
+        if slot is not None and not slot.claimed:
+            del self._slots[key]
+
+    async def send(self, key: str, item: T) -> bool:
+        now = self._clock()
+        self._slots = {k: s for k, s in self._slots.items() if s.expires >= now or k == key}
+        slot = self._slots.get(key)
+        if slot is None and not self._expected_only:
+            slot = self._slots[key] = _Slot(None, now + self._keep_s)
+        if slot is None or slot.item is not None or slot.expires < now:
+            return False
+        slot.item = item
+        slot.expires = max(slot.expires, now + self._keep_s)
+        self._announced.append(key)
+        self._changed.set()
+        return True
+
+    async def peek(self, key: str) -> T | None:
+        slot = self._slots.get(key)
+        return None if slot is None or slot.claimed else slot.item
+
+    async def claim(self, key: str) -> T | None:
+        slot = self._slots.get(key)
+        if slot is None or slot.claimed or slot.item is None:
+            return None
+        slot.claimed = True
+        return slot.item
+
+    async def settle(self, key: str, outcome: O) -> None:
+        slot = self._slots.get(key)
+        if slot is not None and slot.claimed and not slot.settled.is_set():
+            slot.outcome = outcome
+            slot.settled.set()
+
+    async def outcome(self, key: str, wait_s: float, *, take_back: bool = False) -> O | None:
+        slot = self._slots.get(key)
+        if slot is None or slot.item is None:
+            return None
+        with anyio.move_on_after(wait_s):
+            await slot.settled.wait()
+        if slot.settled.is_set():
+            return slot.outcome
+        if take_back and not slot.claimed:
+            slot.claimed = True  # taken back: a late claim finds nothing
+            return None
+        if take_back:  # claimed just in time: the holder settles it at once
+            with anyio.move_on_after(wait_s):
+                await slot.settled.wait()
+        return slot.outcome if slot.settled.is_set() else None
+
+    async def serve(
+        self,
+        handle: Callable[[str], Coroutine[Any, Any, None]],
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        async with anyio.create_task_group() as tg:
+            task_status.started()
+            while True:
+                while not self._announced:
+                    self._changed = anyio.Event()
+                    await self._changed.wait()
+                keys, self._announced = self._announced, []
+                for key in keys:
+                    tg.start_soon(handle, key)
+
+
+# -- The relay's two uses ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MiniAppAnswer:
+    """A page's answer on its way to the prompt with `token`, from `user_id`."""
+
+    token: str
+    user_id: int
+    ok: bool
+    content: dict[str, Any] | None
+    reason: str | None
+
+
+class Launches(Protocol):
+    """Mini App launches, each answering one form (fleet-wide in a fleet)."""
+
+    async def use(self, launch: str, expires: float) -> bool:
+        """Mark the launch used until `expires` (Unix time); False when it was used before."""
+        ...
+
+    async def release(self, launch: str) -> None:
+        """The launch's answer was not taken (the form had ended): the launch did nothing."""
+        ...
+
+
+class LocalLaunches:
+    """`Launches` in memory (a process alone); `clock` is Unix time."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._used: dict[str, float] = {}
+        self._clock = clock
+
+    async def use(self, launch: str, expires: float) -> bool:
+        now = self._clock()
+        self._used = {k: until for k, until in self._used.items() if until >= now}
+        if launch in self._used:
+            return False
+        self._used[launch] = expires
+        return True
+
+    async def release(self, launch: str) -> None:
+        self._used.pop(launch, None)
+
+
+async def _nothing_kept(token: str) -> KeptQuestion | None:
+    """Alone, a prompt not in this process's registry is held nowhere."""
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class MiniAppShare:
+    """What the Mini App shares with the bot's other processes: its launches, the answers relayed to the prompt's
+    holder, and the kept questions a page held elsewhere is found among (by token)."""
+
+    relay: Relay[MiniAppAnswer, bool]
+    """Answers to the holder; the outcome is whether the prompt took it (False: it had ended)."""
+    launches: Launches
+    kept: Callable[[str], Coroutine[Any, Any, KeptQuestion | None]] = _nothing_kept
+
+    @staticmethod
+    def alone() -> MiniAppShare:
+        return MiniAppShare(LocalRelay(), LocalLaunches())
+
+
+def state_key(state: str) -> str:
+    """The key of an OAuth `state`: its SHA-256 (the state itself is a bearer value of the flow)."""
+    return hashlib.sha256(state.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class SignInOutcome:
+    """How a sign-in that came back ended: `ok`, or the reason the browser's page gives."""
+
+    ok: bool
+    reason: str
+
+
+class SignInShare(Relay[dict[str, str], SignInOutcome], Protocol):
+    """Sign-ins waiting for their browser (`opened` / `closed`, by the flow's process: `bot.core.SignInRelay`),
+    and the browser's return relayed, under `state_key(state)`, to that process; the outcome for the page."""
+
+    async def opened(self, state: str, user_id: int, server: str, expires: float) -> None: ...
+
+    async def closed(self, state: str) -> None: ...
+
+
+class LocalSignIns(LocalRelay[dict[str, str], SignInOutcome]):
+    """`SignInShare` in memory (a process alone): a return is taken only for a sign-in opened here."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        super().__init__(expected_only=True, clock=clock)
+
+    async def opened(self, state: str, user_id: int, server: str, expires: float) -> None:
+        self.expect(state_key(state), expires)
+
+    async def closed(self, state: str) -> None:
+        self.forget(state_key(state))
