@@ -90,7 +90,8 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
 
     gateway = _gateway(parts)
     mini, mini_routes = _mini_app(config, parts.prompts, surface, parts)
-    signin_fleet = None if parts.signins is None else SignInFleet(parts.signins)
+    # The browser's return to a sign-in (with OAuth servers): through the fleet's share, alone or not.
+    signing = [] if parts.signins is None else [SignInFleet(parts.signins)]
     web_app = build_app(
         running=lambda: app.running and not parts.stop.is_set(),
         draining=leaving.is_set,
@@ -99,13 +100,13 @@ def web_endpoint(parts: EndpointParts) -> WebServer | None:
         owning=parts.fleet.owned_count,
         webhook=webhook,
         routes=mini_routes
-        + ([] if signin_fleet is None else callback_routes(signin_fleet, lambda: app.bot.username))
+        + [route for one in signing for route in callback_routes(one, lambda: app.bot.username)]
         + ([] if gateway is None else gateway.routes()),
     )
     services = [] if gateway is None else [gateway.run]
     services += [] if routing is None else [routing.run]
     services += [] if mini is None else mini.services()
-    services += [] if signin_fleet is None else [signin_fleet.run]
+    services += [one.run for one in signing]
     return WebServer(web_app, config.web.listen, config.web.port, services)
 
 

@@ -28,6 +28,7 @@ from anyio.abc import TaskStatus
 
 from bot.core.ownership import Ownership
 from bot.core.rounds import KeptQuestion
+from bot.core.signins import SignInRelay
 
 __all__ = [
     "ALONE",
@@ -381,13 +382,9 @@ class SignInOutcome:
     reason: str
 
 
-class SignInShare(Relay[dict[str, str], SignInOutcome], Protocol):
-    """Sign-ins waiting for their browser (`opened` / `closed`, by the flow's process: `bot.core.SignInRelay`),
-    and the browser's return relayed, under `state_key(state)`, to that process; the outcome for the page."""
-
-    async def opened(self, state: str, user_id: int, server: str, expires: float) -> None: ...
-
-    async def closed(self, state: str) -> None: ...
+class SignInShare(Relay[dict[str, str], SignInOutcome], SignInRelay, Protocol):
+    """Sign-ins waiting for their browser (`opened` / `closed`, by the flow's process: `SignInRelay`), and the
+    browser's return relayed, under `state_key(state)`, to that process; the outcome for the page."""
 
 
 class LocalSignIns(LocalRelay[dict[str, str], SignInOutcome]):

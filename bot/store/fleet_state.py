@@ -1,7 +1,9 @@
 """What the instances of a fleet share besides the questions, in rows, with the bus to wake each other. Does I/O.
 
 A load balancer sends any HTTP request to any instance, and after a takeover a person's taps reach another
-instance than the one that showed them a list. Three things that one process kept in memory live here instead:
+instance than the one that showed them a list. Three things that one process keeps in memory (`shares_of`:
+`bot.core.fleet`'s `LocalRelay` and `LocalLaunches`, the same shapes) live here instead; the two relays are
+`bot.core.fleet.Relay`s (write, announce, claim by compare-and-set, settle, a bounded wait for the outcome):
 
 - Mini App launches (`miniapp_launches`): a launch answers a form once, fleet-wide. The row's insert is the
   compare-and-set (`ON CONFLICT DO NOTHING`: of two instances racing, exactly one inserts).
@@ -92,7 +94,8 @@ class Announcements:
         self._changed.set()
 
     def sweep(self) -> None:
-        self._items.append(None)
+        if not self._items or self._items[-1] is not None:  # one look at everything covers those before it
+            self._items.append(None)
         self._changed.set()
 
     async def take(self) -> list[str | None]:
