@@ -50,6 +50,7 @@ from bot.core.fleet import (
     SignInShare,
     state_key,
 )
+from bot.store.budget import ALONE_BUDGET, OwnBudget, TelegramBudget, fleet_budget
 from bot.store.crypto import Sealer, Unreadable
 from bot.store.errors import StoreUnavailable, unavailable_as
 from bot.store.store import Store
@@ -169,6 +170,8 @@ class Shares:
     signins: SignInShare
     tool_lists: ToolLists | None
     """In a fleet: `/tools` lists, so a tap works on any instance (alone, `ToolButtons` keeps them itself)."""
+    budget: TelegramBudget | OwnBudget
+    """Telegram's flood limits shared by the fleet's instances (alone, its own buckets decide)."""
 
 
 def shares_of(config: Config, store: Store | None, fleet: Fleet) -> Shares:
@@ -176,12 +179,13 @@ def shares_of(config: Config, store: Store | None, fleet: Fleet) -> Shares:
     webhook mode on PostgreSQL), else in memory, as one process keeps them."""
     key = config.storage.secret_key if config.storage is not None else None
     if store is None or not fleet.bus.shared:
-        return Shares(MiniAppShare.alone(), LocalSignIns(), None)
+        return Shares(MiniAppShare.alone(), LocalSignIns(), None, ALONE_BUDGET)
     relay = MiniAppRelay(store.engine, fleet.bus)
     return Shares(
         MiniAppShare(relay, relay, store.rounds.by_token),
         LocalSignIns() if key is None else PendingSignIns(store.engine, fleet.bus, key.get()),
         ToolLists(store.engine),
+        fleet_budget(config, store.engine),
     )
 
 

@@ -30,7 +30,6 @@ from bot.core.fleet import Fleet
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, sign_ins
 from bot.store import Store, open_configured_store
-from bot.store.budget import fleet_budget
 from bot.store.errors import SecondInstance
 from bot.store.fleet_state import Shares, shares_of
 from bot.store.inbox import InboxStore
@@ -137,15 +136,15 @@ async def serve(
     allowed = Access.of(config.telegram)
     fleet = fleet_of(config)  # unstarted: the store and the registry receive it
     async with open_configured_store(config, claim=True, fleet=fleet) as store:  # refuses a second bot
+        shares = shares_of(config, store, fleet)  # alone in memory; in a fleet in rows, woken by its bus
         # In a fleet (PostgreSQL, webhook mode) Telegram's budget is shared through the database.
-        watch = ApiWatch(FloodLimiter(fleet=fleet_budget(config, None if store is None else store.engine)))
+        watch = ApiWatch(FloodLimiter(fleet=shares.budget))
         app = build_application(config, watch)
         assert isinstance(app.bot, CardBot)
         surface = TelegramSurface(app.bot, allowed)
         observer = None if store is None else store.observer  # the audit log: told of every event first
         prompts = PromptRegistry(surface, config.elicitation.timeout_s, observer, fence=fleet)
         book = None if store is None else store.rounds  # open questions outlive the process
-        shares = shares_of(config, store, fleet)
         signins = (
             None
             if store is None
