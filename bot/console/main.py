@@ -23,7 +23,7 @@ from bot.config import Config
 from bot.console.host import Console
 from bot.console.terminal import LineReader, choose_reader
 from bot.core import PromptRegistry
-from bot.core.fleet import LocalSignIns
+from bot.core.relay import LocalSignIns
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, loopback_redirect_uri, sign_ins
 from bot.store import open_configured_store

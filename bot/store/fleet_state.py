@@ -40,16 +40,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.config import Config
 from bot.core import Origin
-from bot.core.fleet import (
-    Bus,
-    Fleet,
-    LocalSignIns,
-    MiniAppAnswer,
-    MiniAppShare,
-    SignInOutcome,
-    SignInShare,
-    state_key,
-)
+from bot.core.fleet import Bus, Fleet
+from bot.core.relay import LocalSignIns, MiniAppAnswer, MiniAppShare, SignInOutcome, SignInShare, state_key
 from bot.store.budget import ALONE_BUDGET, OwnBudget, TelegramBudget, fleet_budget
 from bot.store.crypto import Sealer, Unreadable
 from bot.store.errors import StoreUnavailable, unavailable_as

@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bot.core.fleet import SignInOutcome, SignInShare, state_key
+from bot.core.relay import SignInOutcome, SignInShare, state_key
 from bot.servers.oauth import CALLBACK_PATH, CLIENT_METADATA_PATH, SignIns, client_metadata_document
 from bot.servers.oauth.pending import EXCHANGE_WAIT_S, Delivery
 from bot.store.errors import StoreUnavailable

@@ -7,7 +7,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from bot.core.fleet import ALONE, LocalRelay, LocalSignIns, SignInOutcome, state_key
+from bot.core.fleet import ALONE
+from bot.core.relay import LocalRelay, LocalSignIns, SignInOutcome, state_key
 
 pytestmark = pytest.mark.anyio
 

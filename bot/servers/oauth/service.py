@@ -33,7 +33,7 @@ from bot.core import (
     SignInBook,
 )
 from bot.core.approvals import BookUnavailable
-from bot.core.fleet import SignInShare
+from bot.core.relay import SignInShare
 from bot.servers.keeper import RoundKeeper
 from bot.servers.oauth.account import Account, BoundAuth
 from bot.servers.oauth.naming import (

@@ -40,7 +40,7 @@ from starlette.routing import BaseRoute, Route
 
 from bot.config import MiniAppConfig
 from bot.core import KeptQuestion, Prompt, PromptRegistry
-from bot.core.fleet import MiniAppAnswer, MiniAppShare
+from bot.core.relay import MiniAppAnswer, MiniAppShare
 from bot.store.errors import StoreUnavailable
 from bot.web.bounded_json import TooDeep, loads
 from bot.web.miniapp.forms import page_form, read_answers, read_value, wants_page
