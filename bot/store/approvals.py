@@ -7,9 +7,9 @@ two bot processes) racing on one request cannot both decide it, and a decision s
 rows (requested, approved, rejected, expired, cancelled) carry the content's SHA-256, and the agent's name
 (`detail.agent`) when an agent asked through the gateway.
 
-The transaction that decides a request marks it `ran_by = "due"` and, in a fleet (PostgreSQL, with a
-`FleetBus`), publishes its id on the bus (`DECIDED_TOPIC`): every instance looks at it again, and the one that
-carries the decision out (`claim`, a compare-and-set from "due") is the only one that runs the approved call.
+The transaction that decides a request marks it `ran_by = "due"` and publishes its id on the fleet's bus
+(`DECIDED_TOPIC`; alone, nobody else is woken): every instance looks at it again, and the one that carries the
+decision out (`claim`, a compare-and-set from "due") is the only one that runs the approved call.
 
 The names people show (`people`) are kept here too, so every instance of a fleet draws the same card.
 """
@@ -68,8 +68,8 @@ _EVENTS = {
 
 class ApprovalStore:
     """The `approvals` and `approval_votes` tables of one database, and the audit log beside them: the
-    `ApprovalBook` of `bot.core.approval_service.ApprovalService`. With `bus` (a fleet), each decision is
-    published on `DECIDED_TOPIC` when it commits."""
+    `ApprovalBook` of `bot.core.approval_service.ApprovalService`. Each decision is published on the fleet's
+    `bus` (`DECIDED_TOPIC`) when it commits."""
 
     def __init__(
         self,
