@@ -18,13 +18,14 @@ from typing import Any
 
 def _unthrottle() -> None:
     import bot.compose.telegram
+    from bot.store.budget import ALONE_BUDGET
     from bot.telegram.flood import FloodLimiter
 
     class Unthrottled(FloodLimiter):
         """The shipped flood control with every limit off (429s still waited out): only its cap on requests
         in flight (`bot.telegram.flood.IN_FLIGHT`, cards first) is left."""
 
-        def __init__(self, fleet: Any = None) -> None:
+        def __init__(self, fleet: Any = ALONE_BUDGET) -> None:
             super().__init__(overall_per_s=0, group_burst=0, chat_burst=0, fleet=fleet)
 
     bot.compose.telegram.FloodLimiter = Unthrottled  # type: ignore[attr-defined,assignment]
@@ -39,7 +40,7 @@ def _no_store() -> None:
     from bot.store import Store
 
     @asynccontextmanager
-    async def none(config: Any, *, claim: bool = False) -> AsyncIterator[Store | None]:
+    async def none(config: Any, *, claim: bool = False, fleet: Any = None) -> AsyncIterator[Store | None]:
         yield None
 
     bot.compose.process.open_configured_store = none  # type: ignore[attr-defined]

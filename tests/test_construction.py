@@ -20,14 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OWN: Final = frozenset({"self", "cls"})
 """The names whose attributes a method may write: its own object's (or class's)."""
 
-FLEET = "fleet wiring: A2 replaces it with the Fleet protocol"
 ALLOWED: Final[Mapping[tuple[str, str], str]] = {
-    ("bot/compose/process.py", "approvals.service.owns"): FLEET,
-    ("bot/compose/process.py", "store.rounds.fence"): FLEET,
-    ("bot/compose/process.py", "prompts.fence"): FLEET,
-    ("bot/compose/process.py", "store.approvals.bus"): FLEET,
-    ("bot/telegram/app.py", "fleet.partitions.draining"): FLEET,
-    ("bot/web/oauth.py", "signins.relay"): FLEET,
     ("bot/logs.py", "record.msg"): "logging's own record: a filter rewrites it, as the logging docs do",
     ("bot/logs.py", "record.args"): "logging's own record: a filter rewrites it, as the logging docs do",
     ("bot/logs.py", "record.exc_text"): "logging's own record: a filter rewrites it, as the logging docs do",

@@ -182,7 +182,7 @@ def test_the_walk_sees_every_layer() -> None:
     units = {unit_of(name)[1] for name in edges}
     assert units == {unit for layer in LAYERS for unit in layer}
     assert "bot.core" in edges["bot.servers.hub"]
-    assert "bot.store" in edges["bot.telegram.app"]
+    assert "bot.store" in edges["bot.compose.process"]
     assert "bot.core.approvals" in edges["bot.store.approvals"]
 
 

@@ -93,8 +93,13 @@ message, not one per request): each waits at most this long."""
 
 
 class Wakeups(Protocol):
-    """The fleet's bus (the store's `FleetBus`): `on_message(payload)` for each notification of `topic`,
+    """The fleet's bus (`bot.core.fleet.Bus`): `on_message(payload)` for each notification of `topic`,
     `on_connect()` after every (re)connect (notifications may have been missed)."""
+
+    @property
+    def shared(self) -> bool:
+        """Whether other processes publish on it: a call may wait for a decision in another process."""
+        ...
 
     def subscribe(
         self, topic: str, on_message: Callable[[str], None], on_connect: Callable[[], None] | None = None
@@ -190,8 +195,9 @@ class ApprovalService:
     # -- lifecycle -------------------------------------------------------------------------------------
 
     def listen(self, bus: Wakeups) -> None:
-        """Hear the decisions of the other processes of a fleet (subscribe before the bus runs)."""
-        self._fleet = True
+        """Hear the decisions of the other processes of a fleet (subscribe before the bus runs). A process alone
+        (a bus nobody else publishes on) hears nothing: it acts on its own decisions as it makes them."""
+        self._fleet = bus.shared
         bus.subscribe(DECIDED_TOPIC, self._heard, self._connected)
 
     async def start(self, tg: TaskGroup, show: ApprovalShow) -> None:

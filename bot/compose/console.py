@@ -18,11 +18,12 @@ from bot.console import main as console_main
 from bot.console.host import Console, ConsoleScreen
 from bot.console.terminal import LineReader, choose_reader
 from bot.core import PromptRegistry
+from bot.core.relay import LocalSignIns
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, loopback_redirect_uri, sign_ins
 from bot.store import open_configured_store
 from bot.web import WebServer
-from bot.web.oauth import callback_routes
+from bot.web.oauth import SignInFleet, callback_routes
 
 __all__ = ["loopback_callback", "run_console"]
 
@@ -43,7 +44,14 @@ async def run_console(config: Config) -> int:
         signins = None
         if store is not None:  # the console's browser is on this machine: the loopback redirect
             redirect = loopback_redirect_uri(config)
-            signins = sign_ins(config, store.signins, prompts, store.audit_sign_in, redirect_uri=redirect)
+            signins = sign_ins(
+                config,
+                store.signins,
+                prompts,
+                store.audit_sign_in,
+                redirect_uri=redirect,
+                relay=LocalSignIns(),
+            )
         # Gated calls are refused, never run: the console shows no approval cards (yet).
         hub = await stack.enter_async_context(
             Hub(
@@ -64,6 +72,6 @@ async def loopback_callback(signins: SignIns, tg: TaskGroup) -> None:
     """
     where = urlsplit(signins.redirect_uri)
     server = WebServer(
-        Starlette(routes=callback_routes(signins, lambda: None)), "127.0.0.1", where.port or 80
+        Starlette(routes=callback_routes(SignInFleet(signins), lambda: None)), "127.0.0.1", where.port or 80
     )
     await tg.start(server.run)

@@ -1,13 +1,16 @@
 """The one place the bot's process is put together: its parts built once, in order, each whole at construction.
 Does I/O.
 
-`open_process` opens, in this order: the store (claiming this process's place on the database), the host's
-front (`Front`: for Telegram the flood control, which in a fleet shares the database's budget, PTB and the
-cards), the prompt registry on the front's surface, sign-ins, the fleet's bus and rows, the approval service
-and the hub; it hands them over as one frozen `Process` and closes them in reverse order when left. The hosts'
-own parts are built on top of it in `bot.compose.telegram` (the runner, the approval cards, the fleet's
-partitions, the web endpoint); the Telegram host (`bot.telegram.app`) only runs PTB's lifecycle over the
-finished parts. Whoever changes how the fleet or approvals are put together edits this package, not a host.
+`open_process` builds, in this order: the process's fleet (`bot.core.fleet.Fleet`: alone, or an instance of a
+fleet on PostgreSQL; unstarted), the store in it (claiming this process's place on the database), the fleet's
+shares (Mini App answers, sign-in returns, `/tools` lists, Telegram's budget), the host's front (`Front`: for
+Telegram the flood control on the shared budget, PTB and the cards), the prompt registry on the front's
+surface, sign-ins, the approval service and the hub; it hands them over as one frozen `Process` and closes them
+in reverse order when left. A single process takes the same paths as a fleet's instance: only `fleet_of` and
+`shares_of` choose. The hosts' own parts are built on top of it in `bot.compose.telegram` (the runner, the
+approval cards, the fleet's part in the host, the web endpoint); the Telegram host (`bot.telegram.app`) only
+runs PTB's lifecycle over the finished parts. Whoever changes how the fleet or approvals are put together edits
+this package, not a host.
 
 The console puts its few parts together in `bot.compose.console` (no claim, no approvals, no fleet).
 """
@@ -23,24 +26,18 @@ from typing import Any, Generic, Protocol, TypeVar
 import anyio
 
 from bot.approvals import ApprovalService
-from bot.config import Config, ServerConfig, TelegramMode
+from bot.config import Config, ServerConfig
 from bot.core import PromptRegistry, Surface
+from bot.core.fleet import Fleet
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, sign_ins
 from bot.store import Store, open_configured_store
-from bot.store.bus import FleetBus
-from bot.store.engine import database_url
-from bot.store.fleet import Partitions, partition_of
-from bot.store.fleet_state import FleetState
-from bot.telegram.approvals import TelegramApprovals
-from bot.telegram.fleet import Takeovers
-from bot.telegram.parts import FleetMember
-from bot.telegram.surface import TelegramSurface
-from bot.telegram.tool_runs import ToolRunner
+from bot.store.fleet_state import Shares, shares_of
+from bot.store.postgres_fleet import fleet_of
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Front", "Process", "fleet_member", "open_process"]
+__all__ = ["Front", "Process", "approval_service", "open_process"]
 
 
 class Front(Protocol):
@@ -59,16 +56,18 @@ class Process(Generic[F]):
     these and never assign to them."""
 
     config: Config
+    fleet: Fleet
+    """This process's part in the bot's processes: alone (`ALONE`), or an instance of a fleet on PostgreSQL
+    (webhook mode). Whom it owns, its bus (every part that hears the others subscribes to it), its fence."""
     store: Store | None
     """The database (`[storage]`), or None without one."""
+    shares: Shares
+    """What the processes share besides the questions: Mini App answers, sign-in returns, `/tools` lists and
+    Telegram's budget (alone, in memory; in a fleet, in rows woken by the bus)."""
     front: F
     prompts: PromptRegistry
     signins: SignIns | None
     """OAuth sign-ins (they need the database)."""
-    bus: FleetBus | None
-    """In a fleet (PostgreSQL, webhook mode): the wake-ups between instances; every fleet part subscribes to it."""
-    fleet_state: FleetState | None
-    """In a fleet: Mini App answers, sign-in returns and `/tools` lists shared in rows."""
     approver: ApprovalService | None
     """The approval requests of `[[approvals]]` (they need the database)."""
     hub: Hub
@@ -77,12 +76,13 @@ class Process(Generic[F]):
 @asynccontextmanager
 async def open_process(
     config: Config,
-    front: Callable[[Store | None], F],
+    front: Callable[[Store | None, Shares], F],
     *,
     transport: Callable[[ServerConfig], Any] | None = None,
     approval_sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
 ) -> AsyncIterator[Process[F]]:
-    """The bot's parts, in order (see the module); `front` builds the host's face on the open store.
+    """The bot's parts, in order (see the module); `front` builds the host's face on the open store and the
+    fleet's shares.
 
     `transport` replaces how servers are reached (tests pass in-process servers), `approval_sleep` how approvals
     wait for their reminders and escalations.
@@ -92,19 +92,22 @@ async def open_process(
         StoreUnavailable: the database cannot be reached or migrated.
     """
     async with AsyncExitStack() as stack:
-        store = await stack.enter_async_context(open_configured_store(config, claim=True))
-        face = front(store)
+        fleet = fleet_of(config)  # unstarted: the store, the registry and the approvals receive it
+        store = await stack.enter_async_context(open_configured_store(config, claim=True, fleet=fleet))
+        shares = shares_of(config, store, fleet)  # alone in memory; in a fleet in rows, woken by its bus
+        face = front(store, shares)
         observer = None if store is None else store.observer  # the audit log: told of every event first
-        prompts = PromptRegistry(face.surface, config.elicitation.timeout_s, observer)
+        # Nothing ends for a person before this process knows they are still its own (the fleet's ownership).
+        prompts = PromptRegistry(face.surface, config.elicitation.timeout_s, observer, fence=fleet)
         book = None if store is None else store.rounds  # open questions outlive the process
         signins = (
             None
             if store is None
-            else sign_ins(config, store.signins, prompts, store.audit_sign_in, book=store.rounds)
+            else sign_ins(
+                config, store.signins, prompts, store.audit_sign_in, book=store.rounds, relay=shares.signins
+            )
         )
-        bus = fleet_bus(config, store)  # one per process: every part of the fleet subscribes to it
-        fleet_state = None if store is None or bus is None else FleetState.of(config, store, bus)
-        service, no_approver = approval_service(config, store, bus, approval_sleep)
+        service, no_approver = approval_service(config, store, fleet, approval_sleep)
         hub = await stack.enter_async_context(
             Hub(
                 config,
@@ -120,13 +123,13 @@ async def open_process(
                 sign_receipts=None if store is None or store.audit.keys is None else store.audit.keys.sign,
             )
         )
-        yield Process(config, store, face, prompts, signins, bus, fleet_state, service, hub)
+        yield Process(config, fleet, store, shares, face, prompts, signins, service, hub)
 
 
 def approval_service(
     config: Config,
     store: Store | None,
-    bus: FleetBus | None = None,
+    fleet: Fleet,
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
 ) -> tuple[ApprovalService | None, str]:
     """The hub's approver for `[[approvals]]` (it needs the database: a request must outlive the process), or
@@ -135,89 +138,8 @@ def approval_service(
         return None, "this host cannot ask approvers"
     if store is None:
         return None, "approvals need the database ([storage])"
-    service = ApprovalService(store.approvals, sleep=sleep)
-    if bus is not None:  # a fleet: decisions wake the process whose call waits, wherever they are taken
-        store.approvals.bus = bus
-        service.listen(bus)
+    # Where nobody waits, the requester's owner carries a decision out; decisions wake the process whose call
+    # waits, wherever they are taken (the store publishes them on the fleet's bus; alone, nobody else).
+    service = ApprovalService(store.approvals, owns=fleet.owns, sleep=sleep)
+    service.listen(fleet.bus)
     return service, ""
-
-
-# -- the fleet ---------------------------------------------------------------------------------------------
-# Every part of an instance's place in a fleet is built here: its bus (`fleet_bus`, before the hub: approvals
-# listen to it) and its partitions with their takeovers (`fleet_member`, once the runner and the cards exist).
-
-
-def fleet_bus(config: Config, store: Store | None) -> FleetBus | None:
-    """The process's fleet bus when it may be one of several: PostgreSQL and webhook mode. Otherwise (SQLite,
-    polling: a second instance is refused) there is nobody to wake."""
-    if store is None or config.storage is None or config.telegram.mode is not TelegramMode.WEBHOOK:
-        return None
-    url = config.storage.url.get()
-    if not database_url(url).drivername.startswith("postgresql"):
-        return None
-    return FleetBus(url, config.bot_id())
-
-
-def fleet_member(
-    config: Config,
-    store: Store | None,
-    bus: FleetBus | None,
-    prompts: PromptRegistry,
-    runner: ToolRunner,
-    surface: TelegramSurface,
-    hub: Hub,
-    approvals: TelegramApprovals | None,
-) -> FleetMember | None:
-    """This instance's part in a fleet, when it may be one of several: PostgreSQL and webhook mode. Otherwise
-    (SQLite, polling) it is the only instance and owns every user."""
-    if store is None or bus is None or config.storage is None:
-        return None
-
-    def busy(partition: int) -> bool:
-        """Something live in the partition: an open question or a running call (never given back)."""
-        return any(partition_of(p.origin.user_id) == partition for p in prompts.pending()) or any(
-            partition_of(user) == partition for user in runner.users_running()
-        )
-
-    partitions = Partitions(config.storage.url.get(), config.bot_id(), busy=busy)
-    if approvals is not None:
-        approvals.service.owns = partitions.owns  # where nobody waits, the requester's owner carries it out
-    store.rounds.fence = partitions  # kept-question writes carry this instance's epochs
-    prompts.fence = partitions  # nothing ends for a person before this instance knows they are still its own
-
-    def lost(partitions_lost: frozenset[int]) -> None:
-        """Drop, here, everything held for the people of partitions taken over or given back (given back ones
-        hold nothing: `busy`); their questions stay kept for the new owner."""
-
-        def theirs(user_id: int) -> bool:
-            return partition_of(user_id) in partitions_lost
-
-        runs, cards = runner.leave(theirs), surface.drop(theirs)
-        if runs or cards:
-            logger.warning(
-                "partitions: %d lost; dropped %d call(s) and %d card(s) of their people here",
-                len(partitions_lost),
-                runs,
-                cards,
-            )
-
-    partitions.on_lost(lost)
-    takeovers = Takeovers(
-        partitions,
-        store.rounds,
-        surface,
-        runner,
-        prompts,
-        store.observer,
-        set(hub.server_names()),
-        _approval_adopter(approvals),
-    )
-    return FleetMember(partitions, bus, takeovers)
-
-
-def _approval_adopter(
-    approvals: TelegramApprovals | None,
-) -> Callable[[Callable[[int], bool]], Awaitable[None]] | None:
-    """What adopts the approval waits of users taken over (`ApprovalService.adopt`): their deadline timers, and
-    the decided requests whose waiting call died with the previous owner, carried out once."""
-    return None if approvals is None else approvals.service.adopt

@@ -16,15 +16,21 @@ from starlette.routing import BaseRoute
 from telegram import Update
 from telegram.ext import Application, ApplicationBuilder
 
-from bot.compose.process import Process, fleet_member, open_process
+from bot.compose.process import Process, open_process
 from bot.config import Config, ServerConfig, TelegramMode
+from bot.core import PromptRegistry
+from bot.core.fleet import Fleet
+from bot.servers.hub import Hub
 from bot.store import Store
-from bot.store.budget import fleet_budget
+from bot.store.fleet_state import Shares
+from bot.store.inbox import InboxStore
+from bot.store.postgres_fleet import PostgresFleet
 from bot.telegram import app as telegram_app
 from bot.telegram.access import Access, Refusals
 from bot.telegram.api_watch import ApiWatch
 from bot.telegram.approvals import TelegramApprovals
 from bot.telegram.bot import CardBot, build_bot
+from bot.telegram.fleet import AloneRestore, FleetPart, InFleet
 from bot.telegram.flood import FloodLimiter
 from bot.telegram.handlers.deps import CONTEXT_TYPES
 from bot.telegram.parts import BotParts
@@ -37,7 +43,7 @@ from bot.web.gateway import Gateway
 from bot.web.miniapp import MiniApp
 from bot.web.miniapp.links import FormLinks
 from bot.web.oauth import SignInFleet, callback_routes
-from bot.web.webhook import Routing
+from bot.web.webhook import HANDLED_HERE, Routing
 
 __all__ = ["TelegramFront", "build_application", "run_bot", "serve", "web_endpoint"]
 
@@ -89,11 +95,11 @@ class TelegramFront:
     surface: TelegramSurface
 
 
-def telegram_front(config: Config, store: Store | None) -> TelegramFront:
-    """The front on the open store: in a fleet (PostgreSQL, webhook mode) Telegram's budget is shared through
-    the database. A form's card links to its Mini App page (`[miniapp]`), whose address the config says."""
+def telegram_front(config: Config, store: Store | None, shares: Shares) -> TelegramFront:
+    """The front on the open store: Telegram's budget is the fleet's share (in a fleet, through the database;
+    alone, its own). A form's card links to its Mini App page (`[miniapp]`), whose address the config says."""
     allowed = Access.of(config.telegram)
-    watch = ApiWatch(FloodLimiter(fleet=fleet_budget(config, None if store is None else store.engine)))
+    watch = ApiWatch(FloodLimiter(fleet=shares.budget))
     app = build_application(config, watch)
     assert isinstance(app.bot, CardBot)
     return TelegramFront(watch, app, allowed, TelegramSurface(app.bot, allowed, _form_links(config)))
@@ -131,8 +137,8 @@ def bot_parts(process: Process[TelegramFront], refusals: Refusals) -> BotParts:
     )
     approvals = None if service is None else TelegramApprovals(service, surface, hub, codes)
     runner = ToolRunner(hub, prompts, surface, front.allowed)
-    buttons = ToolButtons(lists=None if process.fleet_state is None else process.fleet_state.tool_lists)
-    fleet = fleet_member(config, store, process.bus, prompts, runner, surface, hub, approvals)
+    buttons = ToolButtons(lists=process.shares.tool_lists)
+    place = fleet_place(process.fleet, store, prompts, runner, surface, hub, approvals)
     return BotParts(
         config,
         store,
@@ -147,9 +153,26 @@ def bot_parts(process: Process[TelegramFront], refusals: Refusals) -> BotParts:
         buttons,
         process.signins,
         approvals,
-        process.fleet_state,
-        fleet,
+        process.fleet,
+        process.shares,
+        place,
     )
+
+
+def fleet_place(
+    fleet: Fleet,
+    store: Store | None,
+    prompts: PromptRegistry,
+    runner: ToolRunner,
+    surface: TelegramSurface,
+    hub: Hub,
+    approvals: TelegramApprovals | None,
+) -> FleetPart:
+    """What the host starts before updates: in a fleet on PostgreSQL, the partitions, what this instance drops
+    when it loses some and takes up when it gains some; alone, the restart's restore of every kept question."""
+    if isinstance(fleet, PostgresFleet) and store is not None:
+        return InFleet(fleet, store, prompts, runner, surface, hub, approvals)
+    return AloneRestore(store, surface, runner, hub)
 
 
 def _form_links(config: Config) -> FormLinks | None:
@@ -170,7 +193,6 @@ def web_endpoint(parts: BotParts, stop: anyio.Event, draining: anyio.Event) -> W
     if config.web is None:
         return None
     inbox = None if store is None else store.inbox
-    partitions = None if parts.fleet is None else parts.fleet.partitions
     webhook = None
     routing = None
     if config.telegram.mode is TelegramMode.WEBHOOK:
@@ -179,8 +201,7 @@ def web_endpoint(parts: BotParts, stop: anyio.Event, draining: anyio.Event) -> W
         def takes(update: Update) -> bool:
             return not draining.is_set() or surface.answers_a_card(update)
 
-        if parts.fleet is not None and inbox is not None:
-            routing = Routing(parts.fleet.partitions, parts.fleet.bus, inbox, app.bot, app.update_queue)
+        routing = _routing(parts.fleet, inbox, app)
         webhook = Webhook(
             config.telegram.webhook_secret.get(),
             app.bot,
@@ -188,7 +209,7 @@ def web_endpoint(parts: BotParts, stop: anyio.Event, draining: anyio.Event) -> W
             takes,
             inbox,
             config.bot_id(),
-            routing,
+            HANDLED_HERE if routing is None else routing,
             Lean(Access.of(config.telegram)),
         )
 
@@ -197,30 +218,35 @@ def web_endpoint(parts: BotParts, stop: anyio.Event, draining: anyio.Event) -> W
 
     gateway = _gateway(parts)
     mini, mini_routes = _mini_app(parts)
-    fleet = parts.fleet_state
-    signin_fleet = None
-    if fleet is not None and fleet.signins is not None and parts.signins is not None:
-        signin_fleet = SignInFleet(parts.signins, fleet.signins)
+    # The browser's return to a sign-in (with OAuth servers): through the fleet's share, alone or not.
+    signing = [] if parts.signins is None else [SignInFleet(parts.signins)]
     web_app = build_app(
         running=lambda: app.running and not stop.is_set(),
         draining=draining.is_set,
         reachable=reachable,
-        metrics=metrics_registry(parts.prompts, parts.hub, parts.watch, webhook, partitions, routing),
-        owning=None if partitions is None else partitions.owned_count,
+        metrics=metrics_registry(parts.prompts, parts.hub, parts.watch, webhook, parts.fleet, routing),
+        owning=parts.fleet.owned_count,
         webhook=webhook,
         routes=mini_routes
-        + (
-            []
-            if parts.signins is None
-            else callback_routes(parts.signins, lambda: app.bot.username, signin_fleet)
-        )
+        + [route for one in signing for route in callback_routes(one, lambda: app.bot.username)]
         + ([] if gateway is None else gateway.routes()),
     )
     services = [] if gateway is None else [gateway.run]
     services += [] if routing is None else [routing.run]
     services += [] if mini is None else mini.services()
-    services += [] if signin_fleet is None else [signin_fleet.run]
+    services += [one.run for one in signing]
     return WebServer(web_app, config.web.listen, config.web.port, services)
+
+
+def _routing(
+    fleet: Fleet,
+    inbox: InboxStore | None,
+    app: Application,  # type: ignore[type-arg]
+) -> Routing | None:
+    """In a fleet (with its inbox): the webhook's routing of updates to the instance that owns their person."""
+    if not isinstance(fleet, PostgresFleet) or inbox is None:
+        return None  # alone: every update is this process's
+    return Routing(fleet.partitions, fleet.bus, inbox, app.bot, app.update_queue)
 
 
 def _gateway(parts: BotParts) -> Gateway | None:
@@ -259,6 +285,6 @@ def _mini_app(parts: BotParts) -> tuple[MiniApp | None, list[BaseRoute]]:
         token,
         config.miniapp,
         config.web.public_url,
-        fleet=parts.fleet_state,
+        share=parts.shares.miniapp,
     )
     return mini, mini.routes()

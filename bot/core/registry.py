@@ -30,7 +30,14 @@ logger = logging.getLogger(__name__)
 class PromptRegistry:
     """All prompts of the process, by token; the only way answers reach a waiting server request."""
 
-    def __init__(self, surface: Surface, timeout_s: float, observer: Observer | None = None) -> None:
+    def __init__(
+        self,
+        surface: Surface,
+        timeout_s: float,
+        observer: Observer | None = None,
+        *,
+        fence: Ownership = EVERYONE,
+    ) -> None:
         self.surface = surface
         self.timeout_s = timeout_s
         self.observer = observer
@@ -51,7 +58,7 @@ class PromptRegistry:
         self.detached = False
         """Set when the process leaves what is kept to the next one (a drain's end): a kept prompt whose wait is
         cancelled then is neither settled nor recorded as ended; its row and card stay as they stand."""
-        self.fence: Ownership = EVERYONE
+        self.fence = fence
         """The people this process acts for (in a fleet, its partitions'): a prompt of someone it lost is left as
         it stands, and none ends for a person before `acts_for` said yes (no card edited, nothing recorded)."""
 

@@ -7,9 +7,9 @@ two bot processes) racing on one request cannot both decide it, and a decision s
 rows (requested, approved, rejected, expired, cancelled) carry the content's SHA-256, and the agent's name
 (`detail.agent`) when an agent asked through the gateway.
 
-The transaction that decides a request marks it `ran_by = "due"` and, in a fleet (PostgreSQL, with a
-`FleetBus`), publishes its id on the bus (`DECIDED_TOPIC`): every instance looks at it again, and the one that
-carries the decision out (`claim`, a compare-and-set from "due") is the only one that runs the approved call.
+The transaction that decides a request marks it `ran_by = "due"` and publishes its id on the fleet's bus
+(`DECIDED_TOPIC`; alone, nobody else is woken): every instance looks at it again, and the one that carries the
+decision out (`claim`, a compare-and-set from "due") is the only one that runs the approved call.
 
 The names people show (`people`) are kept here too, so every instance of a fleet draws the same card.
 """
@@ -41,8 +41,8 @@ from bot.core.approvals import (
     Factor,
     Vote,
 )
+from bot.core.fleet import ALONE, Bus
 from bot.store.audit import AuditEvent, AuditLog
-from bot.store.bus import FleetBus
 from bot.store.errors import unavailable_as
 from bot.store.observer import agent_of
 from bot.store.tables import approval_votes, approvals, people
@@ -67,15 +67,15 @@ _EVENTS = {
 
 class ApprovalStore:
     """The `approvals` and `approval_votes` tables of one database, and the audit log beside them: the
-    `ApprovalBook` of `bot.approvals.ApprovalService`. With `bus` (a fleet), each decision is
-    published on `DECIDED_TOPIC` when it commits."""
+    `ApprovalBook` of `bot.approvals.ApprovalService`. Each decision is published on the fleet's
+    `bus` (`DECIDED_TOPIC`) when it commits."""
 
     def __init__(
         self,
         engine: AsyncEngine,
         log: AuditLog,
         content: AuditContent = AuditContent.FULL,
-        bus: FleetBus | None = None,
+        bus: Bus = ALONE.bus,
     ) -> None:
         self.engine = engine
         self.log = log
@@ -405,8 +405,7 @@ class ApprovalStore:
 
     async def _publish(self, conn: AsyncConnection, record: ApprovalRecord) -> None:
         """Tell the fleet a request was decided, when `conn`'s transaction commits."""
-        if self.bus is not None:
-            await self.bus.publish(conn, DECIDED_TOPIC, record.id)
+        await self.bus.publish(conn, DECIDED_TOPIC, record.id)
 
     async def _audit(
         self, event: AuditEvent, record: ApprovalRecord, detail: Mapping[str, Any], user_id: int | None = None

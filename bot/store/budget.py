@@ -30,7 +30,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.config import Config, TelegramMode
 from bot.store.engine import failure_reason
 
-__all__ = ["BOOK_TIMEOUT_S", "OVERALL", "RETRY_AFTER_S", "TelegramBudget", "fleet_budget"]
+__all__ = [
+    "ALONE_BUDGET",
+    "BOOK_TIMEOUT_S",
+    "OVERALL",
+    "RETRY_AFTER_S",
+    "OwnBudget",
+    "TelegramBudget",
+    "fleet_budget",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -129,11 +137,27 @@ class TelegramBudget:
         return value
 
 
-def fleet_budget(config: Config, engine: AsyncEngine | None) -> TelegramBudget | None:
-    """The shared budget when this bot is part of a fleet (PostgreSQL and webhook mode); None otherwise (a
-    single instance: its own buckets decide, with no database round trip per send)."""
+class OwnBudget:
+    """The budget of a process alone: nothing is shared, so nothing is booked (`book` says None: the process's
+    own buckets decide, as they do when a fleet's database is out of reach), and a 429 pauses only this process
+    (its own limiter already does). No I/O: a send costs no database round trip."""
+
+    async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
+        return None
+
+    async def pause(self, seconds: float) -> None:
+        """Nobody else to pause."""
+
+
+ALONE_BUDGET: Final = OwnBudget()
+"""The Telegram budget of a process alone."""
+
+
+def fleet_budget(config: Config, engine: AsyncEngine | None) -> TelegramBudget | OwnBudget:
+    """The shared budget when this bot is part of a fleet (PostgreSQL and webhook mode); otherwise a single
+    instance's (`ALONE_BUDGET`: its own buckets decide, with no database round trip per send)."""
     if engine is None or engine.dialect.name != "postgresql":
-        return None
+        return ALONE_BUDGET
     if config.telegram.mode is not TelegramMode.WEBHOOK:
-        return None
+        return ALONE_BUDGET
     return TelegramBudget(engine, config.bot_id())

@@ -8,7 +8,7 @@ The database holds the truth; a notification only says "look again". That keeps 
 - Payloads are short (an id, a partition number): PostgreSQL caps them at 8,000 bytes, and the row has the rest.
 
 Channels are per bot (`tnx_<bot id>_<topic>`), so bots sharing a database do not wake each other. Only on
-PostgreSQL: a single instance (SQLite, or polling) has nobody to wake and builds no bus.
+PostgreSQL: a single instance (SQLite, or polling) has nobody to wake (`bot.core.fleet.ALONE`'s bus).
 
 The listening connection is asyncpg's own (`asyncpg.connect`, `add_listener`), held for the process's life and
 opened again after a loss, waiting `retry_s` between attempts.
@@ -62,6 +62,11 @@ class FleetBus:
         self.connects = 0
         """How many times the listener (re)connected."""
         self._running = False
+
+    @property
+    def shared(self) -> bool:
+        """Other instances publish on it too (`bot.core.fleet.Bus`)."""
+        return True
 
     def channel(self, topic: str) -> str:
         """The channel of `topic` for this bot.

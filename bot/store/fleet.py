@@ -40,19 +40,21 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Final, Protocol
+from typing import Any, Final
 
 import anyio
 import anyio.lowlevel
 import asyncpg
 from anyio.abc import TaskStatus
+from sqlalchemy import and_, select
 
 from bot.store.engine import database_url, display_url, failure_reason
 from bot.store.locks import advisory_key
+from bot.store.tables import fleet_partitions, rounds
 
-__all__ = ["PARTITIONS", "Fence", "Partitions", "partition_of"]
+__all__ = ["PARTITIONS", "Partitions", "partition_of"]
 
 SESSION_FAILED: Final = (
     OSError,
@@ -82,14 +84,6 @@ def partition_of(user_id: int) -> int:
     return user_id % PARTITIONS
 
 
-class Fence(Protocol):
-    """What fenced writes compare with the database: the epochs this instance took its partitions with."""
-
-    bot_id: int
-
-    def epoch(self, partition: int) -> int | None: ...
-
-
 class Partitions:
     """This process's partitions of the bot `bot_id` on the PostgreSQL database at `url`.
 
@@ -115,9 +109,9 @@ class Partitions:
         self.heartbeat_s = heartbeat_s
         self.takeover_s = takeover_s
         self.retry_s = retry_s
-        self.busy = busy
+        self._busy = [busy]
         """Whether a partition holds something live (a question, an approval wait, a running call): never given
-        back to even out the shares."""
+        back to even out the shares (`keep_busy`)."""
         self._keys = [advisory_key(f"partition {bot_id} {n}") for n in range(PARTITIONS)]
         self._owned: dict[int, int] = {}
         self._touched: dict[int, float] = {}
@@ -135,8 +129,8 @@ class Partitions:
         """Set to start the next heartbeat now (a check waits for it)."""
         self._acquired: list[Callable[[Mapping[int, int]], None]] = []
         self._lost: list[Callable[[frozenset[int]], None]] = []
-        self.draining = False
-        """Set at the start of a drain: nothing more is taken (what is held is given back at its end)."""
+        self._draining = False
+        """Set at the start of a drain (`drain`): nothing more is taken (what is held is given back at its end)."""
         self.takeovers = 0
         """Partitions taken from another instance that still named itself their owner (`/metrics`)."""
         self.pid: int | None = None
@@ -204,6 +198,58 @@ class Partitions:
         """Call `callback(partition -> epoch)` with the partitions each heartbeat takes (runs on the event loop;
         must not block: start a task for the work)."""
         self._acquired.append(callback)
+
+    def keep_busy(self, busy: Callable[[int], bool]) -> None:
+        """Never give back a partition `busy(partition)` says holds something live (besides the others said)."""
+        self._busy.append(busy)
+
+    def _busy_now(self, partition: int) -> bool:
+        return any(busy(partition) for busy in self._busy)
+
+    def drain(self) -> None:
+        """A drain began: take nothing more (what is held is given back at the end of `run`)."""
+        self._draining = True
+
+    @property
+    def draining(self) -> bool:
+        return self._draining
+
+    def refused(self, conn: Any, writes: Sequence[tuple[str, ...]]) -> set[int]:
+        """The fence of kept-question writes (`bot.core.fleet.Fence`): the places in `writes` that change a kept
+        question whose user's partition has another epoch than this instance took it with. The partitions' rows
+        are locked `FOR SHARE` until `conn`'s transaction ends (a takeover, which bumps the epoch under `FOR
+        UPDATE`, waits for the write or comes first). A new question (no ids) is not fenced: it is asked by
+        whichever instance runs the call (an agent's call may land on any)."""
+        ids = [i for question_ids in writes for i in question_ids]
+        if not ids:
+            return set()
+        epochs: dict[int, int] = {}
+        partition_of_question: dict[str, int] = {}
+        found = conn.execute(
+            select(rounds.c.id, fleet_partitions.c.partition, fleet_partitions.c.epoch)
+            .join_from(
+                rounds,
+                fleet_partitions,
+                and_(
+                    fleet_partitions.c.bot_id == self.bot_id,
+                    fleet_partitions.c.partition == rounds.c.user_id % PARTITIONS,
+                ),
+            )
+            .where(rounds.c.id.in_(ids))
+            .with_for_update(read=True, of=fleet_partitions)
+        ).all()
+        for question, partition, epoch in found:
+            partition_of_question[question] = partition
+            epochs[partition] = epoch
+
+        def stale(partition: int | None) -> bool:
+            return partition is not None and self.epoch(partition) != epochs.get(partition)
+
+        return {
+            place
+            for place, question_ids in enumerate(writes)
+            if any(stale(partition_of_question.get(i)) for i in question_ids)
+        }
 
     def on_lost(self, callback: Callable[[frozenset[int]], None]) -> None:
         """Call `callback(partitions)` when partitions are given back or lost (the lock session died: all)."""
@@ -301,7 +347,7 @@ class Partitions:
             self.bot_id,
             self.instance,
         )
-        if self.draining:
+        if self._draining:
             return
         share = math.ceil(PARTITIONS / max(1, await self._live(conn)))
         if len(self._owned) > share:
@@ -411,9 +457,10 @@ class Partitions:
         return held
 
     async def _give_back(self, conn: asyncpg.Connection, extra: int) -> None:
-        idle = [p for p in sorted(self._owned) if self._quiet(p) and not self._held[p] and not self.busy(p)][
-            :extra
+        idle = [
+            p for p in sorted(self._owned) if self._quiet(p) and not self._held[p] and not self._busy_now(p)
         ]
+        idle = idle[:extra]
         if idle:
             await self._release(conn, frozenset(idle))
             logger.info("partitions: gave back %d (%d owned)", len(idle), len(self._owned))

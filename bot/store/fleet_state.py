@@ -1,7 +1,9 @@
 """What the instances of a fleet share besides the questions, in rows, with the bus to wake each other. Does I/O.
 
 A load balancer sends any HTTP request to any instance, and after a takeover a person's taps reach another
-instance than the one that showed them a list. Three things that one process kept in memory live here instead:
+instance than the one that showed them a list. Three things that one process keeps in memory (`shares_of`:
+`bot.core.fleet`'s `LocalRelay` and `LocalLaunches`, the same shapes) live here instead; the two relays are
+`bot.core.fleet.Relay`s (write, announce, claim by compare-and-set, settle, a bounded wait for the outcome):
 
 - Mini App launches (`miniapp_launches`): a launch answers a form once, fleet-wide. The row's insert is the
   compare-and-set (`ON CONFLICT DO NOTHING`: of two instances racing, exactly one inserts).
@@ -23,11 +25,9 @@ anyway, so one lost while the listener reconnects costs a second, not the answer
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -40,10 +40,20 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.config import Config
 from bot.core import Origin
-from bot.store.bus import FleetBus
+from bot.core.fleet import Bus, Fleet
+from bot.core.relay import (
+    LocalSignIns,
+    LocalToolLists,
+    MiniAppAnswer,
+    MiniAppShare,
+    SignInOutcome,
+    SignInShare,
+    ToolListShare,
+    state_key,
+)
+from bot.store.budget import ALONE_BUDGET, OwnBudget, TelegramBudget, fleet_budget
 from bot.store.crypto import Sealer, Unreadable
 from bot.store.errors import StoreUnavailable, unavailable_as
-from bot.store.rounds import RoundStore
 from bot.store.store import Store
 from bot.store.tables import miniapp_answers, miniapp_launches, oauth_pending, tool_lists
 
@@ -51,12 +61,11 @@ __all__ = [
     "ANSWER_TOPIC",
     "SIGNIN_TOPIC",
     "Announcements",
-    "FleetState",
-    "MiniAppAnswer",
     "MiniAppRelay",
     "PendingSignIns",
+    "Shares",
     "ToolLists",
-    "state_key",
+    "shares_of",
 ]
 
 logger = logging.getLogger(__name__)
@@ -73,16 +82,11 @@ KEEP_S: Final = 3600.0
 T = TypeVar("T")
 
 
-def state_key(state: str) -> str:
-    """The row key of an OAuth `state`: its SHA-256 (the state itself is a bearer value of the flow)."""
-    return hashlib.sha256(state.encode()).hexdigest()
-
-
 class Announcements:
     """What a bus topic announced (ids), and `None` for "the bus (re)connected: look at everything", in order,
     for one consumer task (`take`). `announce` and `sweep` are the topic's `on_message` and `on_connect`."""
 
-    def __init__(self, bus: FleetBus, topic: str) -> None:
+    def __init__(self, bus: Bus, topic: str) -> None:
         self._items: list[str | None] = []
         self._changed = anyio.Event()
         bus.subscribe(topic, self.announce, self.sweep)
@@ -92,7 +96,8 @@ class Announcements:
         self._changed.set()
 
     def sweep(self) -> None:
-        self._items.append(None)
+        if not self._items or self._items[-1] is not None:  # one look at everything covers those before it
+            self._items.append(None)
         self._changed.set()
 
     async def take(self) -> list[str | None]:
@@ -130,7 +135,7 @@ class Announcements:
 class _Wakeups:
     """Waiters on row ids, woken by a bus topic (and all of them after a reconnect: they may have missed one)."""
 
-    def __init__(self, bus: FleetBus, topic: str) -> None:
+    def __init__(self, bus: Bus, topic: str) -> None:
         self._events: dict[str, anyio.Event] = {}
         bus.subscribe(topic, self._wake, self._wake_all)
 
@@ -159,29 +164,30 @@ class _Wakeups:
 
 
 @dataclass(frozen=True, slots=True)
-class FleetState:
-    """What the instances of a fleet share through the database, and the bus that wakes them."""
+class Shares:
+    """What the bot's processes share besides the questions: alone, in memory; in a fleet, in rows with the bus."""
 
-    bus: FleetBus
-    miniapp: MiniAppRelay
-    tool_lists: ToolLists
-    rounds: RoundStore
-    """The kept questions: a Mini App page's prompt held by another instance is found by its token here."""
-    signins: PendingSignIns | None
-    """With `[storage] secret_key` (which OAuth needs): sign-ins waiting for their browser."""
+    miniapp: MiniAppShare
+    signins: SignInShare
+    tool_lists: ToolListShare
+    """`/tools` lists, so a tap works on any instance (alone, nobody else to find them)."""
+    budget: TelegramBudget | OwnBudget
+    """Telegram's flood limits shared by the fleet's instances (alone, its own buckets decide)."""
 
-    @staticmethod
-    def of(config: Config, store: Store, bus: FleetBus) -> FleetState:
-        """The fleet's shared state, woken by the process's `bus` (the bot builds one only when it may run beside
-        others: webhook mode on PostgreSQL; a single instance keeps all of it in memory, as before)."""
-        key = config.storage.secret_key if config.storage is not None else None
-        return FleetState(
-            bus,
-            MiniAppRelay(store.engine, bus),
-            ToolLists(store.engine),
-            store.rounds,
-            None if key is None else PendingSignIns(store.engine, bus, key.get()),
-        )
+
+def shares_of(config: Config, store: Store | None, fleet: Fleet) -> Shares:
+    """The shares of this process's `fleet`: in rows on its database when others share its bus (a fleet:
+    webhook mode on PostgreSQL), else in memory, as one process keeps them."""
+    key = config.storage.secret_key if config.storage is not None else None
+    if store is None or not fleet.bus.shared:
+        return Shares(MiniAppShare.alone(), LocalSignIns(), LocalToolLists(), ALONE_BUDGET)
+    relay = MiniAppRelay(store.engine, fleet.bus)
+    return Shares(
+        MiniAppShare(relay, relay, store.rounds.by_token),
+        LocalSignIns() if key is None else PendingSignIns(store.engine, fleet.bus, key.get()),
+        ToolLists(store.engine),
+        fleet_budget(config, store.engine),
+    )
 
 
 def _insert(engine: AsyncEngine) -> Any:
@@ -191,29 +197,19 @@ def _insert(engine: AsyncEngine) -> Any:
 # -- Mini App -----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class MiniAppAnswer:
-    """An answer from a page, in its row: for the prompt with `token`, from `user_id`."""
-
-    id: str
-    token: str
-    user_id: int
-    ok: bool
-    content: dict[str, Any] | None
-    reason: str | None
-
-
 class MiniAppRelay:
-    """Launches used once fleet-wide, and page answers carried to the instance that holds their prompt."""
+    """Launches used once fleet-wide (`Launches`), and page answers carried to the instance that holds their
+    prompt (`Relay`: the rows of `miniapp_answers`, announced on `miniapp`, settled on `miniapp_done`)."""
 
-    def __init__(self, engine: AsyncEngine, bus: FleetBus, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, engine: AsyncEngine, bus: Bus, *, clock: Callable[[], float] = time.time) -> None:
         self.engine = engine
         self.bus = bus
         self.clock = clock
+        self._heard = Announcements(bus, ANSWER_TOPIC)
         self._done = _Wakeups(bus, ANSWER_DONE_TOPIC)
 
     @unavailable_as("recording a Mini App launch")
-    async def use_launch(self, launch: str, expires: float) -> bool:
+    async def use(self, launch: str, expires: float) -> bool:
         """Mark the launch used; True for the first instance to do so, False when it was used before."""
         now = self.clock()
         async with self.engine.begin() as conn:
@@ -225,46 +221,38 @@ class MiniAppRelay:
         return bool(result.rowcount)
 
     @unavailable_as("releasing a Mini App launch")
-    async def release_launch(self, launch: str) -> None:
+    async def release(self, launch: str) -> None:
         """The launch's answer was not taken (the form had ended): the launch did nothing, as before it was used."""
         async with self.engine.begin() as conn:
             await conn.execute(delete(miniapp_launches).where(miniapp_launches.c.launch == launch))
 
     @unavailable_as("sending a Mini App answer")
-    async def send(
-        self, token: str, user_id: int, ok: bool, content: dict[str, Any] | None, reason: str | None
-    ) -> str:
-        """Write the answer for the prompt `token` and wake every instance (`miniapp`); its id."""
-        answer_id = str(uuid.uuid4())
+    async def send(self, key: str, item: MiniAppAnswer) -> bool:
+        """Write the answer for the prompt `item.token` under `key` and wake every instance (`miniapp`)."""
         now = self.clock()
-        answer = json.dumps({"ok": ok, "content": content, "reason": reason})
+        answer = json.dumps({"ok": item.ok, "content": item.content, "reason": item.reason})
         async with self.engine.begin() as conn:
             await conn.execute(delete(miniapp_answers).where(miniapp_answers.c.created < now - KEEP_S))
             await conn.execute(
                 insert(miniapp_answers).values(
-                    id=answer_id, token=token, user_id=user_id, answer=answer, state="sent", created=now
+                    id=key, token=item.token, user_id=item.user_id, answer=answer, state="sent", created=now
                 )
             )
-            await self.bus.publish(conn, ANSWER_TOPIC, answer_id)
-        return answer_id
+            await self.bus.publish(conn, ANSWER_TOPIC, key)
+        return True
 
     @unavailable_as("reading a Mini App answer")
-    async def unclaimed(self, answer_id: str) -> MiniAppAnswer | None:
+    async def peek(self, key: str) -> MiniAppAnswer | None:
         """The answer while nobody has claimed it (the holder reads it before it claims)."""
         async with self.engine.connect() as conn:
             row = (
                 await conn.execute(
                     select(miniapp_answers).where(
-                        miniapp_answers.c.id == answer_id, miniapp_answers.c.state == "sent"
+                        miniapp_answers.c.id == key, miniapp_answers.c.state == "sent"
                     )
                 )
             ).first()
-        if row is None:
-            return None
-        answer = json.loads(row.answer)
-        return MiniAppAnswer(
-            row.id, row.token, row.user_id, answer["ok"], answer["content"], answer["reason"]
-        )
+        return None if row is None else _answer(row.token, row.user_id, row.answer)
 
     @unavailable_as("listing Mini App answers")
     async def waiting(self) -> list[str]:
@@ -274,77 +262,92 @@ class MiniAppRelay:
         return [row.id for row in rows]
 
     @unavailable_as("claiming a Mini App answer")
-    async def claim(self, answer_id: str) -> bool:
-        """`sent` -> `claimed`: True for the one instance that may answer the prompt with it."""
-        return await self._move(answer_id, "sent", "claimed", publish=False)
+    async def claim(self, key: str) -> MiniAppAnswer | None:
+        """`sent` -> `claimed`: the answer for the one instance that may answer the prompt with it."""
+        async with self.engine.begin() as conn:
+            row = (
+                await conn.execute(
+                    update(miniapp_answers)
+                    .where(miniapp_answers.c.id == key, miniapp_answers.c.state == "sent")
+                    .values(state="claimed")
+                    .returning(miniapp_answers.c.token, miniapp_answers.c.user_id, miniapp_answers.c.answer)
+                )
+            ).first()
+        return None if row is None else _answer(row.token, row.user_id, row.answer)
 
     @unavailable_as("settling a Mini App answer")
-    async def settled(self, answer_id: str, taken: bool) -> None:
+    async def settle(self, key: str, outcome: bool) -> None:
         """`claimed` -> `taken` (the prompt took it) or `gone` (it had ended); the sender hears `miniapp_done`."""
-        await self._move(answer_id, "claimed", "taken" if taken else "gone", publish=True)
+        await self._move(key, "claimed", "taken" if outcome else "gone", publish=True)
 
-    async def outcome(self, answer_id: str, wait_s: float) -> bool | None:
+    async def outcome(self, key: str, wait_s: float, *, take_back: bool = False) -> bool | None:
         """Whether the prompt took the answer: True, False (it had ended), or None when no instance claimed it
-        within `wait_s` (then it never will: the answer is taken back)."""
+        within `wait_s` (with `take_back`, it never will: the answer is taken back)."""
 
         async def read() -> str | None:
-            state = await self._state(answer_id)
+            state = await self._state(key)
             return state if state in ("taken", "gone") else None
 
-        state = await self._done.until(answer_id, read, wait_s)
-        if state is None:
-            if await self._withdraw(answer_id):
+        state = await self._done.until(key, read, wait_s)
+        if state is None and take_back:
+            if await self._withdraw(key):
                 return None
             # Claimed just in time: the holder answers the prompt at once, so its word is a moment away.
-            state = await self._done.until(answer_id, read, wait_s)
+            state = await self._done.until(key, read, wait_s)
         return None if state is None else state == "taken"
 
+    async def serve(
+        self,
+        handle: Callable[[str], Coroutine[Any, Any, None]],
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Until cancelled: `handle` each answer announced; after the bus (re)connects, each unclaimed one."""
+        await self._heard.serve(handle, self.waiting, task_status=task_status)
+
     @unavailable_as("withdrawing a Mini App answer")
-    async def _withdraw(self, answer_id: str) -> bool:
-        return await self._move(answer_id, "sent", "expired", publish=False)
+    async def _withdraw(self, key: str) -> bool:
+        return await self._move(key, "sent", "expired", publish=False)
 
     @unavailable_as("reading a Mini App answer")
-    async def _state(self, answer_id: str) -> str | None:
+    async def _state(self, key: str) -> str | None:
         async with self.engine.connect() as conn:
-            state = await conn.scalar(
-                select(miniapp_answers.c.state).where(miniapp_answers.c.id == answer_id)
-            )
+            state = await conn.scalar(select(miniapp_answers.c.state).where(miniapp_answers.c.id == key))
         return None if state is None else str(state)
 
-    async def _move(self, answer_id: str, before: str, after: str, *, publish: bool) -> bool:
+    async def _move(self, key: str, before: str, after: str, *, publish: bool) -> bool:
         async with self.engine.begin() as conn:
             result = await conn.execute(
                 update(miniapp_answers)
-                .where(miniapp_answers.c.id == answer_id, miniapp_answers.c.state == before)
+                .where(miniapp_answers.c.id == key, miniapp_answers.c.state == before)
                 .values(state=after)
             )
             if result.rowcount and publish:
-                await self.bus.publish(conn, ANSWER_DONE_TOPIC, answer_id)
+                await self.bus.publish(conn, ANSWER_DONE_TOPIC, key)
         return bool(result.rowcount)
+
+
+def _answer(token: str, user_id: int, text: str) -> MiniAppAnswer:
+    answer = json.loads(text)
+    return MiniAppAnswer(token, user_id, answer["ok"], answer["content"], answer["reason"])
 
 
 # -- OAuth sign-ins -----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class SignInOutcome:
-    """How a sign-in that came back ended: `ok`, or the reason the browser's page gives."""
-
-    ok: bool
-    reason: str
-
-
 class PendingSignIns:
     """Sign-ins waiting for their browser, by the SHA-256 of `state` (`bot.core.SignInRelay` for the OAuth side:
-    `opened`, `closed`), and the browser's return carried to the process whose flow waits on it."""
+    `opened`, `closed`), and the browser's return carried to the process whose flow waits on it (`Relay`: the rows
+    of `oauth_pending`, announced on `signin`, settled on `signin_done`)."""
 
     def __init__(
-        self, engine: AsyncEngine, bus: FleetBus, secret_key: str, *, clock: Callable[[], float] = time.time
+        self, engine: AsyncEngine, bus: Bus, secret_key: str, *, clock: Callable[[], float] = time.time
     ) -> None:
         self.engine = engine
         self.bus = bus
         self.clock = clock
         self._sealer = Sealer(secret_key)
+        self._heard = Announcements(bus, SIGNIN_TOPIC)
         self._done = _Wakeups(bus, SIGNIN_DONE_TOPIC)
 
     @unavailable_as("recording a pending sign-in")
@@ -376,10 +379,11 @@ class PendingSignIns:
             )
 
     @unavailable_as("handing over a sign-in's return")
-    async def returned(self, params: dict[str, str]) -> str | None:
-        """The browser came back with `params`: `waiting` -> `returned` (once), with them sealed, and the holder
-        woken (`signin`). The row's key, or None when the sign-in is unknown, already returned, or expired."""
-        key = state_key(params.get("state", ""))
+    async def send(self, key: str, item: dict[str, str]) -> bool:
+        """The browser came back with `item` (its parameters; `key` is `state_key` of their state): `waiting` ->
+        `returned` (once), with them sealed, and the holder woken (`signin`). False when the sign-in is unknown,
+        already returned, or expired."""
+        params = item
         sealed = self._sealer.seal(json.dumps(params), "oauth_pending:" + key)
         async with self.engine.begin() as conn:
             result = await conn.execute(
@@ -392,12 +396,23 @@ class PendingSignIns:
                 .values(status="returned", params=sealed)
             )
             if not result.rowcount:
-                return None
+                return False
             await self.bus.publish(conn, SIGNIN_TOPIC, key)
-        return key
+        return True
+
+    @unavailable_as("reading a sign-in's return")
+    async def peek(self, key: str) -> dict[str, str] | None:
+        """The browser's parameters while nobody has taken them."""
+        async with self.engine.connect() as conn:
+            sealed = await conn.scalar(
+                select(oauth_pending.c.params).where(
+                    oauth_pending.c.state == key, oauth_pending.c.status == "returned"
+                )
+            )
+        return None if sealed is None else self._open(key, sealed)
 
     @unavailable_as("taking a sign-in's return")
-    async def take(self, key: str) -> dict[str, str] | None:
+    async def claim(self, key: str) -> dict[str, str] | None:
         """`returned` -> `taken`: the browser's parameters for the one process that finishes the sign-in."""
         async with self.engine.begin() as conn:
             sealed = await conn.scalar(
@@ -406,8 +421,9 @@ class PendingSignIns:
                 .values(status="taken")
                 .returning(oauth_pending.c.params)  # the row as updated: the code goes when the outcome comes
             )
-        if sealed is None:
-            return None
+        return None if sealed is None else self._open(key, sealed)
+
+    def _open(self, key: str, sealed: str) -> dict[str, str] | None:
         try:
             params = json.loads(self._sealer.open(sealed, "oauth_pending:" + key))
         except Unreadable:
@@ -425,17 +441,27 @@ class PendingSignIns:
         return [row.state for row in rows]
 
     @unavailable_as("recording how a sign-in ended")
-    async def over(self, key: str, ok: bool, reason: str) -> None:
+    async def settle(self, key: str, outcome: SignInOutcome) -> None:
         async with self.engine.begin() as conn:
             await conn.execute(
                 update(oauth_pending)
                 .where(oauth_pending.c.state == key, oauth_pending.c.status == "taken")
-                .values(status="done" if ok else "failed", reason=reason, params=None)
+                .values(status="done" if outcome.ok else "failed", reason=outcome.reason, params=None)
             )
             await self.bus.publish(conn, SIGNIN_DONE_TOPIC, key)
 
-    async def outcome(self, key: str, wait_s: float) -> SignInOutcome | None:
-        """How the sign-in ended, once it has (None after `wait_s`)."""
+    async def serve(
+        self,
+        handle: Callable[[str], Coroutine[Any, Any, None]],
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Until cancelled: `handle` each return announced; after the bus (re)connects, each untaken one."""
+        await self._heard.serve(handle, self.waiting, task_status=task_status)
+
+    async def outcome(self, key: str, wait_s: float, *, take_back: bool = False) -> SignInOutcome | None:
+        """How the sign-in ended, once it has (None after `wait_s`; with `take_back`, a return nobody took by then
+        is dropped: a late take finds nothing)."""
 
         @unavailable_as("reading how a sign-in ended")
         async def read() -> SignInOutcome | None:
@@ -451,7 +477,19 @@ class PendingSignIns:
                 return None
             return SignInOutcome(row.status == "done", row.reason or "")
 
-        return await self._done.until(key, read, wait_s)
+        found = await self._done.until(key, read, wait_s)
+        if found is None and take_back:
+            await self._withdraw(key)
+        return found
+
+    @unavailable_as("taking back a sign-in's return")
+    async def _withdraw(self, key: str) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                delete(oauth_pending).where(
+                    oauth_pending.c.state == key, oauth_pending.c.status == "returned"
+                )
+            )
 
 
 # -- /tools lists -------------------------------------------------------------------------------------------

@@ -6,11 +6,11 @@ answer before it goes back to the server. Writes are group-committed by the stor
 transaction, in order (a flood of questions is a few transactions, not one each, and never a crowd of
 transactions queueing for SQLite's one write lock). JSON columns hold canonical JSON text.
 
-In a fleet (`fence`), every write is fenced by its user's partition (`bot.store.fleet`): in the write's
-transaction the partition's row is read `FOR SHARE` (so a takeover, which bumps the epoch under `FOR UPDATE`,
-waits for the write or comes first), and a write whose partition has another epoch than the one this instance
-took it with is left out and fails alone with `Fenced`: a paused instance's late write after a takeover never
-lands.
+Every write is fenced (`fence`, the fleet's: `bot.core.fleet.Fence`): in a fleet by its user's partition
+(`bot.store.fleet.Partitions.refused`: in the write's transaction the partition's row is read `FOR SHARE`, so a
+takeover, which bumps the epoch under `FOR UPDATE`, waits for the write or comes first), and a write whose
+partition has another epoch than the one this instance took it with is left out and fails alone with `Fenced`:
+a paused instance's late write after a takeover never lands. A process alone refuses nothing.
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import Connection, and_, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.core import Era, KeptQuestion, Origin
+from bot.core.fleet import ALONE, Fence
 from bot.store.audit import canonical_json
 from bot.store.errors import Fenced, unavailable_as
-from bot.store.fleet import PARTITIONS, Fence
-from bot.store.tables import fleet_partitions, rounds
+from bot.store.tables import rounds
 from bot.store.writer import Prepared, StoreWriter
 
 __all__ = ["RoundStore"]
@@ -69,7 +69,9 @@ def _update_of(columns: tuple[str, ...]) -> Prepared:
 class RoundStore:
     """The `rounds` table of one database; `_commit` is its only writer."""
 
-    def __init__(self, engine: AsyncEngine, writer: StoreWriter | None = None) -> None:
+    def __init__(
+        self, engine: AsyncEngine, writer: StoreWriter | None = None, *, fence: Fence = ALONE.fence
+    ) -> None:
         self.engine = engine
         self.writer = StoreWriter(engine, thread=False) if writer is None else writer
         """Commits the writes, in one transaction with whatever else is queued (the store's one writer)."""
@@ -77,8 +79,8 @@ class RoundStore:
         """Inserts and updates this process made (read by bench)."""
         self.transactions = 0
         """Transactions those writes took (read by bench and tests)."""
-        self.fence: Fence | None = None
-        """In a fleet: the epochs of this instance's partitions, which every write is fenced by."""
+        self.fence = fence
+        """What every write to a kept question is fenced by (in a fleet: this instance's partitions' epochs)."""
 
     async def keep(self, question: KeptQuestion) -> None:
         values = {
@@ -138,7 +140,7 @@ class RoundStore:
         touches each question once go as one statement per kind (and per set of columns updated), each with
         all their rows."""
         everything: Sequence[_Write] = items
-        refused = set() if self.fence is None else self._refused(conn, self.fence, everything)
+        refused = self.fence.refused(conn, [() if w.kind is _Kind.INSERT else w.ids for w in everything])
         batch = [w for i, w in enumerate(everything) if i not in refused]
         for stretch in _stretches(batch):
             rows = [w.values for w in stretch if w.kind is _Kind.INSERT]
@@ -167,41 +169,6 @@ class RoundStore:
             ]
 
         return committed
-
-    @staticmethod
-    def _refused(conn: Connection, fence: Fence, batch: Sequence[_Write]) -> set[int]:
-        """The places in `batch` of the writes to kept questions whose user's partition has another epoch than
-        `fence` took it with; the partitions' rows are locked `FOR SHARE` until the transaction ends. A new
-        question is not fenced: it is asked by whichever instance runs the call (an agent's call may land on any)."""
-        ids = [i for w in batch if w.kind is not _Kind.INSERT for i in w.ids]
-        epochs: dict[int, int] = {}
-        partition_of_question: dict[str, int] = {}
-        if ids:
-            rows = conn.execute(
-                select(rounds.c.id, fleet_partitions.c.partition, fleet_partitions.c.epoch)
-                .join_from(
-                    rounds,
-                    fleet_partitions,
-                    and_(
-                        fleet_partitions.c.bot_id == fence.bot_id,
-                        fleet_partitions.c.partition == rounds.c.user_id % PARTITIONS,
-                    ),
-                )
-                .where(rounds.c.id.in_(ids))
-                .with_for_update(read=True, of=fleet_partitions)
-            ).all()
-            for question, partition, epoch in rows:
-                partition_of_question[question] = partition
-                epochs[partition] = epoch
-
-        def stale(partition: int | None) -> bool:
-            return partition is not None and fence.epoch(partition) != epochs.get(partition)
-
-        refused = set()
-        for place, write in enumerate(batch):
-            if write.kind is not _Kind.INSERT and any(stale(partition_of_question.get(i)) for i in write.ids):
-                refused.add(place)
-        return refused
 
     def rolled_back(self, exc: SQLAlchemyError, attempt: int) -> bool:
         return False

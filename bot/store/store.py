@@ -12,6 +12,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.config import AuditContent, Config, StorageConfig, TelegramMode
+from bot.core.fleet import ALONE, Fleet
 from bot.store.agents import AgentStore
 from bot.store.approvals import ApprovalStore
 from bot.store.audit import AuditEvent, AuditLog
@@ -74,9 +75,11 @@ class Store:
 
 @asynccontextmanager
 async def open_store(
-    storage: StorageConfig, content: AuditContent = AuditContent.FULL
+    storage: StorageConfig, content: AuditContent = AuditContent.FULL, *, fleet: Fleet = ALONE
 ) -> AsyncIterator[Store]:
-    """Open the database (creating a SQLite file on first run), upgrade its schema, close it on exit.
+    """Open the database (creating a SQLite file on first run), upgrade its schema, close it on exit. `fleet` is
+    the process's (`bot.store.postgres_fleet.fleet_of`): the approvals publish decisions on its bus, the kept
+    questions' writes are fenced by it.
 
     Raises:
         AuditUnsealed: with a key, the audit chain has rows but no seal (`bot.store.audit_seal`).
@@ -106,8 +109,8 @@ async def open_store(
             engine,
             log,
             AuditObserver(log, content),
-            ApprovalStore(engine, log, content),
-            RoundStore(engine, writer),
+            ApprovalStore(engine, log, content, bus=fleet.bus),
+            RoundStore(engine, writer, fence=fleet.fence),
             AgentStore(engine, log=log),
             InboxStore(engine),
             signins,
@@ -166,8 +169,10 @@ async def _seal(log: AuditLog, storage: StorageConfig) -> str | None:
 
 
 @asynccontextmanager
-async def open_configured_store(config: Config, *, claim: bool = False) -> AsyncIterator[Store | None]:
-    """The configured database (`open_store`), or None when the config has none.
+async def open_configured_store(
+    config: Config, *, claim: bool = False, fleet: Fleet = ALONE
+) -> AsyncIterator[Store | None]:
+    """The configured database (`open_store`, in `fleet`), or None when the config has none.
 
     With `claim` (the Telegram bot), this process first takes its place on the database for as long as the
     store is open (`bot.store.instances`), before it reads or writes anything there.
@@ -186,4 +191,4 @@ async def open_configured_store(config: Config, *, claim: bool = False) -> Async
             await stack.enter_async_context(
                 claim_instance(config.storage.url.get(), polling_bot=bot_id if polling else None)
             )
-        yield await stack.enter_async_context(open_store(config.storage, config.audit.content))
+        yield await stack.enter_async_context(open_store(config.storage, config.audit.content, fleet=fleet))

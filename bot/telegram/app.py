@@ -9,29 +9,23 @@ the task that entered the MCP sessions (anyio contexts must be left by the task 
 
 from __future__ import annotations
 
-import functools
 import gc
 import logging
 import signal
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
 from telegram.ext import Application
 
 from bot.config import Config, TelegramMode
 from bot.core import PromptRegistry, RoundBook
-from bot.servers.hub import Hub
-from bot.store import Store
 from bot.store.errors import SecondInstance
 from bot.telegram.api_watch import ANOTHER_POLLER, ApiWatch
 from bot.telegram.drain import drain, take_answers
 from bot.telegram.handlers import agents, commands, second_factor
 from bot.telegram.handlers.deps import Deps
 from bot.telegram.handlers.register import register
-from bot.telegram.parts import BotParts, Endpoint, FleetMember
-from bot.telegram.restore import restore_kept
+from bot.telegram.parts import BotParts, Endpoint
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolRunner
 
@@ -69,7 +63,7 @@ async def serve(
             await app.start()
             try:
                 # Before updates (polled or delivered): a tap on a kept card finds it.
-                await _restore(store, fleet, surface, parts.runner, hub, tg, fleet_done)
+                await parts.place.start(tg, fleet_done)
                 if approvals is not None:
                     await approvals.start(tg)
                 if web is not None:
@@ -82,10 +76,7 @@ async def serve(
                 if ready is not None:
                     ready.set()
                 await _until_stopped(stop, draining, parts.watch)
-                if fleet is not None:
-                    fleet.partitions.draining = (
-                        True  # takes nothing more; what it holds is given back at the end
-                    )
+                fleet.drain()  # takes nothing more; what it holds is given back at the end
                 if draining.is_set() and not stop.is_set():
                     book = None if store is None else store.rounds
                     await _drain(config, app, parts.runner, parts.prompts, surface, stop, book)
@@ -184,38 +175,6 @@ async def _drain(
             polling.start_soon(take_answers, app, surface.answers_a_card, ALLOWED_UPDATES)
         await drain(app, runner, prompts, config.run.drain_s, stop, book, surface)
         polling.cancel_scope.cancel()
-
-
-async def _restore(
-    store: Store | None,
-    fleet: FleetMember | None,
-    surface: TelegramSurface,
-    runner: ToolRunner,
-    hub: Hub,
-    tg: TaskGroup,
-    done: anyio.Event,
-) -> None:
-    """The questions kept from before, taken back up: all of them, or in a fleet those of the partitions owned
-    (the partitions first: their first heartbeat takes a fair share; they and the bus run until `done`)."""
-    if fleet is not None:
-        await tg.start(_until, done, fleet.partitions.run)
-        await fleet.takeovers.restore(tg)
-        await tg.start(_until, done, functools.partial(fleet.takeovers.run, tg))
-        await tg.start(_until, done, fleet.bus.run)
-    elif store is not None:
-        servers = set(hub.server_names())
-        await restore_kept(store.rounds, surface, runner, store.observer, tg, servers=servers)
-
-
-async def _until(
-    done: anyio.Event, run: Callable[..., Any], *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-) -> None:
-    """`run` (a service with `task_status`) started, and cancelled once `done` is set."""
-    async with anyio.create_task_group() as inner:
-        await inner.start(run)
-        task_status.started()
-        await done.wait()
-        inner.cancel_scope.cancel()
 
 
 async def _start_updates(app: Application, config: Config, watch: ApiWatch) -> None:  # type: ignore[type-arg]

@@ -1,5 +1,8 @@
-"""This instance's part in a fleet (docs/fleet.md): the partitions it owns, and what it takes over with them. Does
-I/O (store, Bot API).
+"""This process's part in the bot's processes, as the Telegram host runs it (docs/fleet.md): alone, or an instance
+of a fleet with the partitions it owns and what it takes over with them. Does I/O (store, Bot API).
+
+The composition (`bot.compose.telegram`) builds the one that fits the process's `Fleet`: `InFleet` for an instance
+of a fleet on PostgreSQL, `AloneRestore` for a process on its own.
 
 At start an instance restores only the kept questions of the users it owns (never another live instance's).
 Whenever it takes more partitions later (another instance died, stalled or gave them back), it runs the restart
@@ -10,19 +13,25 @@ order, by one task, so a take during the start's own restore waits for it.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from bot.core import KeptQuestion, Observer, PromptRegistry, RoundBook
+from bot.servers.hub import Hub
+from bot.store import Store
 from bot.store.fleet import Partitions, partition_of
+from bot.store.postgres_fleet import PostgresFleet
+from bot.telegram.approvals import TelegramApprovals
 from bot.telegram.restore import restore_kept
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolRunner
 
-__all__ = ["Takeovers"]
+__all__ = ["AloneRestore", "FleetPart", "InFleet", "Takeovers"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,3 +104,99 @@ class Takeovers:
             except Exception:
                 logger.exception("could not adopt the approvals of %d partition(s) taken", len(taken))
         return resumed
+
+
+class FleetPart(Protocol):
+    """This process's part, as the host runs it."""
+
+    async def start(self, tg: TaskGroup, done: anyio.Event) -> None:
+        """Before updates: the kept questions taken back up (alone: all of them; in a fleet: those of the
+        partitions owned, the partitions first), and what keeps the fleet's view fresh started in `tg` until
+        `done` is set."""
+        ...
+
+
+class AloneRestore:
+    """A process on its own: at start, every kept question taken back up."""
+
+    def __init__(self, store: Store | None, surface: TelegramSurface, runner: ToolRunner, hub: Hub) -> None:
+        self._store = store
+        self._surface = surface
+        self._runner = runner
+        self._hub = hub
+
+    async def start(self, tg: TaskGroup, done: anyio.Event) -> None:
+        if self._store is not None:
+            servers = set(self._hub.server_names())
+            await restore_kept(
+                self._store.rounds, self._surface, self._runner, self._store.observer, tg, servers=servers
+            )
+
+
+class InFleet:
+    """An instance of a fleet: its partitions' heartbeats, the takeovers, the bus."""
+
+    def __init__(
+        self,
+        fleet: PostgresFleet,
+        store: Store,
+        prompts: PromptRegistry,
+        runner: ToolRunner,
+        surface: TelegramSurface,
+        hub: Hub,
+        approvals: TelegramApprovals | None,
+    ) -> None:
+        self._fleet = fleet
+        partitions = fleet.partitions
+
+        def busy(partition: int) -> bool:
+            """Something live in the partition: an open question or a running call (never given back)."""
+            return any(partition_of(p.origin.user_id) == partition for p in prompts.pending()) or any(
+                partition_of(user) == partition for user in runner.users_running()
+            )
+
+        def lost(partitions_lost: frozenset[int]) -> None:
+            """Drop, here, everything held for the people of partitions taken over or given back (given back ones
+            hold nothing: `busy`); their questions stay kept for the new owner."""
+
+            def theirs(user_id: int) -> bool:
+                return partition_of(user_id) in partitions_lost
+
+            runs, cards = runner.leave(theirs), surface.drop(theirs)
+            if runs or cards:
+                logger.warning(
+                    "partitions: %d lost; dropped %d call(s) and %d card(s) of their people here",
+                    len(partitions_lost),
+                    runs,
+                    cards,
+                )
+
+        partitions.keep_busy(busy)
+        partitions.on_lost(lost)
+        self._takeovers = Takeovers(
+            partitions,
+            store.rounds,
+            surface,
+            runner,
+            prompts,
+            store.observer,
+            set(hub.server_names()),
+            None if approvals is None else approvals.service.adopt,
+        )
+
+    async def start(self, tg: TaskGroup, done: anyio.Event) -> None:
+        await tg.start(_until, done, self._fleet.run)
+        await self._takeovers.restore(tg)
+        await tg.start(_until, done, functools.partial(self._takeovers.run, tg))
+        await tg.start(_until, done, self._fleet.listen)
+
+
+async def _until(
+    done: anyio.Event, run: Callable[..., Any], *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """`run` (a service with `task_status`) started, and cancelled once `done` is set."""
+    async with anyio.create_task_group() as inner:
+        await inner.start(run)
+        task_status.started()
+        await done.wait()
+        inner.cancel_scope.cancel()

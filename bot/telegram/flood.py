@@ -16,7 +16,8 @@ its wait bounded by the pool's timeout.
 In a fleet (several instances of one bot on PostgreSQL, webhook mode) Telegram still counts the bot's messages,
 not each instance's: the overall rate and the group buckets are then booked in the database as well (`fleet`,
 `bot.store.budget.TelegramBudget`: one short statement per send, the database's clock deciding), and a 429 seen
-by one instance pauses all of them. Private chats' buckets and the order within one instance (cards first) stay
+by one instance pauses all of them. A process alone has a budget that books nothing (`ALONE_BUDGET`): its own
+buckets decide, with no round trip and no wait added. Private chats' buckets and the order within one instance (cards first) stay
 here: the fleet's overall place is booked only once a request's turn came here, one at a time, so what waits
 for the fleet waits in this instance's own queue. When the database cannot be reached, these buckets alone
 decide until it is back.
@@ -42,6 +43,7 @@ from telegram.error import RetryAfter
 from telegram.ext import BaseRateLimiter
 
 from bot.errors import ToolnexusError
+from bot.store.budget import ALONE_BUDGET
 from bot.telegram.request import on_written
 
 logger = logging.getLogger(__name__)
@@ -91,12 +93,12 @@ _AFTER_CARDS: ContextVar[bool] = ContextVar("flood_after_cards", default=False)
 
 
 class FleetBudget(Protocol):
-    """Buckets shared by every instance of the bot (`bot.store.budget.TelegramBudget`)."""
+    """Buckets shared by every instance of the bot (`bot.store.budget.TelegramBudget`; alone, `ALONE_BUDGET`)."""
 
     async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
         """Book the next place in a group's bucket (its chat id or @name), or the overall one (None): the
-        seconds to wait for it, or None when the shared buckets cannot be reached (then this instance's own
-        decide)."""
+        seconds to wait for it, or None when nothing shared was booked (a process alone, or the shared buckets
+        out of reach: this instance's own decide)."""
         ...
 
     async def pause(self, seconds: float) -> None:
@@ -254,8 +256,8 @@ class FloodLimiter(BaseRateLimiter[int]):
     Requests with a `chat_id` count overall; those to a group or channel (a negative id or an `@name`) also
     count against that chat's bucket, and new messages to a private chat against that chat's. A limit of 0
     turns its buckets off. `rate_limit_args`, where PTB passes it, overrides `max_retries` for one call.
-    `clock` and `sleep` are the time it goes by (tests pass in a virtual one). `fleet` (None on a single
-    instance) shares the overall and group buckets with the bot's other instances. `in_flight` caps the requests
+    `clock` and `sleep` are the time it goes by (tests pass in a virtual one). `fleet` shares the overall and
+    group buckets with the bot's other instances (alone, `ALONE_BUDGET` books nothing). `in_flight` caps the requests
     sent and not yet answered (0: no cap).
 
     Overall, a card (`card_first`) books its place when it arrives; any other request waits in one queue, in
@@ -279,7 +281,7 @@ class FloodLimiter(BaseRateLimiter[int]):
         max_overtaken: int = MAX_OVERTAKEN,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-        fleet: FleetBudget | None = None,
+        fleet: FleetBudget = ALONE_BUDGET,
         in_flight: int = IN_FLIGHT,
     ) -> None:
         self._overall = (
@@ -321,7 +323,7 @@ class FloodLimiter(BaseRateLimiter[int]):
         """When the last card was answered."""
         self._fleet = fleet
         self._fleet_interval = (1 + FLEET_LATE_S) / overall_per_s if overall_per_s else 0.0
-        self._fleet_gate = anyio.Lock()
+        self._fleet_gate = anyio.Lock(fast_acquire=True)
         """One request at a time books the fleet's overall place and waits for it: the others wait here, in
         this instance's order, and the fleet's places go to the instances in turn."""
 
@@ -350,14 +352,14 @@ class FloodLimiter(BaseRateLimiter[int]):
         self._cards_out += card
         try:
             while True:
-                shared_group = self._fleet is not None and await self._fleet_group(chat_id)
+                shared_group = await self._fleet_group(chat_id)
                 buckets = self._buckets(endpoint, chat_id, group=not shared_group)
                 overall = self._overall is not None and bool(buckets) and buckets[-1] is self._overall
                 try:
                     await self._turn(buckets, chat_id, card, withdraw)
                 except Withdrawn:
                     raise Withdrawn(endpoint) from None
-                if overall and self._fleet is not None:
+                if overall:
                     await self._fleet_turn()
                 slots = self._in_flight
                 if slots is not None:
@@ -381,8 +383,7 @@ class FloodLimiter(BaseRateLimiter[int]):
                         "Telegram asks to wait %.1f s (429 on %s): every request waits", pause, endpoint
                     )
                     self._resume_at = max(self._resume_at, self._clock() + pause)
-                    if self._fleet is not None:
-                        await self._fleet.pause(pause)  # every instance's, from the database's now
+                    await self._fleet.pause(pause)  # every instance's, from the database's now
                 finally:
                     if slots is not None:
                         slots.release()
@@ -429,9 +430,9 @@ class FloodLimiter(BaseRateLimiter[int]):
 
     async def _fleet_group(self, chat_id: object) -> bool:
         """In a fleet, book a group's place in its shared bucket and wait for it; whether it was (False: not a
-        group, no fleet, or the fleet's buckets unreachable: the local bucket decides)."""
+        group, or nothing shared booked: the local bucket decides)."""
         key = self._group_key(chat_id)
-        if self._fleet is None or key is None or self._group_limit is None:
+        if key is None or self._group_limit is None:
             return False
         burst, period = self._group_limit
         wait = await self._fleet.book(key, period / burst, period)
@@ -446,8 +447,7 @@ class FloodLimiter(BaseRateLimiter[int]):
         wait for it, one request at a time (see `_fleet_gate`). A request woken later than a quarter of
         `FLEET_LATE_S` after its place books again (up to `FLEET_REBOOKS` times), so that sends stay within
         the margin the places are spaced by. With the fleet's buckets unreachable it goes at once: this
-        instance's own buckets already spaced it."""
-        assert self._fleet is not None
+        instance's own buckets already spaced it (and alone, nothing is booked: no wait, no yield)."""
         async with self._fleet_gate:
             for _ in range(FLEET_REBOOKS + 1):
                 wait = await self._fleet.book(None, self._fleet_interval, self._fleet_interval)

@@ -14,20 +14,19 @@ from telegram.ext import Application
 
 from bot.config import Config
 from bot.core import PromptRegistry
+from bot.core.fleet import Fleet
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns
 from bot.store import Store
-from bot.store.bus import FleetBus
-from bot.store.fleet import Partitions
-from bot.store.fleet_state import FleetState
+from bot.store.fleet_state import Shares
 from bot.telegram.access import Access, Refusals
 from bot.telegram.api_watch import ApiWatch
 from bot.telegram.approvals import TelegramApprovals
-from bot.telegram.fleet import Takeovers
+from bot.telegram.fleet import FleetPart
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolButtons, ToolRunner
 
-__all__ = ["BotParts", "Endpoint", "FleetMember"]
+__all__ = ["BotParts", "Endpoint"]
 
 
 class Endpoint(Protocol):
@@ -37,16 +36,6 @@ class Endpoint(Protocol):
     async def run(self, *, task_status: TaskStatus[None] = ...) -> None: ...
 
     def stop(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class FleetMember:
-    """This instance's place in a fleet (PostgreSQL, webhook mode): the partitions of users it owns, the bus
-    that wakes the others, the takeovers of partitions whose owner went away."""
-
-    partitions: Partitions
-    bus: FleetBus
-    takeovers: Takeovers
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +58,10 @@ class BotParts:
     signins: SignIns | None
     approvals: TelegramApprovals | None
     """The approval cards of `[[approvals]]` (they need the database)."""
-    fleet_state: FleetState | None
-    """In a fleet: what the instances share in rows (Mini App answers, sign-in returns, `/tools` lists)."""
-    fleet: FleetMember | None
-    """In a fleet: this instance's partitions; None for the only instance, which owns every user."""
+    fleet: Fleet
+    """This process's part in the bot's processes (alone, or an instance of a fleet): whom it owns, its bus."""
+    shares: Shares
+    """What the processes share besides the questions (alone, in memory): Mini App answers, sign-in returns."""
+    place: FleetPart
+    """What the host starts before updates: the kept questions taken back up (in a fleet, those of the
+    partitions owned, with the partitions' heartbeats, the takeovers and the bus)."""

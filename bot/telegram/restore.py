@@ -44,9 +44,9 @@ async def restore_kept(
     tg: TaskGroup,
     *,
     servers: set[str],
-    owns: Callable[[KeptQuestion], bool] | None = None,
+    owns: Callable[[KeptQuestion], bool] = lambda question: True,
 ) -> int:
-    """Settle or take back up every kept question (in a fleet: those `owns` says are this instance's);
+    """Settle or take back up every kept question `owns` says is this process's (alone: all of them);
     resumed rounds run in `tg`. Returns how many rounds were taken back up. Call once Telegram is reachable and
     before updates are taken (of those users)."""
     try:
@@ -54,8 +54,7 @@ async def restore_kept(
     except Exception:
         logger.exception("could not read the questions kept from before the restart")
         return 0
-    if owns is not None:
-        questions = [q for q in questions if owns(q)]
+    questions = [q for q in questions if owns(q)]
     rounds: defaultdict[str, list[KeptQuestion]] = defaultdict(list)
     for question in questions:
         rounds[question.round_id].append(question)

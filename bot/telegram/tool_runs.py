@@ -28,9 +28,9 @@ from bot.core import (
     clip,
 )
 from bot.core.call_args import ArgumentCheck, asking_again, check_arguments, sub_schema, to_ask, unknown_text
+from bot.core.relay import ToolListShare
 from bot.servers.hub import Flight, Hub, Unavailable
 from bot.store.errors import StoreUnavailable
-from bot.store.fleet_state import ToolLists
 from bot.telegram.access import Access
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.flood import Withdrawn, after_cards, unless
@@ -142,13 +142,14 @@ class ToolButtons:
     The chat and the person are kept with the token: only whoever asked for the list may use its buttons, and
     the call runs where the list was asked for, whatever happened to the list's message since.
 
-    In a fleet (`lists`, in the database) a tap may be handled by another instance than the one that sent the
-    list (a takeover moved the person): that instance finds the list there. A list is kept `LIST_KEEP_S` (a
+    The fleet's `lists` keep them for the other processes: in a fleet (in the database) a tap may be handled by
+    another instance than the one that sent the list (a takeover moved the person), which finds the list there;
+    alone, there is no other process. A list is kept `LIST_KEEP_S` (a
     week): the chat shows it for as long as the person scrolls, and a week-old list still reads as the tools
     the person may run; an older one says it expired, and `/tools` gives a fresh one.
     """
 
-    def __init__(self, capacity: int = TOOL_LISTS_KEPT, lists: ToolLists | None = None) -> None:
+    def __init__(self, lists: ToolListShare, capacity: int = TOOL_LISTS_KEPT) -> None:
         self._entries: OrderedDict[str, tuple[str, list[str], Origin]] = OrderedDict()
         self._capacity = capacity
         self._lists = lists
@@ -159,17 +160,16 @@ class ToolButtons:
         self._entries[token] = (server, tools, origin)
         while len(self._entries) > self._capacity:
             self._entries.popitem(last=False)
-        if self._lists is not None:
-            try:
-                await self._lists.keep(token, server, tools, origin, LIST_KEEP_S)
-            except StoreUnavailable as exc:  # the list works here; a takeover would find it gone
-                logger.warning("a /tools list is kept by this instance only: %s", exc)
+        try:
+            await self._lists.keep(token, server, tools, origin, LIST_KEEP_S)
+        except StoreUnavailable as exc:  # the list works here; a takeover would find it gone
+            logger.warning("a /tools list is kept by this instance only: %s", exc)
         return token
 
     async def get(self, token: str, index: int) -> tuple[str, str, Origin] | None:
         """The server, the tool at `index` and who asked where; None when the list is unknown or expired."""
         entry = self._entries.get(token)
-        if entry is None and self._lists is not None:
+        if entry is None:
             try:
                 entry = await self._lists.get(token, LIST_KEEP_S)
             except StoreUnavailable as exc:

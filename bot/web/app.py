@@ -34,10 +34,10 @@ def build_app(
     webhook: Webhook | None = None,
     routes: Sequence[BaseRoute] = (),
     draining: Callable[[], bool] = lambda: False,
-    owning: Callable[[], int] | None = None,
+    owning: Callable[[], int | None] = lambda: None,
 ) -> Starlette:
     """The app: `running` says whether the bot is up, `reachable` whether Telegram answers (it may ask),
-    `draining` whether it is on its way out (SIGTERM), `owning` how many partitions it owns (in a fleet); `routes`
+    `draining` whether it is on its way out (SIGTERM), `owning` how many partitions it owns (None alone); `routes`
     are more of them (the Mini App's)."""
 
     async def healthz(request: Request) -> Response:
@@ -45,8 +45,9 @@ def build_app(
         telegram = up and await reachable()
         state = "draining" if leaving else "running" if up else "stopped"
         body: dict[str, Any] = {"bot": state, "telegram": "reachable" if telegram else "unreachable"}
-        if owning is not None:  # in a fleet: how many of the users' partitions this instance owns
-            body["partitions"] = {"owned": owning(), "of": PARTITIONS}
+        owned = owning()
+        if owned is not None:  # in a fleet: how many of the users' partitions this instance owns
+            body["partitions"] = {"owned": owned, "of": PARTITIONS}
         healthy = telegram and not leaving
         return JSONResponse(body, status_code=200 if healthy else 503, headers={"Cache-Control": "no-store"})
 

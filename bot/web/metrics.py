@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from bot.core import CallStatus, PromptRegistry
+from bot.core.fleet import ALONE
 from bot.servers.hub import AGENT_OUTCOMES, Hub
 from bot.servers.limits import Limit
 
@@ -49,11 +50,10 @@ class Redeliveries(Protocol):
 
 
 class FleetCounts(Protocol):
-    """What this instance of a fleet owns and took over (`bot.store.fleet.Partitions`)."""
+    """What this process owns and took over (`bot.core.fleet.Fleet`)."""
 
-    @property
-    def owned(self) -> Mapping[int, int]:
-        """Partition -> epoch, owned now."""
+    def owned_count(self) -> int | None:
+        """Partitions owned now; None alone (no partitions)."""
         ...
 
     @property
@@ -82,7 +82,7 @@ class _BotCollector(Collector):
         hub: Hub,
         watch: ApiCounts,
         webhook: Redeliveries | None,
-        fleet: FleetCounts | None = None,
+        fleet: FleetCounts,
         inbox: InboxCounts | None = None,
     ) -> None:
         self._prompts = prompts
@@ -149,11 +149,12 @@ class _BotCollector(Collector):
                 "Webhook deliveries of an update already recorded: answered 200, not handled again.",
                 self._webhook.redelivered,
             )
-        if self._fleet is not None:
+        owned = self._fleet.owned_count()
+        if owned is not None:  # an instance of a fleet (alone, a process has no partitions)
             yield GaugeMetricFamily(
                 "toolnexus_partitions_owned",
                 "Partitions of the users this instance of the fleet owns.",
-                len(self._fleet.owned),
+                owned,
             )
             yield CounterMetricFamily(
                 "toolnexus_takeovers",
@@ -180,7 +181,7 @@ def metrics_registry(
     hub: Hub,
     watch: ApiCounts,
     webhook: Redeliveries | None = None,
-    fleet: FleetCounts | None = None,
+    fleet: FleetCounts = ALONE,
     inbox: InboxCounts | None = None,
 ) -> CollectorRegistry:
     """A fresh registry with the bot's collector in it (and the webhook's redeliveries in webhook mode; the

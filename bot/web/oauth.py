@@ -8,11 +8,12 @@ means signed in; a refused code says what failed.
 With an https public URL, `/oauth/client-metadata.json` is the bot's Client ID Metadata Document: its URL is
 the client id the bot gives authorization servers that accept such documents.
 
-In a fleet (`FleetState` with sign-ins) the browser may come back to any instance, and only the one whose SDK
-flow waits on the state can finish it (it holds the PKCE verifier). The callback hands the browser's return over
-through the database (`PendingSignIns.returned`: once, sealed), and `SignInFleet` on the waiting instance takes
-it, lets the flow exchange the code, and writes how that went; the page waits for that (bounded, as on one
-instance) and says the same as it would there.
+The browser's return goes through the sign-ins' share (`bot.core.fleet.SignInShare`: in memory for a process
+alone, in rows in a fleet), the same way on one process as in a fleet. In a fleet the browser may come back to any
+instance, and only the one whose SDK flow waits on the state can finish it (it holds the PKCE verifier). The
+callback hands the browser's return over (`send`: once; in rows, sealed, so the code never travels in a
+notification), and `SignInFleet` on the waiting process claims it, lets the flow exchange the code, and settles
+how that went; the page waits for that (bounded) and says the same wherever it landed.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from bot.core.relay import SignInOutcome, SignInShare, state_key
 from bot.servers.oauth import CALLBACK_PATH, CLIENT_METADATA_PATH, SignIns, client_metadata_document
 from bot.servers.oauth.pending import EXCHANGE_WAIT_S, Delivery
 from bot.store.errors import StoreUnavailable
-from bot.store.fleet_state import SIGNIN_TOPIC, Announcements, PendingSignIns, state_key
 
 __all__ = ["SignInFleet", "callback_routes"]
 
@@ -47,25 +48,25 @@ _PAGE = """<!doctype html>
 
 
 class SignInFleet:
-    """The browser's return to a sign-in, wherever it lands in the fleet, carried to the process that waits."""
+    """The browser's return to a sign-in, wherever it lands (in a fleet: any instance), carried to the process
+    that waits, through the share `signins` records its waiting sign-ins in (`SignIns.relay`)."""
 
-    def __init__(self, signins: SignIns, pending: PendingSignIns) -> None:
+    def __init__(self, signins: SignIns) -> None:
         self.signins = signins
-        self.pending = pending
-        self._heard = Announcements(pending.bus, SIGNIN_TOPIC)
-        signins.relay = pending
+        self.pending: SignInShare = signins.relay
 
     async def deliver(self, params: dict[str, str]) -> Delivery:
         """The callback's outcome: the sign-in finished (by this process or the one whose flow waits), or why not."""
+        key = state_key(params.get("state", ""))
         try:
-            key = await self.pending.returned(params)
-            if key is None and self.signins.holds(params.get("state", "")):
+            sent = await self.pending.send(key, params)
+            if not sent and self.signins.holds(params.get("state", "")):
                 # Its row could not be written when it began (`SignIns` logged it): this instance alone has it.
                 return await self.signins.deliver(params).exchanged()
-            if key is None:
+            if not sent:
                 return Delivery(False, UNKNOWN)
             if self.signins.holds(params.get("state", "")):
-                await self._take(key)  # no need to wait for the bus: the flow is here
+                await self._take(key)  # no need to wait for the announcement: the flow is here
             outcome = await self.pending.outcome(key, EXCHANGE_WAIT_S + 5)
         except StoreUnavailable as exc:
             logger.warning("sign-in: the browser's return could not be passed on: %s", exc)
@@ -77,38 +78,34 @@ class SignInFleet:
         return Delivery(outcome.ok, outcome.reason)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Take each return the bus announces for a flow waiting here; after the bus (re)connects, every return
-        still untaken (one may have been announced while it was away)."""
-        await self._heard.serve(self._take, self.pending.waiting, task_status=task_status)
+        """Take each return announced for a flow waiting here (in a fleet, after the bus (re)connects, every
+        return still untaken: one may have been announced while it was away)."""
+        await self.pending.serve(self._take, task_status=task_status)
 
     async def _take(self, key: str) -> None:
         """The return `key` when its flow waits here: taken (once), delivered, exchanged, its outcome written."""
         if not any(state_key(state) == key for state in self.signins.waiting_states()):
             return
         try:
-            params = await self.pending.take(key)
+            params = await self.pending.claim(key)
             if params is None:
                 return  # taken already (by the callback's own shortcut, or a second wake-up)
             delivery = await self.signins.deliver(params).exchanged()
-            await self.pending.over(key, delivery.ok, delivery.reason)
+            await self.pending.settle(key, SignInOutcome(delivery.ok, delivery.reason))
         except StoreUnavailable as exc:
             logger.warning("sign-in: could not take a browser's return: %s", exc)
 
 
-def callback_routes(
-    signins: SignIns, bot_username: Callable[[], str | None], fleet: SignInFleet | None = None
-) -> list[BaseRoute]:
-    """The callback route (and the client metadata document); `bot_username()` makes the page's t.me link. With
-    `fleet`, the browser's return reaches the sign-in on whichever instance waits for it."""
+def callback_routes(fleet: SignInFleet, bot_username: Callable[[], str | None]) -> list[BaseRoute]:
+    """The callback route (and the client metadata document); `bot_username()` makes the page's t.me link. The
+    browser's return reaches the sign-in through `fleet`, on whichever process waits for it."""
+    signins = fleet.signins
 
     async def callback(request: Request) -> Response:
         username = bot_username()
         link = f"https://t.me/{username}" if username else "https://t.me/"
         params = {k: v for k, v in request.query_params.items()}
-        if fleet is not None:
-            delivery = await fleet.deliver(params)
-        else:
-            delivery = await signins.deliver(params).exchanged()
+        delivery = await fleet.deliver(params)
         if delivery.ok:
             title, text, status = "Signed in", "You can go back to Telegram.", 200
         else:

@@ -28,7 +28,7 @@ import hmac
 import json
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 from anyio.abc import TaskStatus
@@ -36,7 +36,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from telegram import Bot, Update
 
-from bot.store.bus import FleetBus
+from bot.core.fleet import Bus
 from bot.store.errors import StoreUnavailable
 from bot.store.fleet import Partitions, partition_of
 from bot.store.inbox import InboxStore, Waiting
@@ -47,6 +47,25 @@ logger = logging.getLogger(__name__)
 SECRET_HEADER: Final = "X-Telegram-Bot-Api-Secret-Token"
 MAX_BODY: Final = 1 << 20
 """Bytes; Telegram's updates are a few kilobytes."""
+
+
+class Router(Protocol):
+    """Which instance handles an update: this one (None), or the owner of its user, for whom it waits."""
+
+    def waiting(self, update: Update, body: bytes) -> Waiting | None:
+        """How `update` waits for its owner, or None when this process handles it now."""
+        ...
+
+
+class _HandledHere:
+    """A process alone handles every update it receives."""
+
+    def waiting(self, update: Update, body: bytes) -> Waiting | None:
+        return None
+
+
+HANDLED_HERE: Final[Router] = _HandledHere()
+"""The router of a process alone (the webhook's default)."""
 
 
 class Webhook:
@@ -60,7 +79,7 @@ class Webhook:
         takes: Callable[[Update], bool] = lambda u: True,
         inbox: InboxStore | None = None,
         bot_id: int = 0,
-        routing: Routing | None = None,
+        routing: Router = HANDLED_HERE,
         lean: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         """`lean` cuts, in place, what the bot never reads out of an update before PTB builds it (the Telegram
@@ -100,7 +119,7 @@ class Webhook:
         if not self._takes(update):
             return PlainTextResponse("Service Unavailable: the bot is restarting", status_code=503)
         # Recorded only once taken: an update refused while draining must find no row at the next process.
-        waiting = None if self._routing is None else self._routing.waiting(update, bytes(body))
+        waiting = self._routing.waiting(update, bytes(body))
         if self._inbox is not None:
             try:
                 first = await self._inbox.first(self._bot_id, update.update_id, waiting)
@@ -149,7 +168,7 @@ class Routing:
     def __init__(
         self,
         partitions: Partitions,
-        bus: FleetBus,
+        bus: Bus,
         inbox: InboxStore,
         bot: Bot,
         queue: asyncio.Queue[Any],

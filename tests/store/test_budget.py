@@ -7,7 +7,7 @@ import pytest
 
 from bot.config import Config, parse_config
 from bot.store import open_engine
-from bot.store.budget import TelegramBudget, fleet_budget
+from bot.store.budget import ALONE_BUDGET, TelegramBudget, fleet_budget
 
 pytestmark = pytest.mark.anyio
 
@@ -33,8 +33,8 @@ async def test_only_a_fleet_on_postgresql_in_webhook_mode_shares_the_budget(
         shared = fleet_budget(config(mode), engine)
     finally:
         await engine.dispose()
-    assert (shared is not None) == (mode == "webhook" and store_url.startswith("postgresql"))
-    assert fleet_budget(config(mode), None) is None
+    assert isinstance(shared, TelegramBudget) == (mode == "webhook" and store_url.startswith("postgresql"))
+    assert fleet_budget(config(mode), None) is ALONE_BUDGET
 
 
 async def test_a_bucket_gives_its_burst_at_once_then_one_place_an_interval_apart(postgresql_url: str) -> None:

@@ -105,7 +105,7 @@ async def test_partitions_with_live_state_are_not_given_back(
     await b.tick()
     # Over its share, A gives back only partitions with nothing live: the odd ones (32 of them, its whole excess).
     assert set(b.owned) == {p for p in range(PARTITIONS) if p % 2}
-    a.busy = lambda partition: True
+    a.keep_busy(lambda partition: True)
     c = await joined(
         fleet, postgresql_url
     )  # a share of 22 now: A is over it, but everything it holds is busy
@@ -149,13 +149,12 @@ async def test_a_stalled_holder_is_ended_and_its_late_writes_are_refused(
 ) -> None:
     a = await joined(fleet, postgresql_url)
     zombie_seen = Seen(a)
-    zombie_book, book = RoundStore(engine), RoundStore(engine)
-    zombie_book.fence = a
+    zombie_book = RoundStore(engine, fence=a)
     kept = question(1)  # user 1001
     await zombie_book.keep(kept)
     await zombie_book.progress(kept.id, {"version": 1})  # the owner writes
     b = await joined(fleet, postgresql_url)
-    book.fence = b
+    book = RoundStore(engine, fence=b)
     with pytest.raises(Fenced):  # not B's partition (yet): B cannot write it either
         await book.progress(kept.id, {"version": 99})
     assert b.owned == {}  # A's heartbeat is fresh: nothing is taken from it
@@ -193,14 +192,14 @@ async def test_a_drained_instance_gives_everything_back_and_takes_nothing_meanwh
     postgresql_url: str, engine: AsyncEngine, fleet: list[Partitions]
 ) -> None:
     a = await joined(fleet, postgresql_url)
-    a.draining = True  # SIGTERM: from now on it takes nothing
+    a.drain()  # SIGTERM: from now on it takes nothing
     b = await joined(fleet, postgresql_url)
     await a.release_all()  # the drain's end
     assert a.owned == {} and all(owner is None for owner, _ in (await epochs(engine)).values())
     await b.tick()
     assert len(b.owned) == PARTITIONS and b.takeovers == 0  # given back, not taken over
     c = await joined(fleet, postgresql_url)
-    c.draining = True
+    c.drain()
     await b.tick()  # B is over its share of two and gives back half...
     await c.tick()  # ...which the draining C does not take
     assert c.owned == {}

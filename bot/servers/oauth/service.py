@@ -31,8 +31,8 @@ from bot.core import (
     PromptRegistry,
     RoundBook,
     SignInBook,
-    SignInRelay,
 )
+from bot.core.relay import SignInShare
 from bot.errors import StoreUnavailable
 from bot.servers.keeper import RoundKeeper
 from bot.servers.oauth.account import Account, BoundAuth
@@ -67,13 +67,17 @@ def sign_ins(
     *,
     redirect_uri: str | None = None,
     book: RoundBook | None = None,
+    relay: SignInShare,
 ) -> SignIns | None:
     """The process's `SignIns` when a server uses OAuth and the host has a book for tokens; else None. With
-    `book`, sign-in cards waiting for their browser are kept there for the next process (`SignIns` says how)."""
+    `book`, sign-in cards waiting for their browser are kept there for the next process (`SignIns` says how);
+    `relay` keeps the sign-ins waiting for their browser where the callback finds them (the fleet's shares)."""
     if tokens is None or not any(server.oauth is not None for server in config.servers):
         return None
     paste = redirect_uri is None  # the console passes its own loopback address, and takes no pasted one
-    return SignIns(config, tokens, prompts, audit=audit, redirect_uri=redirect_uri, paste=paste, book=book)
+    return SignIns(
+        config, tokens, prompts, audit=audit, redirect_uri=redirect_uri, paste=paste, book=book, relay=relay
+    )
 
 
 class SignIns:
@@ -96,6 +100,7 @@ class SignIns:
         redirect_uri: str | None = None,
         paste: bool = True,
         book: RoundBook | None = None,
+        relay: SignInShare,
     ) -> None:
         self.config = config
         self.store = store
@@ -113,9 +118,9 @@ class SignIns:
         self._accounts: dict[tuple[int, str], Account] = {}
         self._pending: dict[str, Pending] = {}
         self.stopping = False
-        self.relay: SignInRelay | None = None
-        """In a fleet: where each sign-in waiting for its browser is written, so the callback finds it on any
-        instance (which hands the browser's return back here through `deliver`)."""
+        self.relay = relay
+        """Where each sign-in waiting for its browser is recorded, so the callback finds it (in a fleet, on any
+        instance, which hands the browser's return back here through `deliver`)."""
 
     def waiting_states(self) -> list[str]:
         """The states of this process's sign-ins still waiting for their browser."""
@@ -260,8 +265,6 @@ class SignIns:
 
     async def _relay_opened(self, pending: Pending) -> None:
         """Written for the fleet before the card shows its link; a failed write leaves it to this instance."""
-        if self.relay is None:
-            return
         expires = time.time() + max(0.0, pending.deadline - time.monotonic())
         try:
             await self.relay.opened(pending.state, pending.user_id, pending.server, expires)
@@ -269,8 +272,6 @@ class SignIns:
             logger.warning("sign-in to %s: only this instance can take its return: %s", pending.server, exc)
 
     async def _relay_closed(self, state: str) -> None:
-        if self.relay is None:
-            return
         try:
             await self.relay.closed(state)
         except StoreUnavailable as exc:

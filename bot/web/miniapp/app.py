@@ -12,13 +12,14 @@ learns nothing about tokens), then the person (403 unless it is the prompt's), t
 has ended). An accepted answer goes through `answer` (the surface's own path, which settles the card in the
 chat as usual); a second answer from the same launch gets 409. Nothing changes on any 4xx.
 
-In a fleet (`FleetState`: webhook mode on PostgreSQL) the load balancer sends the page's requests to any
-instance, and only one holds the prompt. Another finds it among the kept questions by its token (the form, who may
-answer, the deadline: enough for /form, /check and the checks of /answer), marks the launch used in its row (once,
-fleet-wide), and sends the answer through the database (`MiniAppRelay`): the holder claims it, answers the prompt,
-and says whether it was taken; the page hears that as if it had landed on the holder. When no instance claims it
-within `relay_wait_s` (its holder is gone, a takeover under way) the answer is taken back and the page gets 503:
-nothing was answered, and the person may submit again.
+What the Mini App shares with the bot's other processes (`bot.core.fleet.MiniAppShare`: in memory for a process
+alone, in rows in a fleet) takes every answer the same way. A launch is marked used (once, fleet-wide) before its
+answer goes. In a fleet the load balancer sends the page's requests to any instance, and only one holds the
+prompt; another finds it among the kept questions by its token (the form, who may answer, the deadline: enough for
+/form, /check and the checks of /answer) and sends the answer through the share's relay: the holder claims it,
+answers the prompt, and says whether it was taken; the page hears that as if it had landed on the holder. When
+no instance claims it within `relay_wait_s` (its holder is gone, a takeover under way) the answer is taken back
+and the page gets 503: nothing was answered, and the person may submit again.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from importlib.resources import files
 from typing import Any, Final
@@ -38,8 +40,8 @@ from starlette.routing import BaseRoute, Route
 
 from bot.config import MiniAppConfig
 from bot.core import KeptQuestion, Prompt, PromptRegistry
+from bot.core.relay import MiniAppAnswer, MiniAppShare
 from bot.store.errors import StoreUnavailable
-from bot.store.fleet_state import ANSWER_TOPIC, Announcements, FleetState
 from bot.web.bounded_json import TooDeep, loads
 from bot.web.miniapp.forms import page_form, read_answers, read_value, wants_page
 from bot.web.miniapp.initdata import Launch, Refused, check_init_data
@@ -97,8 +99,8 @@ class MiniApp:
         config: MiniAppConfig,
         public_url: str,
         *,
+        share: MiniAppShare,
         clock: Callable[[], float] = time.time,
-        fleet: FleetState | None = None,
         relay_wait_s: float = RELAY_WAIT_S,
     ) -> None:
         self._prompts = prompts
@@ -107,43 +109,37 @@ class MiniApp:
         self._config = config
         self._base = public_url.rstrip("/") + APP_PATH
         self._clock = clock
-        self._used: dict[str, float] = {}
-        """Launches (by signature) that answered a prompt, until they are too old to be taken anyway."""
         self._assets = {name: _asset(name) for name in _STATIC}
         self._page = _asset("page.html")
-        self._fleet = fleet
+        self._share = share
         self._relay_wait_s = relay_wait_s
-        self._heard = None if fleet is None else Announcements(fleet.bus, ANSWER_TOPIC)
 
     def services(self) -> list[Callable[..., Any]]:
-        """What runs beside the routes (`bot.web.server.Service`): in a fleet, taking answers sent to this
-        instance's prompts by the others."""
-        return [] if self._fleet is None else [self.run]
+        """What runs beside the routes (`bot.web.server.Service`): taking the answers relayed to this process's
+        prompts (in a fleet, sent by the others)."""
+        return [self.run]
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Take each answer the bus announces whose prompt this instance holds; after the bus (re)connects, every
-        answer still unclaimed (one may have been announced while it was away)."""
-        fleet, heard = self._fleet, self._heard
-        assert fleet is not None and heard is not None
-        await heard.serve(self._take, fleet.miniapp.waiting, task_status=task_status)
+        """Take each answer relayed whose prompt this process holds."""
+        await self._share.relay.serve(self._take, task_status=task_status)
 
-    async def _take(self, answer_id: str) -> None:
-        """The answer `answer_id`, when its prompt is held here: claimed (once, fleet-wide), given to the prompt,
-        and whether it was taken written back for the instance that took the page's request."""
-        fleet = self._fleet
-        assert fleet is not None
+    async def _take(self, key: str) -> None:
+        """The answer `key`, when its prompt is held here: claimed (once, fleet-wide), given to the prompt,
+        and whether it was taken settled for the process that took the page's request."""
+        relay = self._share.relay
         try:
-            sent = await fleet.miniapp.unclaimed(answer_id)
+            sent = await relay.peek(key)
             prompt = None if sent is None else self._prompts.get(sent.token)
             if sent is None or prompt is None or prompt.origin.user_id != sent.user_id:
-                return  # not this instance's (or already claimed)
-            if not await fleet.miniapp.claim(answer_id):
+                return  # not this process's (or already claimed)
+            sent = await relay.claim(key)
+            if sent is None:
                 return
             if sent.ok:
                 answer = Answer(prompt.request.id, ok=True, data=sent.content)
             else:
                 answer = Answer(prompt.request.id, ok=False, reason=sent.reason)
-            await fleet.miniapp.settled(answer_id, self._answer(prompt, answer))
+            await relay.settle(key, self._answer(prompt, answer))
         except StoreUnavailable as exc:
             logger.warning("mini app: could not take an answer sent by another instance: %s", exc)
 
@@ -199,8 +195,6 @@ class MiniApp:
         if isinstance(found, Response):
             return found
         prompt, launch, body = found
-        if launch.hash in self._used:
-            return _used()
         action = body.get("action")
         if action == "accept":
             assert prompt.form is not None
@@ -213,31 +207,28 @@ class MiniApp:
             answer = Answer(prompt.request.id, ok=False, reason=reason)
         else:
             return _refuse(400, "action must be accept, decline or cancel")
-        if self._fleet is not None:
-            return await self._answer_in_fleet(prompt, launch, answer, action)
-        if not self._answer(prompt, answer):
-            return _refuse(410, _ENDED)
-        self._remember(launch)
-        return _json({"ok": True, "action": action})
+        return await self._give(prompt, launch, answer, action)
 
-    async def _answer_in_fleet(self, prompt: Prompt, launch: Launch, answer: Answer, action: str) -> Response:
-        """The answer with the launch used once fleet-wide; straight to the prompt when it is held here, else
-        through the database to the instance that holds it."""
-        fleet = self._fleet
-        assert fleet is not None
+    async def _give(self, prompt: Prompt, launch: Launch, answer: Answer, action: str) -> Response:
+        """The answer with the launch used once (fleet-wide in a fleet); straight to the prompt when it is held
+        here, else through the share's relay to the process that holds it."""
+        share = self._share
         try:
-            if not await fleet.miniapp.use_launch(
+            if not await share.launches.use(
                 launch.hash, launch.auth_date + self._config.max_age_s + USED_KEPT_S
             ):
                 return _used()
             if self._prompts.get(prompt.token) is prompt:
                 taken: bool | None = self._answer(prompt, answer)
             else:
+                key = str(uuid.uuid4())
                 data = answer.data if answer.ok else None
-                sent = await fleet.miniapp.send(prompt.token, launch.user_id, answer.ok, data, answer.reason)
-                taken = await fleet.miniapp.outcome(sent, self._relay_wait_s)
+                await share.relay.send(
+                    key, MiniAppAnswer(prompt.token, launch.user_id, answer.ok, data, answer.reason)
+                )
+                taken = await share.relay.outcome(key, self._relay_wait_s, take_back=True)
             if not taken:
-                await fleet.miniapp.release_launch(launch.hash)
+                await share.launches.release(launch.hash)
         except StoreUnavailable as exc:
             logger.warning("mini app: an answer could not be passed on: %s", exc)
             return _refuse(503, "the bot cannot take this answer right now; try again in a moment")
@@ -259,9 +250,9 @@ class MiniApp:
             return _refuse(401, launch.reason)
         token = request.path_params["token"]
         prompt = self._prompts.get(token)
-        if prompt is None and self._fleet is not None:
+        if prompt is None:
             try:
-                prompt = _kept_prompt(await self._fleet.rounds.by_token(token), self._clock())
+                prompt = _kept_prompt(await self._share.kept(token), self._clock())
             except StoreUnavailable as exc:
                 logger.warning("mini app: could not look for a form held by another instance: %s", exc)
                 return _refuse(503, "the bot cannot open this form right now; try again in a moment")
@@ -271,12 +262,6 @@ class MiniApp:
         if prompt is None or not wants_page(prompt, self._config):
             return _refuse(410, _ENDED)
         return prompt, launch, body
-
-    def _remember(self, launch: Launch) -> None:
-        now = self._clock()
-        horizon = self._config.max_age_s + USED_KEPT_S
-        self._used = {h: at for h, at in self._used.items() if now - at <= horizon}
-        self._used[launch.hash] = launch.auth_date
 
 
 def _kept_prompt(question: KeptQuestion | None, now: float) -> Prompt | None:
