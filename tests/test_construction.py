@@ -32,21 +32,6 @@ ALLOWED: Final[Mapping[tuple[str, str], str]] = {
     ("bot/servers/oauth/sdk.py", "provider.context.token_expiry_time"): (
         "the SDK has no public way to say 'refresh now' (the function's docstring)"
     ),
-    (
-        "bot/servers/pool.py",
-        "conn.active_calls",
-    ): "the pool's count of a connection's calls (servers: not this round)",
-    ("bot/servers/pool.py", "conn.last_used"): "the pool's clock of a connection (servers: not this round)",
-    ("bot/servers/hub.py", "conn.tools"): "a connection's cached tool list (servers: not this round)",
-    ("bot/servers/elicitation.py", "conn.tools"): "a connection's cached tool list (servers: not this round)",
-    (
-        "bot/servers/oauth/service.py",
-        "account.exchange",
-    ): "an account's sign-in state (servers: not this round)",
-    (
-        "bot/servers/oauth/service.py",
-        "account.signed_out",
-    ): "an account's sign-in state (servers: not this round)",
 }
 """Named exceptions: (module path, assigned target) and why it is still here."""
 

@@ -256,6 +256,25 @@ class Connection:
             else transport
         )
 
+    def begin_call(self) -> None:
+        """A request borrows the session (it is not idle until the request ends)."""
+        self.active_calls += 1
+
+    def end_call(self, now: float) -> bool:
+        """The request ended at `now`; whether the session is now without requests."""
+        self.active_calls -= 1
+        self.last_used = now
+        return self.active_calls == 0
+
+    def keep_tools(self, tools: list[ToolInfo]) -> list[ToolInfo]:
+        """Cache the server's tool list (until `forget_tools`); the list."""
+        self.tools = tools
+        return tools
+
+    def forget_tools(self) -> None:
+        """The server said its tool list changed (`notifications/tools/list_changed`)."""
+        self.tools = None
+
     async def _heard(self, response: httpx2.Response) -> None:
         self._answer = (response.status_code, response.reason_phrase, response.headers.get("location"))
 

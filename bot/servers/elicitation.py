@@ -226,7 +226,7 @@ class Elicitations:
             if prompt is not None:
                 await self.prompts.settle_completed(prompt)
         elif isinstance(message, types.ToolListChangedNotification):
-            conn.tools = None
+            conn.forget_tools()
         elif isinstance(message, Exception):
             logger.debug("transport message from %s: %r", conn.server.name, message)
 

@@ -208,21 +208,22 @@ class Hub:
                             break
             except (MCPError, TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 raise Unavailable(name, await conn.why_failed(exc)) from exc
-            conn.tools = [
-                ToolInfo(
-                    server=name,
-                    name=t.name,
-                    title=t.title,
-                    description=t.description,
-                    input_schema=dict(t.input_schema),
-                    output_schema=None if t.output_schema is None else dict(t.output_schema),
-                    annotations=None
-                    if t.annotations is None
-                    else t.annotations.model_dump(by_alias=True, mode="json", exclude_none=True),
-                )
-                for t in tools
-            ]
-        return conn.tools
+            return conn.keep_tools(
+                [
+                    ToolInfo(
+                        server=name,
+                        name=t.name,
+                        title=t.title,
+                        description=t.description,
+                        input_schema=dict(t.input_schema),
+                        output_schema=None if t.output_schema is None else dict(t.output_schema),
+                        annotations=None
+                        if t.annotations is None
+                        else t.annotations.model_dump(by_alias=True, mode="json", exclude_none=True),
+                    )
+                    for t in tools
+                ]
+            )
 
     # -- calls -----------------------------------------------------------------------------------------
 

@@ -135,13 +135,11 @@ class Pool:
             Unavailable: the server cannot be reached (or is backing off after failing to connect).
         """
         conn = await self._connect(server, origin)
-        conn.active_calls += 1
+        conn.begin_call()
         try:
             yield conn
         finally:
-            conn.active_calls -= 1
-            conn.last_used = self._now()
-            if conn.active_calls == 0:
+            if conn.end_call(self._now()):
                 for prompt in self.prompts.drop_awaiting(conn.key):
                     await self.prompts.settle_completed(prompt)
 

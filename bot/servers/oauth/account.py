@@ -86,6 +86,14 @@ class Account:
             server.oauth.client_metadata_url or host.metadata_url,
         )
 
+    def sign_out(self) -> None:
+        """The person signed out: see `signed_out`."""
+        self.signed_out = True
+
+    def exchanging(self, pending: Pending) -> None:
+        """`pending`'s code is being exchanged for tokens (`exchange_over` settles it)."""
+        self.exchange = pending
+
     @property
     def issuer(self) -> str | None:
         return held_issuer(self.provider)

@@ -162,7 +162,7 @@ class SignIns:
         they were not signed in. The caller closes their open sessions on it."""
         account = self._accounts.pop((user_id, server.name), None)
         if account is not None:
-            account.signed_out = True
+            account.sign_out()
         found = await self.store.tokens(user_id, server.name)
         revoked = False
         if found is not None:
@@ -253,7 +253,7 @@ class SignIns:
             pending.consented = (
                 consented  # settled by `Account.exchange_over`, once the code is exchanged (or not)
             )
-            account.exchange = pending
+            account.exchanging(pending)
             return pending.result
         if pending.failure is None:
             pending.failure = "was not completed in time"
