@@ -405,9 +405,11 @@ def answer(state: FormState, step: Ask, data: st.DataObject, skipped: set[str]) 
     elif how == "button" and isinstance(f, BoolField):
         after = apply(state, SetBool(value))
     elif how == "button" and isinstance(f, MultiChoiceField):
-        for index, option in enumerate(f.options):
-            if (option.value in value) != (option.value in step.selected):
-                state = apply(state, Toggle(index))
+        # Off first, then on, as a person at `max_items` must (a toggle past the maximum is refused).
+        off = [i for i, o in enumerate(f.options) if o.value in step.selected and o.value not in value]
+        on = [i for i, o in enumerate(f.options) if o.value in value and o.value not in step.selected]
+        for index in off + on:
+            state = apply(state, Toggle(index))
         after = apply(state, Done())
     elif isinstance(f, ChoiceField | MultiChoiceField):
         chosen = [value] if isinstance(f, ChoiceField) else value
