@@ -18,6 +18,14 @@ the terminal tests of the console (a terminal is set up by the interpreter at st
 `tests/fleet/test_cold_start.py`, `tests/test_operations.py`, `keygen`, the operator's unprivileged runs, and the
 console whose environment sets `PYTHONUNBUFFERED` (read by the interpreter at start, so refused here too).
 
+The stdio MCP servers bots start are forked the same way where a test's config names them with `server_command`
+(`python -S tests/launcher.py SOCKET MODULE ARGS...` for `python -m MODULE ARGS...`): the bot starts the launcher
+as it would start the server, the launcher hands its stdio to the zygote on a socket of this user's
+(`_Zygote.servers`), passes signals on and ends as the server ended; a server whose launcher is killed kills itself.
+Each cold server start costs about 1.1 s of CPU importing the MCP SDK; the suite starts about a hundred.
+What is about a server process itself stays cold: `tests.fakes.servers.hung` and `exits` in `tests/servers/
+test_check.py` and the server-exit tests, and every server of a bot that runs as another user.
+
 The bench's bot, `python -m bench.botproc` (the installed command's `main` behind the bench's switches), is forked the
 same way for `tests/test_bench.py` (`BENCH`: `[*BENCH, ...]` as the command); the CPU guard's, under valgrind, is not.
 `TESTS_BOT_START=cold` in the environment starts every bot of these helpers cold as well (to compare, or to rule
@@ -33,12 +41,15 @@ import json
 import locale
 import os
 import resource
+import runpy
 import select
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,12 +60,23 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
-__all__ = ["BENCH", "EXE", "BotProcess", "open_bot", "run_bot", "run_bot_text"]
+__all__ = [
+    "BENCH",
+    "EXE",
+    "BotProcess",
+    "open_bot",
+    "run_bot",
+    "run_bot_text",
+    "server_command",
+    "server_toml",
+]
 
 EXE = Path(sys.executable).with_name("toolnexus-bot")
 BENCH = (sys.executable, "-m", "bench.botproc")
 """The bench's bot as `bench.scene` starts it; the rest of its command line is `bench.botproc`'s."""
 REPO = Path(__file__).resolve().parents[1]
+LAUNCHER = REPO / "tests" / "launcher.py"
+"""A stdio server's process as the bot sees it; the server itself forked here (`server_command`)."""
 COLD = os.environ.get("TESTS_BOT_START") == "cold"
 """Every bot from the installed command instead (to compare, or to rule the zygote out of a failure)."""
 _STATUS = struct.Struct("!i")
@@ -73,14 +95,21 @@ class _Zygote:
     def __init__(self) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.control = mine
+        self.folder = Path(tempfile.mkdtemp(prefix="toolnexus-zygote-"))
+        self.servers = self.folder / "servers"
+        """Where `tests/launcher.py` asks for a stdio server (a socket only this user can reach)."""
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        listener.bind(str(self.servers))
+        listener.listen(64)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.zygote", str(theirs.fileno())],
-            pass_fds=[theirs.fileno()],
+            [sys.executable, "-m", "tests.zygote", str(theirs.fileno()), str(listener.fileno())],
+            pass_fds=[theirs.fileno(), listener.fileno()],
             cwd=REPO,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
         )
         theirs.close()
+        listener.close()
         self.interpreter = _interpreter(os.environ)
         self.lock = threading.Lock()
         atexit.register(self.close)
@@ -88,6 +117,7 @@ class _Zygote:
     def close(self) -> None:
         self.control.close()  # the zygote ends at the end of its socket; bots still running keep running
         self.process.wait(timeout=30)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def fork(
         self, argv: Sequence[str], env: Mapping[str, str], cwd: str, stdio: Sequence[int]
@@ -309,6 +339,21 @@ class BotProcess(Process):
         return self._stdio.stderr
 
 
+def server_command(module: str, *args: str) -> list[str]:
+    """The command line of the stdio MCP server `python -m MODULE ARGS...` for a test's server config: the
+    server forked by this process's zygote when a bot starts it (`tests/launcher.py`), or started cold with
+    `TESTS_BOT_START=cold`. Only for bots of this user (the zygote's socket is this user's)."""
+    if COLD:
+        return [sys.executable, "-m", module, *args]
+    return [sys.executable, "-S", str(LAUNCHER), str(_the_zygote().servers), module, *args]
+
+
+def server_toml(module: str, *args: str) -> str:
+    """`server_command` as the `command` and `args` lines of a `[servers.<name>]` table."""
+    command, *rest = server_command(module, *args)
+    return f"command = {json.dumps(command)}\nargs = {json.dumps(rest)}\n"
+
+
 def _argv(command: Sequence[str | os.PathLike[str]]) -> list[str]:
     argv = [os.fspath(part) for part in command]
     if not argv or (argv[0] != str(EXE) and not _is_bench(argv)):
@@ -427,15 +472,38 @@ class _Request:
     umask: int
     files: int
     """The (soft) limit of open files."""
+    launcher: int = 0
+    """A stdio server's: the pid of the `tests/launcher.py` that asked for it (argv is `MODULE ARGS...`)."""
 
 
-def _serve(control: socket.socket) -> _Request | None:
-    """Fork a child per request until the control socket ends (None); in a child, its request."""
+def _serve(control: socket.socket, servers: socket.socket) -> _Request | None:
+    """Fork a child per request until the control socket ends (None); in a child, its request.
+
+    Bots are asked for on `control` by the test process; stdio servers on `servers`, each by its launcher on a
+    connection of its own."""
     children: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> pid, the connection to answer on
     poller = select.poll()
     poller.register(control, select.POLLIN)
+    poller.register(servers, select.POLLIN)
     while True:
         for fd, _event in poller.poll():
+            if fd == servers.fileno():
+                connection, _address = servers.accept()
+                try:
+                    message, fds, _flags, _address = socket.recv_fds(connection, _REQUEST_MAX, 3)
+                except OSError:  # a launcher gone before it asked
+                    message, fds = b"", []
+                if not message or len(fds) != 3:
+                    for unused in fds:
+                        os.close(unused)
+                    connection.close()
+                    continue
+                child = _fork(_Request(**json.loads(message)), connection, fds, children, poller)
+                if child is not None:
+                    control.close()
+                    servers.close()
+                    return child
+                continue
             if fd != control.fileno():
                 pid, connection = children.pop(fd)
                 poller.unregister(fd)
@@ -447,27 +515,44 @@ def _serve(control: socket.socket) -> _Request | None:
             message, fds, _flags, _address = socket.recv_fds(control, _REQUEST_MAX, 4)
             if not message:
                 return None
-            request = _Request(**json.loads(message))
-            connection, *stdio = (socket.socket(fileno=fds[0]), *fds[1:])
-            assert threading.active_count() == 1, "the zygote forks only while it has one thread"
-            pid = os.fork()
-            if pid == 0:
+            child = _fork(
+                _Request(**json.loads(message)), socket.socket(fileno=fds[0]), fds[1:], children, poller
+            )
+            if child is not None:
                 control.close()
-                connection.close()
-                for pidfd, (_pid, other) in children.items():
-                    os.close(pidfd)
-                    other.close()
-                for target, fd in enumerate(stdio):
-                    os.dup2(fd, target)
-                for fd in set(stdio) - {0, 1, 2}:
-                    os.close(fd)
-                return request
-            for fd in set(stdio):
-                os.close(fd)
-            pidfd = os.pidfd_open(pid)
-            socket.send_fds(connection, [_STATUS.pack(pid)], [pidfd])
-            children[pidfd] = (pid, connection)
-            poller.register(pidfd, select.POLLIN)
+                servers.close()
+                return child
+
+
+def _fork(
+    request: _Request,
+    connection: socket.socket,
+    stdio: list[int],
+    children: dict[int, tuple[int, socket.socket]],
+    poller: select.poll,
+) -> _Request | None:
+    """Fork the child of `request` with `stdio` as its fds 0, 1, 2: in the child its request, in the zygote None
+    (the child's pid and pidfd sent on `connection`, its exit status later)."""
+    assert threading.active_count() == 1, "the zygote forks only while it has one thread"
+    pid = os.fork()
+    if pid == 0:
+        connection.close()
+        for pidfd, (_pid, other) in children.items():
+            os.close(pidfd)
+            other.close()
+        for target, fd in enumerate(stdio):
+            os.dup2(fd, target)
+        for fd in set(stdio) - {0, 1, 2}:
+            os.close(fd)
+        return request
+    for fd in set(stdio):
+        os.close(fd)
+    pidfd = os.pidfd_open(pid)
+    children[pidfd] = (pid, connection)
+    poller.register(pidfd, select.POLLIN)
+    with contextlib.suppress(OSError):  # the asker is gone: the child runs on its stdio, and is reaped
+        socket.send_fds(connection, [_STATUS.pack(pid)], [pidfd])
+    return None
 
 
 def _become(request: _Request) -> None:
@@ -492,7 +577,9 @@ def _become(request: _Request) -> None:
             with contextlib.suppress(OSError):  # SIGRTMIN..: some are reserved by the C library
                 signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    if _is_bench(request.argv):
+    if request.launcher:
+        sys.path[0] = request.cwd  # `python -m MODULE`: the folder it started in; runpy sets sys.argv
+    elif _is_bench(request.argv):
         import bench.botproc
 
         sys.argv = [str(bench.botproc.__file__), *request.argv[len(BENCH) :]]
@@ -502,11 +589,42 @@ def _become(request: _Request) -> None:
         sys.path[0] = str(Path(request.argv[0]).parent)  # the script's folder, as for the installed command
 
 
+def _die_with(launcher: int) -> None:
+    """In a stdio server's child: SIGKILL itself as soon as its launcher is gone (killed: a SIGKILL is not
+    passed on), as a server process killed by the bot would be."""
+    try:
+        pidfd = os.pidfd_open(launcher)
+    except ProcessLookupError:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return
+
+    def watch() -> None:
+        select.select([pidfd], [], [])
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="launcher gone", daemon=True).start()
+
+
+def _run_server(request: _Request) -> None:
+    """In a stdio server's child: `python -m MODULE ARGS...`."""
+    module, *args = request.argv
+    sys.argv = [module, *args]  # runpy puts the module's file first, as `python -m` does
+    # The interpreter's stdio objects were the zygote's (on /dev/null): new ones on fds 0, 1 and 2, as at start.
+    encoding, errors = sys.stdout.encoding, sys.stdout.errors
+    sys.stdin = open(0, encoding=encoding, errors=errors, closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", encoding=encoding, errors=errors, closefd=False)  # noqa: SIM115
+    sys.stderr = open(  # noqa: SIM115
+        2, "w", encoding=encoding, errors="backslashreplace", closefd=False, buffering=1
+    )
+    _die_with(request.launcher)
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
 def _is_bench(argv: Sequence[str]) -> bool:
     return tuple(argv[: len(BENCH)]) == BENCH
 
 
-def _serve_forever(control_fd: int) -> None:
+def _serve_forever(control_fd: int, servers_fd: int) -> None:
     # What a run, a console or a check imports before its first line of work, once for every child.
     import anyio._backends._asyncio  # noqa: F401
     import sqlalchemy.dialects.postgresql.asyncpg  # noqa: F401
@@ -514,23 +632,30 @@ def _serve_forever(control_fd: int) -> None:
 
     import bot.compose.console
     import bot.compose.telegram
+
+    # And what the test servers import (the MCP SDK's server side), for the stdio servers bots start.
+    import bot.demo_server
     import bot.servers.check
     import bot.store.agent_commands
     import bot.store.commands
     import bot.telegram.app
     import bot.web.server  # noqa: F401
+    import tests.fakes.servers._stdio  # noqa: F401
     from bench.botproc import main as bench_main
     from bot.cli import main
 
     # Into the permanent generation: a child's collections would otherwise visit (and so copy) every page of it.
     gc.freeze()
     control = socket.socket(fileno=control_fd)
-    request = _serve(control)
+    request = _serve(control, socket.socket(fileno=servers_fd))
     if request is None:
         return
     _become(request)
+    if request.launcher:
+        _run_server(request)
+        sys.exit(0)
     sys.exit(bench_main(sys.argv[1:]) if _is_bench(request.argv) else main())
 
 
 if __name__ == "__main__":
-    _serve_forever(int(sys.argv[1]))
+    _serve_forever(int(sys.argv[1]), int(sys.argv[2]))

@@ -15,7 +15,7 @@ import pytest
 from bot.cli import main
 from tests.fakes.telegram import FakeTelegram
 from tests.ports import free_port
-from tests.zygote import open_bot, run_bot, run_bot_text
+from tests.zygote import open_bot, run_bot, run_bot_text, server_toml
 
 REPO = Path(__file__).resolve().parents[2]
 EXE = Path(sys.executable).with_name("toolnexus-bot")
@@ -93,7 +93,8 @@ def test_check_fails_with_status_1_for_an_unreachable_server(tmp_path: Path) -> 
     """A server that cannot start is reported on its own line; exit status 1."""
     config = tmp_path / "c.toml"
     config.write_text(
-        f'{TOKEN_LINE}[servers.gone]\ncommand = "/nonexistent/server"\n[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+        f'{TOKEN_LINE}[servers.gone]\ncommand = "/nonexistent/server"\n[servers.demo]\n'
+        + server_toml("bot.demo_server")
     )
     done = run("check", "--config", str(config))
     assert done.returncode == 1
@@ -138,7 +139,7 @@ async def test_the_bot_completes_a_deploy_and_sigint_settles_pending_cards(tmp_p
         config = tmp_path / "bot.toml"
         config.write_text(
             f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{fake.base_url}"\nallowed_users = [1001]\n'
-            '[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+            "[servers.demo]\n" + server_toml("bot.demo_server")
         )
         env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token}
         async with await open_bot([str(EXE), "--config", str(config)], env=env, cwd=REPO) as proc:
@@ -174,7 +175,7 @@ async def test_webhook_mode_logs_neither_secret_at_debug_and_stops_on_sigterm(tm
             f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{fake.base_url}"\nallowed_users = [1001]\n'
             'mode = "webhook"\nwebhook_secret = "${TELEGRAM_WEBHOOK_SECRET}"\n'
             f'[web]\nlisten = "127.0.0.1"\nport = {port}\npublic_url = "https://bot.example.com"\n'
-            '[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+            "[servers.demo]\n" + server_toml("bot.demo_server")
         )
         env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token, "TELEGRAM_WEBHOOK_SECRET": secret}
         logged = bytearray()
@@ -208,7 +209,7 @@ async def test_webhook_mode_logs_neither_secret_at_debug_and_stops_on_sigterm(tm
 def other_demo_config(tmp_path: Path) -> Path:
     """A config whose one server is the demo under another name, so output shows which config was read."""
     config = tmp_path / "other.toml"
-    config.write_text(f'{TOKEN_LINE}[servers.other]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n')
+    config.write_text(f"{TOKEN_LINE}[servers.other]\n" + server_toml("bot.demo_server"))
     return config
 
 
@@ -247,7 +248,7 @@ async def test_a_token_the_bot_api_rejects_at_start_gives_one_line_without_it(
         config = tmp_path / "bot.toml"
         config.write_text(
             f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{base_url}"\nallowed_users = [1001]\n'
-            '[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+            "[servers.demo]\n" + server_toml("bot.demo_server")
         )
         env = {**os.environ, "TELEGRAM_BOT_TOKEN": token}
         done = await run_bot([str(EXE), "--config", str(config)], env=env, cwd=REPO, check=False)
@@ -274,7 +275,7 @@ async def test_debug_logging_shows_neither_the_webhook_secret_nor_what_people_ty
             f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{fake.base_url}"\nallowed_users = [1001]\n'
             f'mode = "webhook"\nwebhook_secret = "{secret}"\n'
             f'[web]\nlisten = "127.0.0.1"\nport = {port}\npublic_url = "https://bot.example.com"\n'
-            '[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+            "[servers.demo]\n" + server_toml("bot.demo_server")
         )
         env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token}
         command = [str(EXE), "--log-level", "DEBUG", "--config", str(config)]
@@ -304,7 +305,7 @@ async def test_debug_logging_shows_neither_the_webhook_secret_nor_what_people_ty
 def test_check_says_an_unkeyed_audit_chain_only_shows_accidents(tmp_path: Path) -> None:
     """A database without `[storage] secret_key`: `check` says what its audit chain is then worth (not only the
     running bot's log); with a key it says nothing of the kind."""
-    server = '[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+    server = "[servers.demo]\n" + server_toml("bot.demo_server")
     storage = f'[storage]\nurl = "sqlite:///{tmp_path / "t.db"}"\n'
     config = tmp_path / "c.toml"
     config.write_text(TOKEN_LINE + storage + server)

@@ -20,7 +20,7 @@ from bot.failures import failure_line
 from tests.cli.test_cli import EXE, REPO
 from tests.fakes.telegram import FakeTelegram
 from tests.ports import closed_port
-from tests.zygote import run_bot
+from tests.zygote import run_bot, server_toml
 
 TOKEN = "123456:TEST-fake-token-for-tests"
 
@@ -29,7 +29,7 @@ def _config(tmp_path: Path, telegram: str) -> Path:
     config = tmp_path / "bot.toml"
     config.write_text(
         f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\nallow_everyone = true\n{telegram}\n'
-        '[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+        "[servers.demo]\n" + server_toml("bot.demo_server")
     )
     return config
 

@@ -3,10 +3,10 @@ refused with the reason and never reaches the server; other tools run as usual."
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from tests.cli.test_cli import run
+from tests.zygote import server_toml
 
 
 def test_the_console_refuses_a_gated_call_with_the_reason_and_runs_the_others(tmp_path: Path) -> None:
@@ -15,8 +15,9 @@ def test_the_console_refuses_a_gated_call_with_the_reason_and_runs_the_others(tm
     ledger = tmp_path / "ledger.jsonl"
     config = tmp_path / "bot.toml"
     config.write_text(
-        f'[servers.prod]\ncommand = "{sys.executable}"\nargs = ["-m", "tests.fakes.servers.ledger", "{ledger}"]\n'
-        '[[approvals]]\nservers = ["prod"]\ntools = ["deploy*"]\napprovers = [1002]\n'
+        "[servers.prod]\n"
+        + server_toml("tests.fakes.servers.ledger", str(ledger))
+        + '[[approvals]]\nservers = ["prod"]\ntools = ["deploy*"]\napprovers = [1002]\n'
         '[[approvals]]\nservers = ["prod"]\ntools = ["rollback"]\napprovers = [1002]\ngate = "answers"\n'
     )
     done = run(

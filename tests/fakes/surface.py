@@ -6,7 +6,6 @@ the hub, registry and mapping under it are the real ones.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from bot.config import Config, ServerConfig, parse_config
 from bot.core import Origin, Outcome, Prompt, PromptRegistry
 from bot.servers.hub import Hub
 from mapping import DECLINED, Answer, Finished, FormInput, apply, start
+from tests.zygote import server_command
 
 T = TypeVar("T")
 
@@ -101,8 +101,9 @@ def make_config(servers: dict[str, dict[str, Any]], **sections: Any) -> Config:
 
 
 def stdio_server(module: str, **extra: Any) -> dict[str, Any]:
-    """Config of a test server run as a stdio subprocess (`python -m <module>`)."""
-    return {"command": sys.executable, "args": ["-m", module], **extra}
+    """Config of a test server run as a stdio subprocess (`python -m <module>`, forked by the zygote)."""
+    command, *args = server_command(module)
+    return {"command": command, "args": args, **extra}
 
 
 @asynccontextmanager

@@ -14,7 +14,7 @@ import pytest
 
 from tests.fakes.telegram import FakeTelegram
 from tests.inprocess import toolnexus
-from tests.zygote import open_bot
+from tests.zygote import open_bot, server_toml
 
 pytestmark = pytest.mark.anyio
 
@@ -29,8 +29,9 @@ def config_text(fake: FakeTelegram, db: Path, ledger: Path) -> str:
         f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{fake.base_url}"\n'
         f"allowed_users = [{ALICE_ID}, {BOB_ID}]\n"
         f'[storage]\nurl = "sqlite:///{db}"\n'
-        f'[servers.prod]\ncommand = "{sys.executable}"\nargs = ["-m", "tests.fakes.servers.ledger", "{ledger}"]\n'
-        f'[[approvals]]\nservers = ["prod"]\ntools = ["deploy"]\napprovers = [{BOB_ID}, {CAROL_ID}, {DAVE_ID}]\n'
+        "[servers.prod]\n"
+        + server_toml("tests.fakes.servers.ledger", str(ledger))
+        + f'[[approvals]]\nservers = ["prod"]\ntools = ["deploy"]\napprovers = [{BOB_ID}, {CAROL_ID}, {DAVE_ID}]\n'
         f"quorum = 2\nchat = {OPS}\n"
     )
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -40,7 +39,7 @@ from tests.telegram.test_restart import (
     kept_count,
     verify_audit,
 )
-from tests.zygote import open_bot
+from tests.zygote import open_bot, server_toml
 
 pytestmark = pytest.mark.anyio
 
@@ -218,8 +217,9 @@ async def test_an_approval_half_given_at_sigterm_runs_its_call_once_after_the_re
             f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{fake.base_url}"\n'
             f"allowed_users = [{ALICE}, {BOB}]\n"
             f'[storage]\nurl = "sqlite:///{db}"\n[run]\ndrain_s = 3\n'
-            f'[servers.prod]\ncommand = "{sys.executable}"\nargs = ["-m", "tests.fakes.servers.ledger", "{ledger}"]\n'
-            f'[[approvals]]\nservers = ["prod"]\ntools = ["deploy"]\napprovers = [{BOB}, {CAROL}, {DAVE}]\n'
+            "[servers.prod]\n"
+            + server_toml("tests.fakes.servers.ledger", str(ledger))
+            + f'[[approvals]]\nservers = ["prod"]\ntools = ["deploy"]\napprovers = [{BOB}, {CAROL}, {DAVE}]\n'
             f"quorum = 2\nchat = {OPS}\n"
         )
         async with bot_process(config, fake) as bot:

@@ -17,7 +17,7 @@ from bot.telegram.render import MAX_TEXT, Card, consented_screen, prompt_screen,
 from mapping import MAX_SHOWN_URL, Request, RequestKind, check_url
 from tests.fakes.telegram import Msg
 from tests.telegram.harness import Chat, bot_scene, is_result
-from tests.zygote import run_bot_text
+from tests.zygote import run_bot_text, server_toml
 
 LONG_URL = "https://good.com/authorize?" + "&".join(f"p{i}=v{i}" for i in range(300)) + "&last=THE-END"
 REPO = Path(__file__).resolve().parents[2]
@@ -120,9 +120,7 @@ def console(config: Path, stdin: str) -> subprocess.CompletedProcess[str]:
 def elicit_config(tmp_path: Path) -> Path:
     """A console config with just the elicit test server over stdio."""
     path = tmp_path / "config.toml"
-    path.write_text(
-        f'[servers.t]\ncommand = {json.dumps(sys.executable)}\nargs = ["-m", "tests.fakes.servers.elicit"]\n'
-    )
+    path.write_text("[servers.t]\n" + server_toml("tests.fakes.servers.elicit"))
     return path
 
 
