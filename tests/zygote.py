@@ -21,7 +21,9 @@ console whose environment sets `PYTHONUNBUFFERED` (read by the interpreter at st
 The stdio MCP servers bots start are forked the same way where a test's config names them with `server_command`
 (`python -S tests/launcher.py SOCKET MODULE ARGS...` for `python -m MODULE ARGS...`): the bot starts the launcher
 as it would start the server, the launcher hands its stdio to the zygote on a socket of this user's
-(`_Zygote.servers`), passes signals on and ends as the server ended; a server whose launcher is killed kills itself.
+(`_Zygote.servers`) with any other descriptor it was given (a test's listening socket: `tests.fakes.servers.durable`
+is started this way by the tests themselves), passes signals on and ends as the server ended; a server whose
+launcher is killed kills itself.
 Each cold server start costs about 1.1 s of CPU importing the MCP SDK; the suite starts about a hundred.
 What is about a server process itself stays cold: `tests.fakes.servers.hung` and `exits` in `tests/servers/
 test_check.py` and the server-exit tests, and every server of a bot that runs as another user.
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import gc
 import json
 import locale
@@ -80,6 +83,10 @@ LAUNCHER = REPO / "tests" / "launcher.py"
 COLD = os.environ.get("TESTS_BOT_START") == "cold"
 """Every bot from the installed command instead (to compare, or to rule the zygote out of a failure)."""
 _STATUS = struct.Struct("!i")
+_SERVER_FDS = 3 + 32
+"""The most descriptors a launcher hands over: stdio and what a test passed it (a listening socket)."""
+_HIGH_FD = 512
+"""Where a child's received descriptors wait before they take their numbers (above any a request names)."""
 _REQUEST_MAX = 1 << 20
 """The largest request (argv, environment, directory as JSON): a socket of sequenced packets carries it whole."""
 
@@ -474,6 +481,8 @@ class _Request:
     """The (soft) limit of open files."""
     launcher: int = 0
     """A stdio server's: the pid of the `tests/launcher.py` that asked for it (argv is `MODULE ARGS...`)."""
+    fds: tuple[int, ...] = ()
+    """A stdio server's: the numbers of the descriptors past stdio its launcher was given, sent after stdio."""
 
 
 def _serve(control: socket.socket, servers: socket.socket) -> _Request | None:
@@ -490,15 +499,16 @@ def _serve(control: socket.socket, servers: socket.socket) -> _Request | None:
             if fd == servers.fileno():
                 connection, _address = servers.accept()
                 try:
-                    message, fds, _flags, _address = socket.recv_fds(connection, _REQUEST_MAX, 3)
+                    message, fds, _flags, _address = socket.recv_fds(connection, _REQUEST_MAX, _SERVER_FDS)
                 except OSError:  # a launcher gone before it asked
                     message, fds = b"", []
-                if not message or len(fds) != 3:
+                request = _Request(**json.loads(message)) if message else None
+                if request is None or len(fds) != 3 + len(request.fds):
                     for unused in fds:
                         os.close(unused)
                     connection.close()
                     continue
-                child = _fork(_Request(**json.loads(message)), connection, fds, children, poller)
+                child = _fork(request, connection, fds, children, poller)
                 if child is not None:
                     control.close()
                     servers.close()
@@ -540,9 +550,13 @@ def _fork(
         for pidfd, (_pid, other) in children.items():
             os.close(pidfd)
             other.close()
-        for target, fd in enumerate(stdio):
+        # Out of the way first (a received descriptor may hold a number another one is to take), then in place.
+        moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, _HIGH_FD) for fd in stdio]
+        for fd in set(stdio):
+            os.close(fd)
+        for target, fd in zip([0, 1, 2, *request.fds], moved, strict=True):
             os.dup2(fd, target)
-        for fd in set(stdio) - {0, 1, 2}:
+        for fd in moved:
             os.close(fd)
         return request
     for fd in set(stdio):

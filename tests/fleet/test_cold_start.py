@@ -19,6 +19,7 @@ from tests.fakes.telegram import FakeTelegram
 from tests.fleet.scene import ALICE, SECRET
 from tests.ports import free_port
 from tests.store.test_migration_lock import NEWEST, ROOT
+from tests.zygote import server_toml
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +45,7 @@ async def test_twenty_instances_started_at_once_on_an_empty_database_all_run(
                 f'[web]\nlisten = "127.0.0.1"\nport = {free_port()}\npublic_url = "https://bot.example.com"\n'
                 f'[storage]\nurl = "{postgresql_url}"\n'
                 "[run]\ndrain_s = 1\n"
-                '[servers.demo]\ncommand = "python"\nargs = ["-m", "bot.demo_server"]\n'
+                "[servers.demo]\n" + server_toml("bot.demo_server")
             )
             configs.append(str(config))
         with anyio.fail_after(240):

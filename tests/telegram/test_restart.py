@@ -28,7 +28,7 @@ from bot.store.tables import rounds
 from tests.fakes.telegram import FakeTelegram, FakeUser, Msg
 from tests.inprocess import toolnexus
 from tests.telegram.harness import is_result, result_body
-from tests.zygote import open_bot
+from tests.zygote import open_bot, server_command
 
 REPO = Path(__file__).resolve().parents[2]
 EXE = Path(sys.executable).with_name("toolnexus-bot")
@@ -56,7 +56,7 @@ async def durable_server(tmp_path: Path) -> AsyncIterator[Durable]:
     env = {**os.environ, "DURABLE_STATE_KEY": secrets.token_hex(32)}
     with socket.create_server(("127.0.0.1", 0)) as listener:
         fd = listener.fileno()
-        command = [sys.executable, "-m", "tests.fakes.servers.durable", "--fd", str(fd), "--log", str(log)]
+        command = server_command("tests.fakes.servers.durable", "--fd", str(fd), "--log", str(log))
         async with await anyio.open_process(
             command, env=env, cwd=REPO, pass_fds=[fd], stdout=None, stderr=None
         ) as server:
