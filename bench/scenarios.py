@@ -30,7 +30,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client import ClientRequestContext
 
-from bench import flows
+from bench import flows, scene
 from bench.scene import (
     ROOT,
     BenchFake,
@@ -315,11 +315,8 @@ async def _bare_client(
 ) -> dict[str, Any]:
     """The same tool calls and answers through `mcp.Client` with an elicitation callback that answers at once."""
     per_client = elicitations // clients
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "bench.server", "--log", str(workdir / "bare.jsonl")],
-        cwd=str(ROOT),
-    )
+    command, *args = scene.server_command("bench.server", "--log", str(workdir / "bare.jsonl"))
+    params = StdioServerParameters(command=command, args=args, cwd=str(ROOT))
 
     async def answer(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
         return types.ElicitResult(action="accept", content={"colour": "green"})

@@ -117,13 +117,16 @@ def memory_kb(pid: int) -> dict[str, int]:
 # --- processes -------------------------------------------------------------------------------------------
 
 
+def server_command(module: str, *args: str) -> list[str]:
+    """How the bench's MCP server is started (`python -m bench.server ...`). The test suite puts in its place a
+    start that forks it from a process that has imported the MCP SDK already (tests/zygote.py), as it does for
+    the bots (`open_bot_process`)."""
+    return [sys.executable, "-m", module, *args]
+
+
 def stdio_server_entry(log: Path, protocol: str) -> dict[str, Any]:
-    return {
-        "command": sys.executable,
-        "args": ["-m", "bench.server", "--log", str(log)],
-        "cwd": str(ROOT),
-        "protocol": protocol,
-    }
+    command, *args = server_command("bench.server", "--log", str(log))
+    return {"command": command, "args": args, "cwd": str(ROOT), "protocol": protocol}
 
 
 def http_server_entry(url: str, protocol: str) -> dict[str, Any]:
@@ -391,6 +394,7 @@ def read_log(path: Path) -> list[dict[str, Any]]:
 async def http_server(workdir: Path) -> AsyncIterator[HttpServer]:
     port = free_port()
     log = workdir / f"http-{port}.jsonl"
+    # Started cold whatever the test suite puts in `server_command`: the scenarios read its CPU from its pid.
     command = [sys.executable, "-m", "bench.server", "--http", str(port), "--log", str(log)]
     with _sink(workdir / f"http-{port}.stderr") as err:  # its shutdown complaints are not the bench's output
         process = await anyio.open_process(command, cwd=ROOT, stdin=DEVNULL, stdout=DEVNULL, stderr=err)

@@ -13,17 +13,19 @@ from pytest_postgresql.executors.proc import PostgreSQLExecutor
 from pytest_postgresql.janitor import DatabaseJanitor
 
 from bench import demo, fleet, gateway, report, scenarios, scene
-from tests.zygote import open_bot
+from tests.zygote import open_bot, server_command
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @pytest.fixture(autouse=True)
 def forked_bots(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The scenarios' bots, `python -m bench.botproc ...`, forked by this process's zygote (tests/zygote.py) instead of
-    started cold: the file starts ten, each spending about 1.7 s of CPU importing, and checks what they do, not how
-    they start. `python -m bench` itself (and the CPU guard, under callgrind) starts them cold."""
+    """The scenarios' bots, `python -m bench.botproc ...`, and their MCP servers, `python -m bench.server ...`,
+    forked by this process's zygote (tests/zygote.py) instead of started cold: the file starts ten bots and more
+    servers, each spending a second or more of CPU importing, and checks what they do, not how they start.
+    `python -m bench` itself (and the CPU guard, under callgrind) starts them cold."""
     monkeypatch.setattr(scene, "open_bot_process", open_bot)
+    monkeypatch.setattr(scene, "server_command", server_command)
 
 
 async def test_the_bridge_scenario_answers_every_single_choice_elicitation_through_the_bot_and_the_bare_client() -> (

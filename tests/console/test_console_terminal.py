@@ -23,6 +23,7 @@ from anyio.abc import Process
 
 from bot.console.terminal import progress_bar
 from tests.cli.test_cli import EXE, REPO, run
+from tests.zygote import server_toml
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -89,7 +90,7 @@ def _counting_config(tmp_path: Path) -> tuple[Path, Path]:
     os.mkfifo(heard)
     config = tmp_path / "c.toml"
     config.write_text(
-        f'[servers.count]\ncommand = "python"\nargs = ["-m", "tests.fakes.servers.counting", "{heard}"]\ncwd = "{REPO}"\n'
+        "[servers.count]\n" + server_toml("tests.fakes.servers.counting", str(heard)) + f'cwd = "{REPO}"\n'
     )
     return config, heard
 
