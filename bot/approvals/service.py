@@ -348,20 +348,8 @@ class ApprovalService:
 
     async def _cancelled(self, approval_id: str, waiter: _Waiter) -> None:
         """End a request its requester cancelled; one decided meanwhile is carried out with that decision."""
-        async with self._lock(approval_id):
-            try:
-                record = await self.book.get(approval_id)
-                ended = None
-                if record is not None and record.state.open:
-                    ended = await self.book.finish(record, ApprovalStatus.CANCELLED)
-                    if ended is None:  # decided meanwhile
-                        record = await self.book.get(approval_id)
-            except StoreUnavailable:
-                logger.exception("could not cancel approval %s", approval_id)
-                return
+        ended = await self._end_open(approval_id, ApprovalStatus.CANCELLED, "cancel")
         if ended is None:
-            if record is not None and not record.state.open:
-                await self._conclude(record)
             return
         if self._show is not None:
             await self._redraw(self._show, ended)
@@ -677,23 +665,28 @@ class ApprovalService:
         """End a request still open at its deadline: committed, cards redrawn, the requester told (or the
         waiting call woken). A request decided meanwhile (by another process, a notification that did not come)
         is carried out with that decision instead, if it is this process's to carry out."""
-        async with self._lock(approval_id):
-            try:
-                record = await self.book.get(approval_id)
-                if record is None:
-                    return
-                expired = None
-                if record.state.open:
-                    expired = await self.book.finish(record, ApprovalStatus.EXPIRED)
-                    if expired is None:  # decided meanwhile
-                        record = await self.book.get(approval_id)
-            except StoreUnavailable:
-                logger.exception("could not expire approval %s", approval_id)
-                return
+        expired = await self._end_open(approval_id, ApprovalStatus.EXPIRED, "expire")
         if expired is None:
-            if record is not None and not record.state.open:
-                await self._conclude(record)
             return
         if self._show is not None:
             await self._redraw(self._show, expired)
         await self._conclude(expired)
+
+    async def _end_open(self, approval_id: str, status: ApprovalStatus, doing: str) -> ApprovalRecord | None:
+        """End the request with `status` if it is still open: the ended record. None when it was not: one decided
+        meanwhile (by another process, a notification that did not come) is carried out with that decision
+        here, if it is this process's to carry out; or when the store failed (logged, naming what was `doing`)."""
+        async with self._lock(approval_id):
+            try:
+                record = await self.book.get(approval_id)
+                ended = None
+                if record is not None and record.state.open:
+                    ended = await self.book.finish(record, status)
+                    if ended is None:  # decided meanwhile
+                        record = await self.book.get(approval_id)
+            except StoreUnavailable:
+                logger.exception("could not %s approval %s", doing, approval_id)
+                return None
+        if ended is None and record is not None and not record.state.open:
+            await self._conclude(record)
+        return ended
