@@ -452,6 +452,25 @@ async def test_a_request_expires_at_its_deadline_on_the_injected_clock(store: St
     assert shown.redrawn == [ApprovalStatus.EXPIRED] and shown.told == []
 
 
+async def test_a_request_another_process_expired_unheard_wakes_the_call_waiting_here_at_its_deadline(
+    store: Store, store_url: str
+) -> None:
+    """Another process's timer ends the request first (written to the database; its wake-up never reached this
+    one): at its own deadline this process finds it ended, not open, and still wakes the call waiting here with
+    that outcome, once."""
+    shown = Shown()
+    async with running(store.approvals, Clock(), shown) as (service, tg):
+        asked = await asking(service, tg, shown, ask())
+        async with open_store(StorageConfig(url=Secret(store_url))) as other:
+            record = await other.approvals.get(asked.id)
+            assert record is not None
+            assert await other.approvals.finish(record, ApprovalStatus.EXPIRED) is not None
+        await service.expire(asked.id)
+        verdict = await asked.result()
+    assert verdict.status is ApprovalStatus.EXPIRED and verdict.text.startswith("not approved in time")
+    assert shown.redrawn == []  # ended elsewhere: the cards are that process's to redraw
+
+
 async def test_a_request_left_pending_by_a_stopped_process_is_restored_and_decided_by_the_next(
     store: Store, store_url: str
 ) -> None:
