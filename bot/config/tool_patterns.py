@@ -127,10 +127,8 @@ def _parts(command: str, depth: int) -> Iterator[str]:
 
 def _segments(command: str) -> list[list[str]]:
     """The command's simple commands, as words (quotes removed); unbalanced quotes: split on spaces."""
-    lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=_PUNCTUATION)
-    lexer.whitespace_split = True
     try:
-        tokens = list(lexer)
+        tokens = list(_Lexer(command.replace("\n", " ; ")))
     except ValueError:
         tokens = re.split(r"\s+|([;&|()`])", command)
         tokens = [t for t in tokens if t]
@@ -141,6 +139,14 @@ def _segments(command: str) -> list[list[str]]:
         else:
             segments[-1].append(token)
     return [words for words in segments if words]
+
+
+class _Lexer(shlex.shlex):
+    """POSIX shell words, with the control operators as words of their own."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__(command, posix=True, punctuation_chars=_PUNCTUATION)
+        self.whitespace_split = True  # words hold `-`, `/`, `$`, `:` and the like, as the shell's do
 
 
 def _specifier(specifier: str) -> re.Pattern[str]:

@@ -56,6 +56,7 @@ def test_a_rule_with_hooks_alone_covers_agents_prompts_and_no_mcp_call() -> None
         'bash -c "cd /tmp && rm -rf x"',
         "ls\nrm z",
         "find . -name '*.o' -exec rm {} +",
+        "echo 'unbalanced && rm -rf /",
     ],
 )
 def test_a_shell_pattern_covers_the_command_wherever_in_a_compound_command_it_runs(command: str) -> None:
