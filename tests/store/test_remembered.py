@@ -9,8 +9,9 @@ from typing import Literal
 
 import pytest
 
-from bot.config import ApprovalRule, AuditContent, Secret, StorageConfig
-from bot.core.remembered import HOUR, Ask, Span
+from bot.compose.process import memory_of
+from bot.config import ApprovalRule, AuditConfig, AuditContent, Config, Secret, ServerConfig, StorageConfig
+from bot.core.remembered import HOUR, Ask, KeptInMemory, Span
 from bot.store import Store, open_store
 from bot.store.remembered import StoredMemory
 
@@ -191,3 +192,18 @@ async def test_the_command_is_in_the_audit_row_when_content_is_full(
     await memory.recall(ask("make deploy"), START)
     used = (await store.audit.rows())[-1].as_dict()["detail"]
     assert used["input"] == '{"command":"make deploy"}'
+
+
+async def test_the_process_remembers_in_the_database_under_the_configs_rules(store: Store) -> None:
+    """What `bot.compose` hands the process (and the hooks endpoint): the store's memory, judging asks by the
+    config's `[[approvals]]`; without a database, one in the process."""
+    config = Config(
+        servers=(ServerConfig(name="demo", command="python"),),
+        approvals=(rule("Bash(rm *)", quorum=2),),
+        audit=AuditConfig(content=AuditContent.KEYS),
+    )
+    kept = memory_of(config, store)
+    assert isinstance(kept, StoredMemory) and kept.content is AuditContent.KEYS
+    assert kept.offered(ask("rm -rf /")) == (Span.ONCE,)
+    assert kept.offered(ask("ls")) == (Span.ONCE, Span.SESSION, Span.HOUR)
+    assert isinstance(memory_of(config, None), KeptInMemory)
