@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
-from bot.core.remembered import Decision, Span
+from bot.config import Config
+from bot.core.remembered import Decision, Span, spans_offered
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.render import Keyboard, button_label, callback_button, esc
 
-__all__ = ["MAX_REMEMBERED", "SHOWN", "decision_lines", "shown_input"]
+__all__ = ["MAX_REMEMBERED", "SHOWN", "decision_lines", "shown_input", "silenced"]
 
 MAX_REMEMBERED: Final = 20
 """Decisions the list shows with a button (the tokens' buttons and these stay inside a keyboard's 100)."""
@@ -47,6 +48,24 @@ def shown_input(tool: str, tool_input: str, limit: int = SHOWN) -> str:
     return f"{text[:head]} … {text[len(text) - (limit - 3 - head) :]}"
 
 
+def silenced(config: Config, decisions: Sequence[Decision]) -> frozenset[int]:
+    """The ids of `decisions` the `[[approvals]]` rules no longer let answer (a rule with a quorum above 1, or
+    `remember = false`, now covers the ask; or "always" is no longer allowed there): kept, listed, never used."""
+    return frozenset(
+        made.id
+        for made in decisions
+        if made.span not in spans_offered(config.hook_rules(made.tool, _loaded(made)))
+    )
+
+
+def _loaded(made: Decision) -> dict[str, object]:
+    try:
+        loaded = json.loads(made.input)
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
 def _when(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).strftime(_TIME)
 
@@ -61,10 +80,11 @@ def _span(made: Decision) -> str:
 
 
 def decision_lines(
-    decisions: Sequence[Decision], names: Mapping[int, str], user_id: int
+    decisions: Sequence[Decision], names: Mapping[int, str], user_id: int, unused: Collection[int] = ()
 ) -> tuple[list[str], Keyboard]:
     """The lines and **Forget** buttons of the person's remembered decisions, under their agents' names; those
-    of agents not in `names` (a token revoked or expired: nothing of theirs is asked any more) are left out."""
+    of agents not in `names` (a token revoked or expired: nothing of theirs is asked any more) are left out, and
+    those in `unused` (`silenced`) say that they are not used."""
     shown = [made for made in decisions if made.agent in names]
     if not shown:
         return [], []
@@ -77,6 +97,7 @@ def decision_lines(
         lines.append(
             f"• {esc(names[made.agent])}: {verdict} {esc(made.tool)} <code>{esc(what)}</code> — "
             f"{_span(made)} · made {_when(made.made_at)}{by}"
+            + (" · <i>not used: an approval rule asks for this now</i>" if made.id in unused else "")
         )
         data = Button(Kind.AGENT, str(made.id), 0, Action.FORGET, user_id).pack()
         label = f"Forget {'allow' if made.allow else 'deny'} {shown_input(made.tool, made.input, 30)}"

@@ -125,3 +125,20 @@ async def test_another_person_cannot_forget_by_a_forwarded_or_forged_tap(tmp_pat
         assert forged.show_alert and forged.text == "Already forgotten."
         async with memory(url) as (other, _):
             assert await other.recall(asked, NOW) == kept
+
+
+async def test_an_answer_a_two_approver_rule_now_covers_is_listed_as_not_used(tmp_path: Path) -> None:
+    """Kept before `Bash(rm *)` got a quorum of 2 in the config: still listed (and forgettable), saying that it is
+    not used; an answer no rule covers says nothing of the kind."""
+    rule = {"hooks": ["Bash(rm *)"], "approvers": [2001, 2002], "quorum": 2}
+    async with gateway_scene(tmp_path, approvals=[rule]) as (s, _, url):
+        await make(s, "claude")
+        claude = (await agent_ids(url, ALICE_ID))["claude"]
+        await keep(url, bash(ALICE_ID, claude, "make && rm -rf build"), True, Span.HOUR)
+        await keep(url, bash(ALICE_ID, claude, "ls -la"), True, Span.HOUR)
+        listed = await ask(s, "/agents")
+        (rm,) = [line for line in listed.text.splitlines() if "rm -rf build" in line]
+        (ls,) = [line for line in listed.text.splitlines() if "ls -la" in line]
+        assert rm.endswith("not used: an approval rule asks for this now")
+        assert "not used" not in ls
+        assert len(listed.buttons) == 3

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Final
 
 from telegram import BotCommand, Update
@@ -26,7 +26,7 @@ from bot.telegram import callback_data
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.handlers.access import allowed_only
 from bot.telegram.handlers.deps import Context
-from bot.telegram.remembered import decision_lines, shown_input
+from bot.telegram.remembered import decision_lines, shown_input, silenced
 from bot.telegram.render import Keyboard, Screen, button_label, callback_button, esc, fit
 
 __all__ = [
@@ -120,10 +120,15 @@ def render_new(token: AgentToken, text: str, url: str) -> Screen:
 
 
 def render_list(
-    tokens: list[AgentToken], user_id: int, note: str = "", decisions: Sequence[Decision] = ()
+    tokens: list[AgentToken],
+    user_id: int,
+    note: str = "",
+    decisions: Sequence[Decision] = (),
+    unused: Collection[int] = (),
 ) -> Screen:
     """The person's live tokens, each with a **Revoke** button bound to them, then their agents' remembered
-    answers, each with a **Forget** button; `note` (HTML) heads it."""
+    answers, each with a **Forget** button (`unused`: those the rules no longer let answer); `note` (HTML) heads
+    it."""
     head = [note, ""] if note else []
     if not tokens:
         return Screen(
@@ -142,7 +147,9 @@ def render_list(
         lines.append(
             f"… and {len(tokens) - MAX_LISTED} more: <code>/agents revoke &lt;name&gt;</code> ends one."
         )
-    remembered, forget = decision_lines(decisions, {token.id: token.name for token in tokens}, user_id)
+    remembered, forget = decision_lines(
+        decisions, {token.id: token.name for token in tokens}, user_id, unused
+    )
     return Screen(fit(lines + remembered), rows + forget)
 
 
@@ -161,14 +168,16 @@ def _tap(data: object, action: Action) -> bool:
     return button is not None and button.kind is Kind.AGENT and button.action is action
 
 
-async def _listing(book: AgentBook, memory: Memory | None, user_id: int, note: str = "") -> Screen:
+async def _listing(
+    config: Config, book: AgentBook, memory: Memory | None, user_id: int, note: str = ""
+) -> Screen:
     """The person's /agents list as it stands now: tokens, and their agents' remembered answers.
 
     Raises:
         StoreUnavailable: the database is unavailable.
     """
     decisions = () if memory is None else await memory.of(user_id, dt.datetime.now(dt.UTC))
-    return render_list(await book.of(user_id), user_id, note, decisions)
+    return render_list(await book.of(user_id), user_id, note, decisions, silenced(config, decisions))
 
 
 def _revoked(name: str) -> str:
@@ -207,13 +216,13 @@ async def _answer(
         StoreUnavailable: the database is unavailable.
     """
     if verb == "list" and not name:
-        return await _listing(book, memory, user_id)
+        return await _listing(config, book, memory, user_id)
     if verb == "new":
         return Screen(await _new(config, book, user_id, name))
     if verb == "revoke" and name:
         revoked = await book.revoke(user_id, name)
         note = _revoked(name) if revoked else f"You have no live agent token named <b>{esc(name, 64)}</b>."
-        return await _listing(book, memory, user_id, note)
+        return await _listing(config, book, memory, user_id, note)
     return Screen(USAGE)
 
 
@@ -263,7 +272,7 @@ async def on_revoke(update: Update, context: Context) -> None:
             if revoked and token is not None
             else "That token was already revoked or expired."
         )
-        screen = await _listing(book, deps.memory, user.id, note)
+        screen = await _listing(deps.config, book, deps.memory, user.id, note)
     except StoreUnavailable:
         await query.answer(UNAVAILABLE, show_alert=True)
         return
@@ -303,7 +312,7 @@ async def on_forget(update: Update, context: Context) -> None:
             if forgotten and made is not None
             else "That answer was already forgotten, or its time was up."
         )
-        screen = await _listing(book, memory, user.id, note)
+        screen = await _listing(deps.config, book, memory, user.id, note)
     except StoreUnavailable:
         await query.answer(UNAVAILABLE, show_alert=True)
         return
