@@ -182,7 +182,8 @@ def governing_rule(rules: Sequence[ApprovalRule]) -> ApprovalRule | None:
 
 
 def _hook_relations(v: Any, data: Mapping[str, Any]) -> Found:
-    """`hooks`: each a pattern, at least one when given, and the rule's callers include agents."""
+    """`hooks`: each a pattern, at least one when given, the rule's callers include agents; no "always" where
+    nothing is remembered."""
     found: Found = []
     for j, pattern in enumerate(v.hooks or ()):
         try:
@@ -193,6 +194,8 @@ def _hook_relations(v: Any, data: Mapping[str, Any]) -> Found:
         found.append((("hooks",), "must list at least one"))
     if v.hooks and v.callers and Caller.AGENT not in v.callers:
         found.append((("callers",), "must include 'agent' with hooks (they are agents' prompts)"))
+    if v.remember == "always" and v.quorum is not None and v.quorum > 1:
+        found.append((("remember",), f'"always" is never offered with quorum {v.quorum}: only once is'))
     return found
 
 

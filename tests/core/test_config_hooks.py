@@ -105,11 +105,13 @@ def test_patterns_take_claude_codes_permission_rule_syntax(
 
 
 def test_bad_hooks_and_a_half_given_mcp_half_are_named() -> None:
-    """An unparsable pattern, servers without tools, an empty list, and hooks a rule's callers leave out."""
+    """An unparsable pattern, servers without tools, an empty list, hooks a rule's callers leave out, and
+    "always" where a quorum above 1 never remembers."""
     found = problems(
         '[[approvals]]\nhooks = ["Bash(", "Edit()"]\nservers = ["prod"]\napprovers = [2001]\n'
         "[[approvals]]\nhooks = []\napprovers = [2001]\n"
         '[[approvals]]\nhooks = ["Bash"]\ncallers = ["chat"]\napprovers = [2001]\nremember = "forever"\n'
+        '[[approvals]]\nhooks = ["Bash"]\napprovers = [2001, 2002, 2003]\nquorum = 2\nremember = "always"\n'
     )
     assert any(p.startswith("approvals[0].hooks[0]: must be Tool or Tool(pattern)") for p in found)
     assert "approvals[0].hooks[1]: the pattern in brackets must not be empty" in found
@@ -117,6 +119,7 @@ def test_bad_hooks_and_a_half_given_mcp_half_are_named() -> None:
     assert "approvals[1].hooks: must list at least one" in found
     assert "approvals[2].callers: must include 'agent' with hooks (they are agents' prompts)" in found
     assert 'approvals[2].remember: must be true, false or "always"' in found
+    assert 'approvals[3].remember: "always" is never offered with quorum 2: only once is' in found
 
 
 def test_a_rule_without_hooks_still_needs_servers_and_tools() -> None:
