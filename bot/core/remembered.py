@@ -119,6 +119,8 @@ def decision(
     (not `Span.ONCE`)."""
     if span is Span.ONCE:
         raise ValueError("an answer for this ask only is not remembered")
+    if span is Span.SESSION and not ask.session:  # else it would hold in every ask that names no session
+        raise ValueError("an answer for this session needs the agent's session id")
     return Decision(
         id=id_,
         person=ask.person,

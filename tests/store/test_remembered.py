@@ -44,7 +44,8 @@ def memory(store: Store) -> StoredMemory:
 async def test_allow_for_this_session_answers_the_same_command_in_that_session_only(
     memory: StoredMemory,
 ) -> None:
-    """Kept for session s1: recalled for the same command in s1; not in s2, not for another command."""
+    """Kept for session s1: recalled for the same command in s1; not in s2, not for another command. An agent
+    that names no session cannot be answered for "this session" (it would be every one)."""
     kept = await memory.keep(ask("npm test"), True, Span.SESSION, START)
     assert (kept.allow, kept.span, kept.session, kept.until, kept.made_at) == (
         True,
@@ -57,6 +58,8 @@ async def test_allow_for_this_session_answers_the_same_command_in_that_session_o
     assert await memory.recall(ask("npm test"), later) == kept
     assert await memory.recall(ask("npm test", session="s2"), later) is None
     assert await memory.recall(ask("npm test --watch"), later) is None
+    with pytest.raises(ValueError, match="needs the agent's session id"):
+        await memory.keep(ask("npm test", session=""), True, Span.SESSION, START)
 
 
 async def test_for_an_hour_holds_in_every_session_until_the_hour_is_over(memory: StoredMemory) -> None:
