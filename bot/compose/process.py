@@ -5,7 +5,7 @@ Does I/O.
 fleet on PostgreSQL; unstarted), the store in it (claiming this process's place on the database), the fleet's
 shares (Mini App answers, sign-in returns, `/tools` lists, Telegram's budget), the host's front (`Front`: for
 Telegram the flood control on the shared budget, PTB and the cards), the prompt registry on the front's
-surface, sign-ins, the approval service and the hub; it hands them over as one frozen `Process` and closes them
+surface, sign-ins, the approval service, the hub and the memory of agents' remembered decisions; it hands them over as one frozen `Process` and closes them
 in reverse order when left. A single process takes the same paths as a fleet's instance: only `fleet_of` and
 `shares_of` choose. The hosts' own parts are built on top of it in `bot.compose.telegram` (the runner, the
 approval cards, the fleet's part in the host, the web endpoint); the Telegram host (`bot.telegram.app`) only
@@ -29,15 +29,17 @@ from bot.approvals import ApprovalService
 from bot.config import Config, ServerConfig
 from bot.core import PromptRegistry, Surface
 from bot.core.fleet import Fleet
+from bot.core.remembered import KeptInMemory, Memory
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, sign_ins
 from bot.store import Store, open_configured_store
 from bot.store.fleet_state import Shares, shares_of
 from bot.store.postgres_fleet import fleet_of
+from bot.store.remembered import StoredMemory
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Front", "Process", "approval_service", "open_process"]
+__all__ = ["Front", "Process", "approval_service", "memory_of", "open_process"]
 
 
 class Front(Protocol):
@@ -71,6 +73,9 @@ class Process(Generic[F]):
     approver: ApprovalService | None
     """The approval requests of `[[approvals]]` (they need the database)."""
     hub: Hub
+    memory: Memory
+    """Remembered answers to agents' permission prompts: in the database (fleet-wide, under `[[approvals]]`),
+    or in this process without one."""
 
 
 @asynccontextmanager
@@ -123,7 +128,17 @@ async def open_process(
                 sign_receipts=None if store is None or store.audit.keys is None else store.audit.keys.sign,
             )
         )
-        yield Process(config, fleet, store, shares, face, prompts, signins, service, hub)
+        yield Process(
+            config, fleet, store, shares, face, prompts, signins, service, hub, memory_of(config, store)
+        )
+
+
+def memory_of(config: Config, store: Store | None) -> Memory:
+    """Where answers to agents' permission prompts are remembered: the database, judged by `[[approvals]]` at
+    every recall; without one (no gateway, so no agent asks), this process."""
+    if store is None:
+        return KeptInMemory()
+    return StoredMemory(store.engine, store.audit, config.approvals, config.audit.content)
 
 
 def approval_service(

@@ -156,6 +156,7 @@ def bot_parts(process: Process[TelegramFront], refusals: Refusals) -> BotParts:
         process.fleet,
         process.shares,
         place,
+        process.memory,
     )
 
 

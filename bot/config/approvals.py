@@ -1,5 +1,5 @@
 """`[[approvals]]`: tool calls held back until approvers agree (who, how many, where, how long, with which
-second factor). No I/O.
+second factor), and agents' permission prompts (`hooks`: what an agent's own hook asks to do). No I/O.
 
 A rule's own rules are `ApprovalRule._relations`; the ones that need the rest of the document (its servers
 exist, its quorum can be reached given `[telegram]`) are `approval_relations`, which `Config` runs.
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import enum
 import fnmatch
-from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, cast
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Annotated, Any, Literal, cast
 
 from bot.config import read
 from bot.config._table import (
@@ -27,6 +27,7 @@ from bot.config._table import (
     checked,
     optional,
 )
+from bot.config.tool_patterns import parse_tool_pattern
 
 
 class ApprovalGate(enum.StrEnum):
@@ -62,6 +63,14 @@ def _chat_id(value: object) -> int | None:
     return value
 
 
+def _remember(value: object) -> bool | Literal["always"]:
+    if isinstance(value, bool):
+        return value
+    if value == "always":
+        return "always"
+    raise read.Invalid('must be true, false or "always"')
+
+
 def _callers(value: object) -> frozenset[Caller]:
     callers = frozenset(read.one_of(Caller)(item) for item in read.str_list(value))
     if not callers:
@@ -70,13 +79,22 @@ def _callers(value: object) -> frozenset[Caller]:
 
 
 class ApprovalRule(Table):
-    """`[[approvals]]`: tool calls that need `quorum` of `approvers` to agree first."""
+    """`[[approvals]]`: tool calls (and agents' permission prompts) that need `quorum` of `approvers` to agree
+    first."""
 
     _hidden = frozenset({"index"})
     servers: Annotated[frozenset[str], checked(as_frozenset(read.str_list)), EXPAND] = frozenset()
-    """Server names the rule covers (required)."""
+    """Server names the rule covers (required, unless the rule has `hooks` only)."""
     tools: Strings = ()
-    """Tool names or shell-style patterns (`deploy*`), matched with `fnmatch.fnmatchcase` (required)."""
+    """Tool names or shell-style patterns (`deploy*`), matched with `fnmatch.fnmatchcase` (required with
+    `servers`)."""
+    hooks: Strings = ()
+    """Agents' permission prompts the rule covers, as Claude Code's permission rules: `Bash(rm *)`, `Edit`,
+    `mcp__github__*` (`bot.config.tool_patterns`)."""
+    remember: Annotated[bool | Literal["always"], checked(_remember), EXPAND] = True
+    """For an agent's permission prompt it covers: whether the answer may be remembered for the agent's session
+    or an hour (true), never (false), or also "always" for exactly that tool and input. With a quorum above 1 it
+    never is."""
     approvers: UserIds = frozenset()
     """Telegram user ids who may approve or reject (required)."""
     quorum: PositiveInt = 1
@@ -109,15 +127,26 @@ class ApprovalRule(Table):
             and any(fnmatch.fnmatchcase(tool, p) for p in self.tools)
         )
 
+    def matches_hook(self, tool: str, tool_input: Mapping[str, object]) -> bool:
+        """Whether an agent's permission prompt to use `tool` with `tool_input` falls under this rule (`hooks`)."""
+        return Caller.AGENT in self.callers and any(
+            parse_tool_pattern(pattern).matches(tool, tool_input) for pattern in self.hooks
+        )
+
     @classmethod
     def _relations(cls, v: Any, data: Mapping[str, Any], context: Context | None) -> Found:
         found: Found = []
         for j, pattern in enumerate(v.tools or ()):
             if not pattern:
                 found.append((("tools", j), "must not be empty"))
-        for name in ("servers", "tools", "approvers"):
+        found += _hook_relations(v, data)
+        hooked = data.get("hooks") is not None
+        for name, other in (("servers", "tools"), ("tools", "servers"), ("approvers", "")):
             if data.get(name) is None:
-                found.append(((name,), "required"))
+                if not hooked or other == "":
+                    found.append(((name,), "required"))
+                elif data.get(other) is not None:
+                    found.append(((name,), f"required with {other}"))
             elif getattr(v, name) is not None and not getattr(v, name):
                 found.append(((name,), "must list at least one"))
         if v.approvers and v.quorum is not None and v.quorum > len(v.approvers):
@@ -134,6 +163,40 @@ class ApprovalRule(Table):
                     ((name,), f"must be less than timeout_s ({v.timeout_s:g}): the request ends then")
                 )
         return found
+
+
+def hook_rules(
+    rules: Sequence[ApprovalRule], tool: str, tool_input: Mapping[str, object]
+) -> tuple[ApprovalRule, ...]:
+    """Every rule whose `hooks` cover an agent's permission prompt to use `tool` with `tool_input`, in file order
+    (what `bot.core.remembered.spans_offered` weighs: none may forbid remembering)."""
+    return tuple(rule for rule in rules if rule.matches_hook(tool, tool_input))
+
+
+def governing_rule(rules: Sequence[ApprovalRule]) -> ApprovalRule | None:
+    """Of the rules that cover one prompt (`hook_rules`), the one its approval follows: the strictest (the
+    highest quorum, then a second factor), the first in the file on a tie; None when there are none. A
+    compound command may fall under several rules (`make && rm -rf build`): the strictest applies, never merely
+    the first."""
+    return max(rules, key=lambda rule: (rule.quorum, rule.second_factor is not None), default=None)
+
+
+def _hook_relations(v: Any, data: Mapping[str, Any]) -> Found:
+    """`hooks`: each a pattern, at least one when given, the rule's callers include agents; no "always" where
+    nothing is remembered."""
+    found: Found = []
+    for j, pattern in enumerate(v.hooks or ()):
+        try:
+            parse_tool_pattern(pattern)
+        except ValueError as exc:
+            found.append((("hooks", j), str(exc)))
+    if data.get("hooks") is not None and v.hooks is not None and not v.hooks:
+        found.append((("hooks",), "must list at least one"))
+    if v.hooks and v.callers and Caller.AGENT not in v.callers:
+        found.append((("callers",), "must include 'agent' with hooks (they are agents' prompts)"))
+    if v.remember == "always" and v.quorum is not None and v.quorum > 1:
+        found.append((("remember",), f'"always" is never offered with quorum {v.quorum}: only once is'))
+    return found
 
 
 def asks_second_factor(rule: object) -> bool:

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from bot.config import read
 from bot.config._table import Context, Found, Secret, Table, expand_in, partial
-from bot.config.approvals import ApprovalRule, Caller, approval_relations, asks_second_factor
+from bot.config.approvals import ApprovalRule, Caller, approval_relations, asks_second_factor, hook_rules
 from bot.config.limits import PUBLIC_LIMITS, ElicitationConfig, LimitsConfig, RunConfig, SessionsConfig
 from bot.config.servers import ServerConfig, server_of
 from bot.config.storage import STORAGE_FILE, AuditConfig, StorageConfig, state_folder
@@ -61,6 +61,11 @@ class Config(Table):
     def approval_rule(self, server: str, tool: str, caller: Caller = Caller.CHAT) -> ApprovalRule | None:
         """The first `[[approvals]]` rule covering this call by `caller`, if any."""
         return next((rule for rule in self.approvals if rule.matches(server, tool, caller)), None)
+
+    def hook_rules(self, tool: str, tool_input: Mapping[str, object]) -> tuple[ApprovalRule, ...]:
+        """Every `[[approvals]]` rule whose `hooks` cover an agent's prompt to use `tool` with `tool_input`
+        (`bot.config.approvals.hook_rules`; the strictest governs: `governing_rule`)."""
+        return hook_rules(self.approvals, tool, tool_input)
 
     @property
     def approvers(self) -> frozenset[int]:

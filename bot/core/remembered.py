@@ -8,7 +8,11 @@ person and agent: in that session only (`Span.SESSION`), until an hour is over (
 (`Span.ALWAYS`). Deny can be remembered as allow can. Nothing broader: a different command is asked again.
 
 `Memory` is where decisions are kept. `KeptInMemory` keeps them in this process (one process, tests); the store
-keeps them in the database for a fleet and across restarts.
+keeps them in the database for a fleet and across restarts (`bot.store.remembered`).
+
+Which spans may be offered for an ask is `spans_offered`, from the `[[approvals]]` rules that apply to it: none,
+`ONCE`, `SESSION` and `HOUR`; a rule with a quorum above 1, or `remember = false`, `ONCE` only (never remembered,
+and no decision made before is used for it); `ALWAYS` only where every rule that applies says `remember = "always"`.
 """
 
 from __future__ import annotations
@@ -17,11 +21,23 @@ import datetime as dt
 import enum
 import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, Literal, Protocol
 
-__all__ = ["HOUR", "Ask", "Decision", "KeptInMemory", "Memory", "Span", "canonical_input", "decision"]
+__all__ = [
+    "HOUR",
+    "UNRULED",
+    "Ask",
+    "Decision",
+    "KeptInMemory",
+    "Memory",
+    "RuleTerms",
+    "Span",
+    "canonical_input",
+    "decision",
+    "spans_offered",
+]
 
 HOUR: Final = dt.timedelta(hours=1)
 """How long an "allow for an hour" (or "deny for an hour") holds."""
@@ -79,6 +95,13 @@ class Decision:
     made_at: dt.datetime
     until: dt.datetime | None
     """When it stops holding (`Span.HOUR`), else None."""
+    by: int | None = None
+    """Who decided, when not the person themselves (an approver, under a rule); None: the person."""
+
+    @property
+    def maker(self) -> int:
+        """Who decided: the person, or the approver who answered for them."""
+        return self.person if self.by is None else self.by
 
     def covers(self, ask: Ask, now: dt.datetime) -> bool:
         """Whether this decision answers `ask` at `now`."""
@@ -89,10 +112,15 @@ class Decision:
         return self.until is None or now < self.until
 
 
-def decision(id_: int, ask: Ask, allow: bool, span: Span, now: dt.datetime) -> Decision:
-    """The decision a person makes on `ask` at `now`, held for `span` (not `Span.ONCE`)."""
+def decision(
+    id_: int, ask: Ask, allow: bool, span: Span, now: dt.datetime, by: int | None = None
+) -> Decision:
+    """The decision a person (or `by`, an approver answering for them) makes on `ask` at `now`, held for `span`
+    (not `Span.ONCE`)."""
     if span is Span.ONCE:
         raise ValueError("an answer for this ask only is not remembered")
+    if span is Span.SESSION and not ask.session:  # else it would hold in every ask that names no session
+        raise ValueError("an answer for this session needs the agent's session id")
     return Decision(
         id=id_,
         person=ask.person,
@@ -104,7 +132,37 @@ def decision(id_: int, ask: Ask, allow: bool, span: Span, now: dt.datetime) -> D
         session=ask.session if span is Span.SESSION else "",
         made_at=now,
         until=now + HOUR if span is Span.HOUR else None,
+        by=None if by == ask.person else by,
     )
+
+
+class RuleTerms(Protocol):
+    """What of an `[[approvals]]` rule that applies to an ask says how long its answer may be remembered."""
+
+    @property
+    def quorum(self) -> int: ...
+
+    @property
+    def remember(self) -> bool | Literal["always"]:
+        """False: never; True: for a session or an hour; "always": also until revoked."""
+        ...
+
+
+UNRULED: Final = (Span.ONCE, Span.SESSION, Span.HOUR)
+"""What an ask no rule applies to may be answered for."""
+
+
+def spans_offered(rules: Iterable[RuleTerms]) -> tuple[Span, ...]:
+    """How long an answer to an ask may be remembered, given the `[[approvals]]` rules that apply to it (none:
+    `UNRULED`). A rule with a quorum above 1, or `remember = false`, allows `ONCE` only; `ALWAYS` is added only
+    where every rule that applies says `remember = "always"`. A decision kept before is used only if its span is
+    still offered (`bot.store.remembered` checks it on every recall)."""
+    applying = tuple(rules)
+    if any(rule.quorum > 1 or rule.remember is False for rule in applying):
+        return (Span.ONCE,)
+    if applying and all(rule.remember == "always" for rule in applying):
+        return (*UNRULED, Span.ALWAYS)
+    return UNRULED
 
 
 class Memory(Protocol):
@@ -114,8 +172,11 @@ class Memory(Protocol):
         """The decision that answers `ask` at `now`, if any (the newest one)."""
         ...
 
-    async def keep(self, ask: Ask, allow: bool, span: Span, now: dt.datetime) -> Decision:
-        """Remember the person's answer to `ask` for `span` (not `Span.ONCE`)."""
+    async def keep(
+        self, ask: Ask, allow: bool, span: Span, now: dt.datetime, *, by: int | None = None
+    ) -> Decision:
+        """Remember the person's answer to `ask` for `span` (not `Span.ONCE`); `by`: the approver who gave it,
+        when not the person."""
         ...
 
     async def of(self, person: int, now: dt.datetime) -> Sequence[Decision]:
@@ -138,8 +199,10 @@ class KeptInMemory:
         covering = [d for d in self._decisions.values() if d.covers(ask, now)]
         return max(covering, key=lambda d: d.id, default=None)
 
-    async def keep(self, ask: Ask, allow: bool, span: Span, now: dt.datetime) -> Decision:
-        made = decision(next(self._ids), ask, allow, span, now)
+    async def keep(
+        self, ask: Ask, allow: bool, span: Span, now: dt.datetime, *, by: int | None = None
+    ) -> Decision:
+        made = decision(next(self._ids), ask, allow, span, now, by)
         self._decisions[made.id] = made
         return made
 

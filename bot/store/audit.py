@@ -97,6 +97,13 @@ class AuditEvent(enum.StrEnum):
     """An agent token was revoked: by its person (`/agents`) or by the operator (`toolnexus-bot agents`)."""
     AGENT_TOKEN_EXPIRED = "agent_token_expired"
     """An agent token was first found past its expiry (refused, or found so while its agent was busy)."""
+    DECISION_REMEMBERED = "decision_remembered"
+    """A person's answer to their agent's permission prompt was kept for a session, an hour or always (`tool`,
+    the decision's id, allow or deny, its span, who made it)."""
+    DECISION_USED = "decision_used"
+    """A remembered decision answered an agent's prompt in place of a card: which decision, who made it and when."""
+    DECISION_FORGOTTEN = "decision_forgotten"
+    """A person revoked one of their remembered decisions (`/agents`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ __all__ = [
     "oauth_accounts",
     "oauth_pending",
     "people",
+    "remembered_decisions",
     "rounds",
     "second_factors",
     "telegram_budget",
@@ -274,6 +275,35 @@ agent_tokens = Table(
     ),
 )
 Index("ix_agent_tokens_user_id", agent_tokens.c.user_id)
+
+remembered_decisions = Table(
+    "remembered_decisions",
+    metadata,
+    Column(
+        "id",
+        Integer,
+        primary_key=True,
+        autoincrement=True,
+        comment="given by the database (so several processes may share it); in the /agents buttons",
+    ),
+    Column("user_id", BigInteger, nullable=False, comment="the person whose agent asked"),
+    Column("agent_id", Integer, nullable=False, comment="the agent token (agent_tokens.id) that asked"),
+    Column("tool", Text, nullable=False, comment="the tool the agent asked to use (Bash, Edit, mcp__x__y)"),
+    Column(
+        "input", Text, nullable=False, comment="the tool's input, canonical JSON (sorted keys, no spaces)"
+    ),
+    Column("input_hash", String(64), nullable=False, comment="SHA-256 of `input` (what recall looks up by)"),
+    Column("allow", Boolean, nullable=False, comment="true: allowed; false: denied"),
+    Column("span", String(16), nullable=False, comment="'session', 'hour' or 'always'"),
+    Column(
+        "session", Text, nullable=False, comment="the agent session it holds in (span 'session'), else ''"
+    ),
+    Column("made_at", String(32), nullable=False, comment="UTC, ISO 8601 with microseconds"),
+    Column("made_by", BigInteger, comment="who decided, when not the person (an approver); null: the person"),
+    Column("until", String(32), comment="when it stops holding (span 'hour'); null: it does not expire"),
+    Column("forgotten", String(32), comment="when the person revoked it; null: not revoked"),
+)
+Index("ix_remembered_decisions_user_id", remembered_decisions.c.user_id, remembered_decisions.c.agent_id)
 
 updates_seen = Table(
     "updates_seen",

@@ -120,6 +120,7 @@ def register_handlers(parts: BotParts) -> None:
         signins=parts.signins,
         agents=None if store is None else store.agents,
         audit=None if store is None else store.audit,
+        memory=parts.memory,
     )
     register(parts.app, deps)
 

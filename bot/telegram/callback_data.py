@@ -29,7 +29,8 @@ class Kind(enum.StrEnum):
     """**Run again** on a legacy card whose question was lost in a restart."""
     AGENT = "g"
     """**Revoke** on the `/agents` list (`REVOKE`): the token is the agent token's id in the store, the arg the
-    user id of the person whose list it is. Neither is trusted: a tap revokes only a token of the tapper's own."""
+    user id of the person whose list it is; **Forget** (`FORGET`) the same for a remembered decision's id. Neither
+    is trusted: a tap revokes only a token, or forgets only a decision, of the tapper's own."""
 
 
 class Action(enum.StrEnum):
@@ -49,6 +50,7 @@ class Action(enum.StrEnum):
     FINISHED = "f"
     CALL = "r"
     REVOKE = "v"
+    FORGET = "m"
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from telegram.ext import Application
 from bot.config import Config
 from bot.core import PromptRegistry
 from bot.core.fleet import Fleet
+from bot.core.remembered import Memory
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns
 from bot.store import Store
@@ -65,3 +66,5 @@ class BotParts:
     place: FleetPart
     """What the host starts before updates: the kept questions taken back up (in a fleet, those of the
     partitions owned, with the partitions' heartbeats, the takeovers and the bus)."""
+    memory: Memory
+    """Remembered answers to agents' permission prompts (`/agents` lists and revokes them)."""

@@ -599,7 +599,10 @@ _EXAMPLES = {
             "scopes",
         )
     ),
-    *(("approvals", key) for key in ("servers", "tools", "approvers", "quorum", "chat", "second_factor")),
+    *(
+        ("approvals", key)
+        for key in ("servers", "tools", "approvers", "quorum", "chat", "second_factor", "hooks")
+    ),
     *(("approvals", key) for key in ("remind_after_s", "escalate_after_s", "escalate_to")),
 }
 

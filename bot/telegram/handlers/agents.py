@@ -1,4 +1,5 @@
-"""/agents: a person's agent tokens for the MCP gateway (`[gateway]`): make one, list them, revoke one. Does I/O
+"""/agents: a person's agent tokens for the MCP gateway (`[gateway]`): make one, list them, revoke one; and the
+answers to their agents' permission prompts that are remembered, each with a **Forget** button. Does I/O
 (database, Telegram).
 
 A token's text exists once, in the message `/agents new` sends (the store keeps its hash): the bot cannot show
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Collection, Sequence
 from typing import Final
 
 from telegram import BotCommand, Update
@@ -18,11 +20,13 @@ from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler
 from bot.config import Config
 from bot.core import AgentBook
 from bot.core.agents import AGENT_NAME, GATEWAY_PATH, AgentToken
+from bot.core.remembered import Decision, Memory
 from bot.errors import StoreUnavailable
 from bot.telegram import callback_data
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.handlers.access import allowed_only
 from bot.telegram.handlers.deps import Context
+from bot.telegram.remembered import decision_lines, shown_input, silenced
 from bot.telegram.render import Keyboard, Screen, button_label, callback_button, esc, fit
 
 __all__ = [
@@ -33,8 +37,10 @@ __all__ = [
     "agents",
     "handlers",
     "help_lines",
+    "is_forget",
     "is_revoke",
     "menu",
+    "on_forget",
     "on_revoke",
     "render_list",
     "render_new",
@@ -113,8 +119,16 @@ def render_new(token: AgentToken, text: str, url: str) -> Screen:
     return Screen("\n".join(lines))
 
 
-def render_list(tokens: list[AgentToken], user_id: int, note: str = "") -> Screen:
-    """The person's live tokens, each with a **Revoke** button bound to them; `note` (HTML) heads it."""
+def render_list(
+    tokens: list[AgentToken],
+    user_id: int,
+    note: str = "",
+    decisions: Sequence[Decision] = (),
+    unused: Collection[int] = (),
+) -> Screen:
+    """The person's live tokens, each with a **Revoke** button bound to them, then their agents' remembered
+    answers, each with a **Forget** button (`unused`: those the rules no longer let answer); `note` (HTML) heads
+    it."""
     head = [note, ""] if note else []
     if not tokens:
         return Screen(
@@ -133,13 +147,37 @@ def render_list(tokens: list[AgentToken], user_id: int, note: str = "") -> Scree
         lines.append(
             f"… and {len(tokens) - MAX_LISTED} more: <code>/agents revoke &lt;name&gt;</code> ends one."
         )
-    return Screen(fit(lines), rows)
+    remembered, forget = decision_lines(
+        decisions, {token.id: token.name for token in tokens}, user_id, unused
+    )
+    return Screen(fit(lines + remembered), rows + forget)
 
 
 def is_revoke(data: object) -> bool:
     """For `CallbackQueryHandler(pattern=...)`: a **Revoke** tap of the /agents list."""
+    return _tap(data, Action.REVOKE)
+
+
+def is_forget(data: object) -> bool:
+    """For `CallbackQueryHandler(pattern=...)`: a **Forget** tap of the /agents list."""
+    return _tap(data, Action.FORGET)
+
+
+def _tap(data: object, action: Action) -> bool:
     button = callback_data.unpack(data) if isinstance(data, str) else None
-    return button is not None and button.kind is Kind.AGENT
+    return button is not None and button.kind is Kind.AGENT and button.action is action
+
+
+async def _listing(
+    config: Config, book: AgentBook, memory: Memory | None, user_id: int, note: str = ""
+) -> Screen:
+    """The person's /agents list as it stands now: tokens, and their agents' remembered answers.
+
+    Raises:
+        StoreUnavailable: the database is unavailable.
+    """
+    decisions = () if memory is None else await memory.of(user_id, dt.datetime.now(dt.UTC))
+    return render_list(await book.of(user_id), user_id, note, decisions, silenced(config, decisions))
 
 
 def _revoked(name: str) -> str:
@@ -163,26 +201,28 @@ async def agents(update: Update, context: Context) -> None:
         args = context.args or []
         verb, name = (args[0].lower() if args else "list"), " ".join(args[1:])
         try:
-            screen = await _answer(deps.config, book, user.id, verb, name)
+            screen = await _answer(deps.config, book, deps.memory, user.id, verb, name)
         except StoreUnavailable:
             screen = Screen(UNAVAILABLE)
     await deps.surface.send(chat.id, screen)
 
 
-async def _answer(config: Config, book: AgentBook, user_id: int, verb: str, name: str) -> Screen:
+async def _answer(
+    config: Config, book: AgentBook, memory: Memory | None, user_id: int, verb: str, name: str
+) -> Screen:
     """What `/agents <verb> <name>` answers in a private chat, gateway on, to someone the config names.
 
     Raises:
         StoreUnavailable: the database is unavailable.
     """
     if verb == "list" and not name:
-        return render_list(await book.of(user_id), user_id)
+        return await _listing(config, book, memory, user_id)
     if verb == "new":
         return Screen(await _new(config, book, user_id, name))
     if verb == "revoke" and name:
         revoked = await book.revoke(user_id, name)
         note = _revoked(name) if revoked else f"You have no live agent token named <b>{esc(name, 64)}</b>."
-        return render_list(await book.of(user_id), user_id, note)
+        return await _listing(config, book, memory, user_id, note)
     return Screen(USAGE)
 
 
@@ -227,33 +267,78 @@ async def on_revoke(update: Update, context: Context) -> None:
         mine = await book.of(user.id)
         token = next((t for t in mine if str(t.id) == button.token), None)
         revoked = token is not None and await book.revoke(user.id, token.name)
-        left = await book.of(user.id)
+        note = (
+            _revoked(token.name)
+            if revoked and token is not None
+            else "That token was already revoked or expired."
+        )
+        screen = await _listing(deps.config, book, deps.memory, user.id, note)
     except StoreUnavailable:
         await query.answer(UNAVAILABLE, show_alert=True)
         return
-    note = (
-        _revoked(token.name)
-        if revoked and token is not None
-        else "That token was already revoked or expired."
-    )
-    screen = render_list(left, user.id, note)
-    message = query.message
-    if message is not None:
-        await deps.surface.edit(message.chat.id, message.message_id, screen)
-    else:
-        await deps.surface.send(user.id, screen)
+    await _redraw(context, update, screen)
     await query.answer(
         f"Revoked {token.name}." if revoked and token is not None else "Already revoked.",
         show_alert=not revoked,
     )
 
 
+async def on_forget(update: Update, context: Context) -> None:
+    """**Forget** under the list: the tapper's own remembered answer only; the list is drawn again, saying so."""
+    deps = context.deps
+    query = update.callback_query
+    assert query is not None
+    button = callback_data.unpack(query.data)
+    user = query.from_user
+    book, memory = deps.agents, deps.memory
+    if (
+        button is None or button.arg != user.id or not button.token.isdigit()
+    ):  # forged, or someone else's list
+        await query.answer(NOT_YOURS, show_alert=True)
+        return
+    if user.id not in deps.config.telegram.allowed_users:
+        await query.answer(ONLY_CONFIGURED, show_alert=True)
+        return
+    if not deps.config.gateway.enabled or book is None or memory is None:
+        await query.answer(GATEWAY_OFF, show_alert=True)
+        return
+    try:
+        now = dt.datetime.now(dt.UTC)
+        made = next((d for d in await memory.of(user.id, now) if d.id == int(button.token)), None)
+        forgotten = made is not None and await memory.forget(user.id, made.id)
+        note = (
+            f"Forgot: {'allow' if made.allow else 'deny'} {esc(made.tool)} "
+            f"<code>{esc(shown_input(made.tool, made.input))}</code>. Your agent is asked again next time."
+            if forgotten and made is not None
+            else "That answer was already forgotten, or its time was up."
+        )
+        screen = await _listing(deps.config, book, memory, user.id, note)
+    except StoreUnavailable:
+        await query.answer(UNAVAILABLE, show_alert=True)
+        return
+    await _redraw(context, update, screen)
+    await query.answer("Forgotten." if forgotten else "Already forgotten.", show_alert=not forgotten)
+
+
+async def _redraw(context: Context, update: Update, screen: Screen) -> None:
+    """The /agents list drawn again where it was tapped (or sent anew when that message is out of reach)."""
+    query = update.callback_query
+    assert query is not None
+    message = query.message
+    if message is not None:
+        await context.deps.surface.edit(message.chat.id, message.message_id, screen)
+    else:
+        await context.deps.surface.send(query.from_user.id, screen)
+
+
 def handlers() -> list[BaseHandler[Update, Context, None]]:
-    """/agents, and its **Revoke** taps (these must come before the catch-all tap handler of their group).
+    """/agents, and its **Revoke** and **Forget** taps (these must come before the catch-all tap handler of their
+    group).
 
     Registered whatever the config: with the gateway off (or without a database, `context.deps.agents` None: then
     the gateway is off too, as the config requires it) they say so."""
     return [
         CallbackQueryHandler(allowed_only(on_revoke), pattern=is_revoke),
+        CallbackQueryHandler(allowed_only(on_forget), pattern=is_forget),
         CommandHandler("agents", allowed_only(agents)),
     ]

@@ -13,6 +13,7 @@ from telegram.ext import Application, CallbackContext, ContextTypes
 
 from bot.config import Config
 from bot.core import AgentBook, PromptRegistry
+from bot.core.remembered import Memory
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns
 from bot.store import AuditLog
@@ -51,6 +52,8 @@ class Deps:
     """The agent tokens (with a database)."""
     audit: AuditLog | None = None
     """The audit log (with a database)."""
+    memory: Memory | None = None
+    """Remembered answers to agents' permission prompts (`/agents` lists and revokes them)."""
 
     @property
     def codes(self) -> SecondFactors | None:
