@@ -97,6 +97,13 @@ class AuditEvent(enum.StrEnum):
     """An agent token was revoked: by its person (`/agents`) or by the operator (`toolnexus-bot agents`)."""
     AGENT_TOKEN_EXPIRED = "agent_token_expired"
     """An agent token was first found past its expiry (refused, or found so while its agent was busy)."""
+    PERMISSION_ASKED = "permission_asked"
+    """An agent's permission prompt (its hook's, or its permission-prompt tool's) reached its person: the client,
+    the tool and its input, the working directory and session (`server` is the agent token's name)."""
+    PERMISSION_DECIDED = "permission_decided"
+    """The answer an agent's permission prompt got: allow or deny, and by whom: the person's tap (and for how
+    long it is remembered), a remembered decision (its id and when it was made), or nobody (the agent stopped
+    waiting, nobody answered in time, a limit)."""
 
 
 @dataclass(frozen=True, slots=True)
