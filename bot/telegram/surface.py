@@ -162,7 +162,12 @@ class TelegramSurface:
         if card is None:
             return
         async with self._lock(card):
-            if outcome is Outcome.ANSWERED and prompt.request.url is None and card.message_id is not None:
+            if (
+                outcome is Outcome.ANSWERED
+                and prompt.request.url is None
+                and prompt.permission is None  # no call's result follows an agent's permission prompt
+                and card.message_id is not None
+            ):
                 self._park(card)
                 return
             await self._settle(card, outcome)

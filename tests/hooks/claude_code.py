@@ -36,9 +36,14 @@ def need_claude() -> Path:
 
 
 async def run_claude(
-    workdir: Path, model_url: str, token: str, settings: dict[str, Any], prompt: str = "do the task"
+    workdir: Path,
+    model_url: str,
+    token: str,
+    settings: dict[str, Any],
+    *flags: str,
+    prompt: str = "do the task",
 ) -> dict[str, Any]:
-    """`claude -p <prompt> --output-format json` in `workdir` with `settings` as its project's
+    """`claude -p <prompt> --output-format json <flags>` in `workdir` with `settings` as its project's
     `.claude/settings.json` and `TOOLNEXUS_TOKEN` set to `token`; its JSON result."""
     claude = need_claude()
     (workdir / ".claude").mkdir(parents=True, exist_ok=True)
@@ -59,7 +64,7 @@ async def run_claude(
     }
     with anyio.fail_after(120):
         done = await anyio.run_process(
-            [str(claude), "-p", prompt, "--output-format", "json"], cwd=workdir, env=env, check=False
+            [str(claude), "-p", prompt, "--output-format", "json", *flags], cwd=workdir, env=env, check=False
         )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     result: dict[str, Any] = json.loads(done.stdout)

@@ -15,7 +15,7 @@ import pytest
 
 from bot.config import Secret, StorageConfig
 from bot.core.agents import TOKEN_PREFIX
-from bot.core.hook_settings import claude_code_settings
+from bot.core.hook_settings import claude_code_settings, prompt_tool_flag
 from bot.store import open_store
 from tests.fakes.anthropic import FakeAnthropic, Reply, bash, fake_anthropic, text, tool_results
 from tests.fakes.telegram import Msg
@@ -181,3 +181,32 @@ async def test_when_claude_code_stops_waiting_the_card_says_so_and_names_its_fal
 
 async def _append(into: list[dict[str, Any]], run: Any) -> None:
     into.append(await run)
+
+
+async def test_the_gateways_permission_prompt_tool_answers_claude_codes_headless_prompts(
+    tmp_path: Path,
+) -> None:
+    """No hook: `claude -p --permission-prompt-tool mcp__laptop__permission_prompt` with the gateway added as
+    `/agents new` prints it asks the gateway's tool; Alice's Allow runs the first command, her Deny stops the
+    second and its refusal reaches the model."""
+    need_claude()
+    work = tmp_path / "work"
+    made, refused = work / "made.txt", work / "refused.txt"
+    script = [bash(f"touch {made}"), bash(f"touch {refused}"), text("done")]
+    async with gateway_scene(tmp_path) as (s, port, url), fake_anthropic(script) as model:
+        token, _ = await printed(s, port, "laptop")
+        local = f"http://127.0.0.1:{port}/mcp"
+        servers = {"laptop": {"type": "http", "url": local, "headers": {"Authorization": f"Bearer {token}"}}}
+        flags = ("--mcp-config", json.dumps({"mcpServers": servers}), *prompt_tool_flag("laptop").split())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: run_claude(work, model.url, token, {}, *flags))
+            first = await card(s, 0)
+            assert f"touch {made}" in entities(first, "pre")
+            await s.alice.press(first, "✅ Allow")
+            second = await card(s, 1)
+            await s.alice.press(second, "❌ Deny")
+        rows = await audit(url)
+    assert made.exists() and not refused.exists()
+    (result,) = tool_results(model.requests[2])
+    assert "Alice denied this on the phone" in json.dumps(result["content"])
+    assert [r["detail"]["client"] for r in rows if r["event"] == "permission_asked"] == ["prompt-tool"] * 2
