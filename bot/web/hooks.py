@@ -11,7 +11,8 @@ every answer is audited (`permission_asked`, `permission_decided`: by whom, or b
 If the agent stops waiting (its hook's own timeout: the HTTP request is dropped), the card says so and names the
 fallback the agent applies then.
 
-The payloads relied on (recorded from each agent's documentation and checked against Claude Code 2.1.332):
+The payloads relied on (recorded from each agent's documentation; checked against Claude Code 2.1.332 and Codex
+0.171.0, driven by tests/hooks):
 
 * Claude Code's hooks reference (https://code.claude.com/docs/en/hooks; an `"type": "http"` hook POSTs the
   event's JSON with the `headers` it is given, `$VAR` filled only for the names in `allowedEnvVars`). Both events
@@ -34,7 +35,10 @@ The payloads relied on (recorded from each agent's documentation and checked aga
   the same `hookSpecificOutput.decision` as Claude Code's (`behavior` allow/deny, `message`). `PreToolUse` output:
   `permissionDecision` as Claude Code's, of which Codex honours "deny"; so an allowed `PreToolUse` is answered
   with no decision (Codex goes on as it would). A hook that fails, times out or prints nothing decides nothing:
-  Codex's own approval applies.
+  Codex's own approval applies. 0.171.0 sent, for `exec_command` asking to leave its sandbox: `{"session_id":
+  "01a250f7-…", "turn_id": "…", "cwd": "…", "hook_event_name": "PermissionRequest", "model": "gpt-5",
+  "permission_mode": "default", "tool_name": "Bash", "tool_input": {"command": "touch …", "description":
+  "<its justification>"}, "transcript_path": "…"}`, and handed a deny's `message` to its model.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from bot.core.hook_settings import claude_code_settings, prompt_tool_flag
 from bot.store import open_store
 from tests.fakes.anthropic import FakeAnthropic, Reply, bash, fake_anthropic, text, tool_results
 from tests.fakes.telegram import Msg
-from tests.hooks.claude_code import need_claude, run_claude
+from tests.hooks.clis import need_claude, run_claude
 from tests.telegram.harness import ALICE_ID, Chat
 from tests.web.agents import PUBLIC_URL, gateway_scene
 

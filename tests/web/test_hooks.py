@@ -1,7 +1,7 @@
 """`/hooks/<client>` with the payloads each agent's documentation records (Codex's: openai/codex PR #17563 and its
 `permission-request.command.input.schema.json`; Claude Code's `PreToolUse`: its hooks reference), posted as the
-agents post them: the card, the answer in the agent's own format, the refusals. Claude Code's own CLI is driven
-in tests/hooks; Codex's is not (it cannot be run offline here): its payloads are the documented ones."""
+agents post them: the card, the answer in the agent's own format, the refusals. Both agents' own CLIs are driven
+in tests/hooks; here the events they do not send there (a PreToolUse, an Edit, an MCP tool)."""
 
 from __future__ import annotations
 
