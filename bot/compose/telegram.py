@@ -260,7 +260,7 @@ def _gateway(parts: BotParts) -> tuple[Gateway, Hooks] | None:
         return None
     assert parts.store is not None  # the config requires [storage]
     allows = Access.of(parts.config.telegram).allows
-    desk = PermissionDesk(parts.hub, KeptInMemory(), parts.store.audit)
+    desk = PermissionDesk(parts.hub, KeptInMemory(), parts.store.audit, parts.config.audit.content)
     hooks = Hooks(desk, parts.store.agents, allows=allows)
     return _the_gateway(parts, desk), hooks
 

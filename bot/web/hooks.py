@@ -44,6 +44,7 @@ The payloads relied on (recorded from each agent's documentation; checked agains
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -54,9 +55,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from bot.config import AuditContent
 from bot.core import AgentBook, Origin
 from bot.core.permission import ANSWERED_BY, CHOICE_TITLES, Choice, Client, Permission
-from bot.core.remembered import Ask, Decision, Memory
+from bot.core.remembered import Ask, Decision, Memory, Span, canonical_input
 from bot.errors import StoreUnavailable
 from bot.servers.elicitation import form_of
 from bot.servers.hub import Hub
@@ -90,6 +92,8 @@ FALLBACK: Final = {
     Client.PROMPT_TOOL: "Claude Code stopped waiting for its permission-prompt tool: the tool is not run.",
 }
 _DECISION: Final = "decision"
+AUDIT_INPUT_CHARS: Final = 4000
+"""Characters of a tool's input an audit row keeps whole; past them, its start, length and SHA-256."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,12 +156,15 @@ class PermissionDesk:
         hub: Hub,
         memory: Memory,
         audit: AuditLog | None,
+        content: AuditContent = AuditContent.FULL,
         *,
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.hub = hub
         self.memory = memory
         self.audit = audit
+        self.content = content
+        """How much of a tool's input the audit keeps (`[audit] content`)."""
         self._clock = clock
         self._names: dict[int, str] = {}
         """Who made each decision remembered here (its person's first name, as they tapped)."""
@@ -241,7 +248,7 @@ class PermissionDesk:
             "name": name,
             "choice": choice.value,
         }
-        if choice.span.value != "once":
+        if choice.span is not Span.ONCE:
             kept = await self.memory.keep(ask, choice.allows, choice.span, self._clock())
             detail["decision_id"] = kept.id
             self._names[kept.id] = name
@@ -250,14 +257,25 @@ class PermissionDesk:
             return Verdict(True, f"toolnexus-bot: allowed by {name} on the phone{span}"), detail
         return Verdict(False, f"toolnexus-bot: {name} denied this on the phone"), detail
 
-    @staticmethod
-    def _asked(permission: Permission) -> dict[str, Any]:
-        return {
+    def _asked(self, permission: Permission) -> dict[str, Any]:
+        """The ask as the audit keeps it: the tool's input as `[audit] content` says (like a call's arguments;
+        a big input as its first `AUDIT_INPUT_CHARS`, its length and its SHA-256)."""
+        detail: dict[str, Any] = {
             "client": permission.client.value,
-            "input": dict(permission.input),
             "cwd": permission.cwd,
             "session": permission.session,
         }
+        if self.content is AuditContent.KEYS:
+            detail["input_keys"] = sorted(permission.input)
+        elif self.content is AuditContent.FULL:
+            text = canonical_input(permission.input)
+            if len(text) <= AUDIT_INPUT_CHARS:
+                detail["input"] = dict(permission.input)
+            else:
+                detail["input_text"] = text[:AUDIT_INPUT_CHARS]
+                detail["input_chars"] = len(text)
+                detail["input_sha256"] = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        return detail
 
     async def _record(
         self, event: AuditEvent, caller: Caller, permission: Permission, detail: Mapping[str, Any]

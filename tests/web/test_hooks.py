@@ -13,6 +13,8 @@ import anyio
 import httpx
 import pytest
 
+from bot.config import Secret, StorageConfig
+from bot.store import open_store
 from tests.fakes.telegram import Msg
 from tests.telegram.harness import ALICE_ID, Chat
 from tests.web.agents import gateway_scene, make_token, revoke
@@ -160,3 +162,17 @@ async def test_a_hook_without_a_live_token_is_refused_and_reaches_nobody(tmp_pat
         await revoke(url, ALICE_ID, "laptop")
         assert (await post(port, "codex", CODEX_PERMISSION, token)).status_code == 401
     assert not [m for m in s.fake.messages(ALICE_ID, from_bot=True) if ASKS in m.text]
+
+
+async def test_the_audit_keeps_a_tools_input_as_audit_content_says(tmp_path: Path) -> None:
+    """`[audit] content = "keys"`: the ask's row names the input's keys, never the command; the answer's row
+    still says who decided."""
+    async with gateway_scene(tmp_path, audit={"content": "keys"}) as (s, port, url):
+        token = await make_token(url, ALICE_ID, "codex-box")
+        await answered(s, port, "codex", CODEX_PERMISSION, token, "❌ Deny")
+        async with open_store(StorageConfig(url=Secret(url))) as store:
+            rows = [r.as_dict() for r in await store.audit.rows() if r.event.startswith("permission_")]
+    asked, decided = rows
+    assert asked["detail"]["input_keys"] == ["command", "description"]
+    assert "rm -f" not in json.dumps(asked)
+    assert decided["detail"]["by"] == "person" and decided["detail"]["name"] == "Alice"
