@@ -92,6 +92,11 @@ FALLBACK: Final = {
     Client.PROMPT_TOOL: "Claude Code stopped waiting for its permission-prompt tool: the tool is not run.",
 }
 _DECISION: Final = "decision"
+_UNANSWERED: Final = {
+    "timeout": "nobody answered on the phone in time",
+    "cancelled": "the person cancelled the card",
+    "shutdown": "the bot is stopping",
+}
 AUDIT_INPUT_CHARS: Final = 4000
 """Characters of a tool's input an audit row keeps whole; past them, its start, length and SHA-256."""
 
@@ -228,12 +233,8 @@ class PermissionDesk:
         if isinstance(answer, str):  # past [limits]
             line = f"toolnexus-bot: not asked: {answer}"
             return Verdict(False, line), {"allow": False, "by": "nobody", "why": answer}
-        if not answer.ok:
-            why = (
-                "nobody answered on the phone in time"
-                if answer.reason == "timeout"
-                else "the card was closed"
-            )
+        if not answer.ok:  # no tap: it expired, or was ended (/cancel, the bot stopping, undeliverable)
+            why = _UNANSWERED.get(answer.reason or "", f"the card ended ({answer.reason})")
             return Verdict(False, f"toolnexus-bot: denied: {why}"), {
                 "allow": False,
                 "by": "nobody",
