@@ -261,21 +261,16 @@ def _gateway(parts: BotParts) -> tuple[Gateway, Hooks] | None:
     assert parts.store is not None  # the config requires [storage]
     allows = Access.of(parts.config.telegram).allows
     desk = PermissionDesk(parts.hub, KeptInMemory(), parts.store.audit, parts.config.audit.content)
-    hooks = Hooks(desk, parts.store.agents, allows=allows)
-    return _the_gateway(parts, desk), hooks
-
-
-def _the_gateway(parts: BotParts, desk: PermissionDesk) -> Gateway:
-    assert parts.store is not None
-    return Gateway(
+    gateway = Gateway(
         parts.config,
         parts.hub,
         parts.prompts,
         parts.store.agents,
-        allows=Access.of(parts.config.telegram).allows,
+        allows=allows,
         desk=desk,
         version=_version(),
     )
+    return gateway, Hooks(desk, parts.store.agents, allows=allows)
 
 
 def _version() -> str:
