@@ -359,7 +359,20 @@ class Hooks:
             tg.start_soon(decide)
         if not verdicts:  # the agent went away: nobody reads an answer
             return Response(status_code=499)
-        return JSONResponse(hook_answer(client, event, verdicts[0]))
+        verdict = verdicts[0]
+        if verdict.allow and not await self._still_live(request):
+            verdict = Verdict(False, "toolnexus-bot: this agent token was revoked while its person decided")
+        return JSONResponse(hook_answer(client, event, verdict))
+
+    async def _still_live(self, request: Request) -> bool:
+        """Whether the request's token still works once the person decided (a card may wait for minutes; an
+        allow must not reach an agent whose token was revoked or expired meanwhile)."""
+        token = _bearer(request)
+        try:
+            return token is not None and await self.book.verify(token) is not None
+        except StoreUnavailable:
+            logger.warning("hooks: agent token not checked again: the database is unavailable")
+            return False
 
     async def _caller(self, request: Request) -> Caller | Response:
         """Who asks, from its agent token: 401 without a live one, 403 for a person not allowed."""

@@ -176,3 +176,25 @@ async def test_the_audit_keeps_a_tools_input_as_audit_content_says(tmp_path: Pat
     assert asked["detail"]["input_keys"] == ["command", "description"]
     assert "rm -f" not in json.dumps(asked)
     assert decided["detail"]["by"] == "person" and decided["detail"]["name"] == "Alice"
+
+
+async def test_an_allow_does_not_reach_an_agent_whose_token_was_revoked_while_the_card_waited(
+    tmp_path: Path,
+) -> None:
+    """The token is revoked while Alice's card waits; her Allow then goes back as a deny that says why."""
+    async with gateway_scene(tmp_path) as (s, port, url):
+        token = await make_token(url, ALICE_ID, "laptop")
+        got: list[httpx.Response] = []
+        async with anyio.create_task_group() as tg:
+
+            async def ask() -> None:
+                got.append(await post(port, "codex", CODEX_PERMISSION, token))
+
+            tg.start_soon(ask)
+            card = await s.fake.wait_for(
+                lambda m: m.chat_id == ALICE_ID and ASKS in m.text and bool(m.buttons)
+            )
+            await revoke(url, ALICE_ID, "laptop")
+            await s.alice.press(card, "✅ Allow")
+    decision = got[0].json()["hookSpecificOutput"]["decision"]
+    assert decision["behavior"] == "deny" and "revoked" in decision["message"]
