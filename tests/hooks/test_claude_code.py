@@ -6,70 +6,19 @@ under `CI=true` its absence fails these tests instead of skipping them."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from bot.config import Secret, StorageConfig
-from bot.core.agents import TOKEN_PREFIX
 from bot.core.hook_settings import claude_code_settings, prompt_tool_flag
-from bot.store import open_store
-from tests.fakes.anthropic import FakeAnthropic, Reply, bash, fake_anthropic, text, tool_results
-from tests.fakes.telegram import Msg
+from tests.fakes.anthropic import bash, fake_anthropic, text, tool_results
 from tests.hooks.clis import need_claude, run_claude
-from tests.telegram.harness import ALICE_ID, Chat
-from tests.web.agents import PUBLIC_URL, gateway_scene
+from tests.hooks.phone import audit, card, cards, entities, printed
+from tests.web.agents import gateway_scene
 
 pytestmark = pytest.mark.anyio
-
-TOKEN = re.compile(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]+")
-ASKS = "asks to:"
-
-
-def entities(m: Msg, kind: str) -> list[str]:
-    units = m.text.encode("utf-16-le")
-    return [
-        units[2 * e["offset"] : 2 * (e["offset"] + e["length"])].decode("utf-16-le")
-        for e in m.entities
-        if e["type"] == kind
-    ]
-
-
-async def printed(s: Chat, port: int, name: str) -> tuple[str, dict[str, Any]]:
-    """`/agents new <name>` in Alice's chat: the token and Claude Code's hook settings as printed, its URL
-    pointed at the local endpoint (as the public URL's proxy forwards it)."""
-    await s.alice.send(f"/agents new {name}")
-    shown = await s.fake.next_message(ALICE_ID, timeout=15)
-    (token,) = set(TOKEN.findall(shown.text))
-    (block,) = [code for code in entities(shown, "code") if code.startswith('{"hooks"')]
-    settings: dict[str, Any] = json.loads(block.replace(PUBLIC_URL, f"http://127.0.0.1:{port}"))
-    return token, settings
-
-
-def cards(s: Chat) -> list[Msg]:
-    return [m for m in s.fake.messages(ALICE_ID, from_bot=True) if ASKS in m.text]
-
-
-async def card(s: Chat, seen: int) -> Msg:
-    """The next permission card with its buttons, after the `seen` ones before it."""
-    return await s.fake.wait_for(
-        lambda m: ASKS in m.text and bool(m.buttons) and m not in cards(s)[:seen], 60
-    )
-
-
-async def audit(url: str) -> list[dict[str, Any]]:
-    async with open_store(StorageConfig(url=Secret(url))) as store:
-        return [r.as_dict() for r in await store.audit.rows() if r.event.startswith("permission_")]
-
-
-async def run_with(
-    tmp_path: Path, script: list[Reply], settings: dict[str, Any] | None, token: str, model: FakeAnthropic
-) -> dict[str, Any]:
-    assert settings is not None
-    return await run_claude(tmp_path / "work", model.url, token, settings)
 
 
 async def test_claude_codes_bash_prompt_reaches_the_phone_as_code_and_allow_runs_the_command(
@@ -85,10 +34,14 @@ async def test_claude_codes_bash_prompt_reaches_the_phone_as_code_and_allow_runs
         gateway_scene(tmp_path) as (s, port, url),
         fake_anthropic([bash(f"touch {target}"), text("done")]) as model,
     ):
-        token, settings = await printed(s, port, "laptop")
+        token, settings, _ = await printed(s, port, "laptop")
         results: list[dict[str, Any]] = []
+
+        async def run() -> None:
+            results.append(await run_claude(tmp_path / "work", model.url, token, settings))
+
         async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: _append(results, run_with(tmp_path, [], settings, token, model)))
+            tg.start_soon(run)
             shown = await card(s, 0)
             assert f"touch {target}" in entities(shown, "pre")
             assert str(tmp_path / "work") in shown.text and "laptop" in shown.text and "session" in shown.text
@@ -115,9 +68,9 @@ async def test_deny_stops_the_command_and_claude_code_hands_the_reason_to_its_mo
         gateway_scene(tmp_path) as (s, port, url),
         fake_anthropic([bash(f"touch {target}"), text("understood")]) as model,
     ):
-        token, settings = await printed(s, port, "laptop")
+        token, settings, _ = await printed(s, port, "laptop")
         async with anyio.create_task_group() as tg:
-            tg.start_soon(run_with, tmp_path, [], settings, token, model)
+            tg.start_soon(run_claude, tmp_path / "work", model.url, token, settings)
             shown = await card(s, 0)
             await s.alice.press(shown, "❌ Deny")
         rows = await audit(url)
@@ -138,9 +91,9 @@ async def test_allow_for_this_session_lets_the_same_command_through_without_a_ca
     log, other = work / "log.txt", work / "other.txt"
     script = [bash(f"echo x >> {log}"), bash(f"echo x >> {log}"), bash(f"touch {other}"), text("done")]
     async with gateway_scene(tmp_path) as (s, port, url), fake_anthropic(script) as model:
-        token, settings = await printed(s, port, "laptop")
+        token, settings, _ = await printed(s, port, "laptop")
         async with anyio.create_task_group() as tg:
-            tg.start_soon(run_with, tmp_path, [], settings, token, model)
+            tg.start_soon(run_claude, tmp_path / "work", model.url, token, settings)
             first = await card(s, 0)
             assert f"echo x >> {log}" in entities(first, "pre")
             await s.alice.press(first, "Allow for this session")
@@ -165,10 +118,10 @@ async def test_when_claude_code_stops_waiting_the_card_says_so_and_names_its_fal
         gateway_scene(tmp_path) as (s, port, url),
         fake_anthropic([bash(f"touch {target}"), text("ok")]) as model,
     ):
-        token, _ = await printed(s, port, "laptop")
+        token, _, _ = await printed(s, port, "laptop")
         settings = claude_code_settings(f"http://127.0.0.1:{port}", timeout_s=2)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(run_with, tmp_path, [], settings, token, model)
+            tg.start_soon(run_claude, tmp_path / "work", model.url, token, settings)
             shown = await card(s, 0)
         settled = await s.fake.wait_for(lambda m: m is shown and not m.buttons, 30)
         rows = await audit(url)
@@ -177,10 +130,6 @@ async def test_when_claude_code_stops_waiting_the_card_says_so_and_names_its_fal
     assert not target.exists()
     assert rows[-1]["detail"] == {"agent_token": rows[-1]["detail"]["agent_token"], "allow": None, "by": "nobody",
                                   "why": "the agent stopped waiting"}  # fmt: skip
-
-
-async def _append(into: list[dict[str, Any]], run: Any) -> None:
-    into.append(await run)
 
 
 async def test_the_gateways_permission_prompt_tool_answers_claude_codes_headless_prompts(
@@ -194,7 +143,7 @@ async def test_the_gateways_permission_prompt_tool_answers_claude_codes_headless
     made, refused = work / "made.txt", work / "refused.txt"
     script = [bash(f"touch {made}"), bash(f"touch {refused}"), text("done")]
     async with gateway_scene(tmp_path) as (s, port, url), fake_anthropic(script) as model:
-        token, _ = await printed(s, port, "laptop")
+        token, _, _ = await printed(s, port, "laptop")
         local = f"http://127.0.0.1:{port}/mcp"
         servers = {"laptop": {"type": "http", "url": local, "headers": {"Authorization": f"Bearer {token}"}}}
         flags = ("--mcp-config", json.dumps({"mcpServers": servers}), *prompt_tool_flag("laptop").split())

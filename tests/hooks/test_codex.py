@@ -7,18 +7,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
-from bot.config import Secret, StorageConfig
-from bot.store import open_store
 from tests.fakes.openai_responses import command, fake_responses, outputs, said
 from tests.hooks.clis import need_codex, run_codex
-from tests.hooks.test_claude_code import ASKS, TOKEN, card, entities
-from tests.telegram.harness import ALICE_ID
-from tests.web.agents import PUBLIC_URL, gateway_scene
+from tests.hooks.phone import audit, card, cards, entities, printed
+from tests.web.agents import gateway_scene
 
 pytestmark = pytest.mark.anyio
 
@@ -34,13 +30,7 @@ async def test_codexs_approval_reaches_the_phone_allow_runs_the_command_and_deny
     made, refused = work / "made.txt", work / "refused.txt"
     script = [command(f"touch {made}"), command(f"touch {refused}"), said("done")]
     async with gateway_scene(tmp_path) as (s, port, url), fake_responses(script) as model:
-        await s.alice.send("/agents new codex-box")
-        shown = await s.fake.next_message(ALICE_ID, timeout=15)
-        (token,) = set(TOKEN.findall(shown.text))
-        (hooks,) = [
-            block for block in entities(shown, "pre") if block.startswith("[[hooks.PermissionRequest]]")
-        ]
-        hooks = hooks.replace(PUBLIC_URL, f"http://127.0.0.1:{port}")
+        token, _, hooks = await printed(s, port, "codex-box")
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_codex, work, model.url, token, hooks)
             first = await card(s, 0)
@@ -49,14 +39,11 @@ async def test_codexs_approval_reaches_the_phone_allow_runs_the_command_and_deny
             second = await card(s, 1)
             assert f"touch {refused}" in entities(second, "pre")
             await s.alice.press(second, "❌ Deny")
-        async with open_store(StorageConfig(url=Secret(url))) as store:
-            rows: list[dict[str, Any]] = [
-                r.as_dict() for r in await store.audit.rows() if r.event.startswith("permission_")
-            ]
+        rows = await audit(url)
     assert made.exists() and not refused.exists()
     assert any("Alice denied this on the phone" in out for out in outputs(model.requests[-1])), json.dumps(
         outputs(model.requests[-1])
     )
     asked = [r["detail"] for r in rows if r["event"] == "permission_asked"]
     assert [a["client"] for a in asked] == ["codex", "codex"]
-    assert len([m for m in s.fake.messages(ALICE_ID, from_bot=True) if ASKS in m.text]) == 2
+    assert len(cards(s)) == 2
