@@ -20,6 +20,7 @@ from bot.compose.process import Process, open_process
 from bot.config import Config, ServerConfig, TelegramMode
 from bot.core import PromptRegistry
 from bot.core.fleet import Fleet
+from bot.core.remembered import KeptInMemory
 from bot.servers.hub import Hub
 from bot.store import Store
 from bot.store.fleet_state import Shares
@@ -40,6 +41,7 @@ from bot.telegram.tool_runs import ToolButtons, ToolRunner
 from bot.telegram.updates import Lean
 from bot.web import Webhook, WebServer, build_app, metrics_registry
 from bot.web.gateway import Gateway
+from bot.web.hooks import Hooks, PermissionDesk
 from bot.web.miniapp import MiniApp
 from bot.web.miniapp.links import FormLinks
 from bot.web.oauth import SignInFleet, callback_routes
@@ -217,7 +219,8 @@ def web_endpoint(parts: BotParts, stop: anyio.Event, draining: anyio.Event) -> W
     async def reachable() -> bool:
         return await parts.watch.reachable(app.bot)
 
-    gateway = _gateway(parts)
+    agents = _gateway(parts)
+    gateway, hooks = (None, None) if agents is None else agents
     mini, mini_routes = _mini_app(parts)
     # The browser's return to a sign-in (with OAuth servers): through the fleet's share, alone or not.
     signing = [] if parts.signins is None else [SignInFleet(parts.signins)]
@@ -230,7 +233,8 @@ def web_endpoint(parts: BotParts, stop: anyio.Event, draining: anyio.Event) -> W
         webhook=webhook,
         routes=mini_routes
         + [route for one in signing for route in callback_routes(one, lambda: app.bot.username)]
-        + ([] if gateway is None else gateway.routes()),
+        + ([] if gateway is None else gateway.routes())
+        + ([] if hooks is None else hooks.routes()),
     )
     services = [] if gateway is None else [gateway.run]
     services += [] if routing is None else [routing.run]
@@ -250,19 +254,24 @@ def _routing(
     return Routing(fleet.partitions, fleet.bus, inbox, app.bot, app.update_queue)
 
 
-def _gateway(parts: BotParts) -> Gateway | None:
-    """The MCP endpoint for agents (`[gateway] enabled`; the config requires a public URL and a database)."""
+def _gateway(parts: BotParts) -> tuple[Gateway, Hooks] | None:
+    """The MCP endpoint for agents and the endpoint for their hooks, which share how an agent's permission
+    prompt is decided (`[gateway] enabled`; the config requires a public URL and a database)."""
     if not parts.config.gateway.enabled:
         return None
     assert parts.store is not None  # the config requires [storage]
-    return Gateway(
+    allows = Access.of(parts.config.telegram).allows
+    desk = PermissionDesk(parts.hub, KeptInMemory(), parts.store.audit, parts.config.audit.content)
+    gateway = Gateway(
         parts.config,
         parts.hub,
         parts.prompts,
         parts.store.agents,
-        allows=Access.of(parts.config.telegram).allows,
+        allows=allows,
+        desk=desk,
         version=_version(),
     )
+    return gateway, Hooks(desk, parts.store.agents, allows=allows)
 
 
 def _version() -> str:

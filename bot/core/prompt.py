@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from bot.core.permission import Permission
 from bot.core.values import Origin, Outcome
 from mapping import DECLINED, Answer, FormSpec, Request
 
@@ -69,6 +70,8 @@ class Prompt:
     """Short, unguessable handle for surfaces (Telegram callback data); never the server's id."""
     keeper: Keeper | None = None
     """Where the question is kept so that it outlives the process (None: in memory only)."""
+    permission: Permission | None = None
+    """An agent's own permission prompt (its hook's): the card shows what it wants to do and one tap answers."""
     outcome: Outcome | None = None
     completed: anyio.Event = field(default_factory=anyio.Event)
     settled: anyio.Event = field(default_factory=anyio.Event)

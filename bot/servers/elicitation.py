@@ -27,6 +27,7 @@ from mcp_types import ElicitRequestParams, ElicitResult, ErrorData
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.core import Era, Keeper, KeptQuestion, Origin, Outcome, Prompt, PromptRegistry, RoundBook
+from bot.core.permission import Permission
 from bot.servers.connections import Connection
 from bot.servers.keeper import RoundKeeper
 from bot.servers.limits import Limits, Refusal
@@ -326,7 +327,9 @@ class Elicitations:
                 caller.answered = True
         return answer
 
-    async def ask_for_agent(self, request: Request, form: FormSpec | None, origin: Origin) -> Answer | str:
+    async def ask_for_agent(
+        self, request: Request, form: FormSpec | None, origin: Origin, permission: Permission | None = None
+    ) -> Answer | str:
         """An agent's own question to its person (the gateway's `ask_person`): a card like a server's, under the
         person's `open_questions` limit (past it: the refusal's line instead of an answer). It is not kept across
         a restart: the agent's call ends with the process. Cancelled under it, the agent stopped waiting (the
@@ -343,6 +346,7 @@ class Elicitations:
             form=form,
             scope=("agent", origin),
             why_withdrawn=lambda: Outcome.AGENT_CANCELLED,
+            permission=permission,
         )
         return await self.prompts.ask(prompt)
 

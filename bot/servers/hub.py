@@ -39,6 +39,7 @@ from bot.core import (
     ToolOutcome,
 )
 from bot.core.approvals import ApprovalAsk, ApprovalStatus, Approver, Factor, Verdict, content_hash, unnamed
+from bot.core.permission import Permission
 from bot.receipts import META_KEY, Approval, issue
 from bot.servers.calls import Calls, Flight, ProgressSink, covers
 from bot.servers.elicitation import Elicitations
@@ -315,16 +316,19 @@ class Hub:
         if origin.agent is not None:
             self.agent_calls[outcome.status.value] += 1
 
-    async def ask_for_agent(self, request: Request, form: FormSpec | None, origin: Origin) -> Answer | str:
-        """An agent's own question to its person (the gateway's `ask_person`), counted as one of its calls:
-        under the same `[limits]` as its tool calls (past them: the refusal's line instead of an answer)."""
+    async def ask_for_agent(
+        self, request: Request, form: FormSpec | None, origin: Origin, permission: Permission | None = None
+    ) -> Answer | str:
+        """An agent's own question to its person (the gateway's `ask_person`; an agent's permission prompt with
+        `permission`), counted as one of its calls: under the same `[limits]` as its tool calls (past them: the
+        refusal's line instead of an answer)."""
         refusal = self.limits.start_call(origin.user_id, origin.agent)
         if refusal is not None:
             self.agent_calls[CallStatus.REFUSED.value] += 1
             return refusal.reason
         outcome = CallStatus.CANCELLED.value  # unless it returns: the agent went away
         try:
-            answer = await self.elicitations.ask_for_agent(request, form, origin)
+            answer = await self.elicitations.ask_for_agent(request, form, origin, permission)
             if isinstance(answer, str):
                 outcome = CallStatus.REFUSED.value  # past `open_questions`
             elif answer.ok:

@@ -104,6 +104,13 @@ class AuditEvent(enum.StrEnum):
     """A remembered decision answered an agent's prompt in place of a card: which decision, who made it and when."""
     DECISION_FORGOTTEN = "decision_forgotten"
     """A person revoked one of their remembered decisions (`/agents`)."""
+    PERMISSION_ASKED = "permission_asked"
+    """An agent's permission prompt (its hook's, or its permission-prompt tool's) reached its person: the client,
+    the tool and its input, the working directory and session (`server` is the agent token's name)."""
+    PERMISSION_DECIDED = "permission_decided"
+    """The answer an agent's permission prompt got: allow or deny, and by whom: the person's tap (and for how
+    long it is remembered), a remembered decision (its id and when it was made), or nobody (the agent stopped
+    waiting, nobody answered in time, a limit)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from telegram.constants import MessageLimit
 
 from bot.core import MESSAGE_CLIP, OUTCOME_TEXT, Outcome, Progress, Prompt, clip
 from bot.telegram.callback_data import Action, Button, Kind
+from bot.telegram.permission_cards import permission_lines
 from mapping import (
     Ask,
     BoolField,
@@ -108,6 +109,8 @@ def _btn(card: Card, label: str, action: Action, arg: int | None = None) -> Inli
 
 def _header(prompt: Prompt) -> str:
     agent = prompt.origin.agent
+    if prompt.permission is not None:  # the agent's own permission prompt (its hook's)
+        return "\n".join(permission_lines(prompt.permission, agent))
     if agent is not None and prompt.server == agent:  # the agent's own question (`ask_person`)
         head = f"🤖 Your agent <b>{esc(agent, NAME_CLIP)}</b> asks:"
     else:
@@ -131,6 +134,8 @@ def prompt_screen(card: Card) -> Screen:
         return _url_screen(card)
     assert card.state is not None
     step = card.state.step
+    if card.prompt.permission is not None and isinstance(step, Ask):
+        return _permission_screen(card, step)
     if isinstance(step, Review):
         screen = _review_screen(card, step)
     else:
@@ -139,6 +144,14 @@ def prompt_screen(card: Card) -> Screen:
     if card.form_url is not None:
         return Screen(screen.text, [[web_app_button(OPEN_FORM, card.form_url)], *(screen.keyboard or [])])
     return screen
+
+
+def _permission_screen(card: Card, step: Ask) -> Screen:
+    """An agent's permission prompt: what it wants to do, and one button per answer (one tap decides)."""
+    field_ = step.field
+    assert isinstance(field_, ChoiceField)  # the hooks endpoint asks one choice
+    buttons = [_btn(card, option.title, Action.CHOOSE, i) for i, option in enumerate(field_.options)]
+    return Screen(fit([_header(card.prompt)]), [buttons[i : i + 2] for i in range(0, len(buttons), 2)])
 
 
 def _ask_screen(card: Card, step: Ask) -> Screen:
@@ -292,6 +305,9 @@ def settled_screen(card: Card, outcome: Outcome) -> Screen:
     lines += ["", f"{icon} <b>{esc(OUTCOME_TEXT[outcome])}</b>{by}"]
     if outcome is Outcome.ANSWERED and card.state is not None:
         lines += [esc(line, VALUE_CLIP + 60) for line in card.answered_with[:30]]
+    permission = card.prompt.permission
+    if permission is not None and outcome is not Outcome.ANSWERED and permission.fallback:
+        lines.append(f"<i>{esc(permission.fallback, TEXT_CLIP)}</i>")
     return Screen(fit(lines), None)
 
 

@@ -17,6 +17,7 @@ from telegram.constants import ParseMode
 from telegram.error import BadRequest, Forbidden, TelegramError
 
 from bot.core import Origin, Outcome, Prompt
+from bot.core.permission import ANSWERED_BY
 from bot.telegram.access import Access
 from bot.telegram.bot import CardBot
 from bot.telegram.callback_data import Action, Button, unpack
@@ -41,6 +42,7 @@ from mapping import (
     FormInput,
     NumberField,
     Review,
+    Submit,
     TextField,
     TextInput,
     apply,
@@ -160,7 +162,12 @@ class TelegramSurface:
         if card is None:
             return
         async with self._lock(card):
-            if outcome is Outcome.ANSWERED and prompt.request.url is None and card.message_id is not None:
+            if (
+                outcome is Outcome.ANSWERED
+                and prompt.request.url is None
+                and prompt.permission is None  # no call's result follows an agent's permission prompt
+                and card.message_id is not None
+            ):
                 self._park(card)
                 return
             await self._settle(card, outcome)
@@ -428,9 +435,13 @@ class TelegramSurface:
         assert card.state is not None
         before = getattr(card.state.step, "field", None)
         card.state = apply(card.state, form_input)
+        if card.prompt.permission is not None and isinstance(card.state.step, Review):
+            card.state = apply(card.state, Submit())  # a permission prompt's one choice is its answer
         step = card.state.step
         if isinstance(step, Finished):
             content = dict(step.content)
+            if card.prompt.permission is not None and card.answered_by:
+                content[ANSWERED_BY] = card.answered_by  # an agent's permission prompt says who decided
             card.answered_with = [
                 f"{f.title}: {display_value(f, content.get(f.name))}"
                 for f in card.state.spec.fields

@@ -52,13 +52,24 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from bot.config import Config
 from bot.core import AgentBook, CallStatus, Origin, Outcome, Progress, PromptRegistry, ToolOutcome
 from bot.core.agents import GATEWAY_PATH
+from bot.core.permission import Client, Permission
 from bot.errors import StoreUnavailable
 from bot.servers.elicitation import form_of
 from bot.servers.hub import Flight, Hub, ProgressSink, Unavailable
 from bot.web.gateway_guard import SESSION_IDLE_S, Caller, Ending, Guard
+from bot.web.hooks import FALLBACK, PermissionDesk
 from mapping import MappingError, answer_to_elicit_result, elicitation_to_request
 
-__all__ = ["ASK_PERSON", "GATEWAY_PATH", "MAX_BODY", "NOTIFY_PERSON", "SEPARATOR", "AgentVerifier", "Gateway"]
+__all__ = [
+    "ASK_PERSON",
+    "GATEWAY_PATH",
+    "MAX_BODY",
+    "NOTIFY_PERSON",
+    "PERMISSION_PROMPT",
+    "SEPARATOR",
+    "AgentVerifier",
+    "Gateway",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +77,11 @@ SEPARATOR: Final = "__"
 """Between a server's name and its tool's: `demo__deploy`."""
 ASK_PERSON: Final = "ask_person"
 NOTIFY_PERSON: Final = "notify_person"
+PERMISSION_PROMPT: Final = "permission_prompt"
+"""For Claude Code's `--permission-prompt-tool mcp__<name>__permission_prompt` (`<name>` as `claude mcp add` named
+the gateway): its input is `tool_name`, `input` and `tool_use_id`; its result's text is the JSON
+`{"behavior": "allow", "updatedInput": <input>}` or `{"behavior": "deny", "message": "..."}` (Claude Code's
+headless docs, "--permission-prompt-tool"; checked against 2.1.332)."""
 PROTOCOL_META: Final = "io.modelcontextprotocol/"
 """The prefix of `_meta` keys the protocol reserves for itself (a backend's are not the gateway's to repeat)."""
 NOTIFY_CLIP: Final = 1000
@@ -110,6 +126,15 @@ _NOTIFY_SCHEMA: Final[dict[str, Any]] = {
     "required": ["message"],
     "additionalProperties": False,
 }
+_PERMISSION_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "tool_name": {"type": "string", "description": "The tool the agent wants to use."},
+        "input": {"type": "object", "description": "That tool's input."},
+        "tool_use_id": {"type": "string"},
+    },
+    "required": ["tool_name", "input"],
+}
 _BUILT_IN: Final = (
     types.Tool(
         name=ASK_PERSON,
@@ -126,6 +151,14 @@ _BUILT_IN: Final = (
         title="Tell the person",
         description="Send the person you act for one line in their chat (no answer is awaited).",
         input_schema=_NOTIFY_SCHEMA,
+        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    ),
+    types.Tool(
+        name=PERMISSION_PROMPT,
+        title="Ask the person's leave",
+        description="Claude Code's --permission-prompt-tool: asks the person on their phone whether the agent may "
+        "use `tool_name` with `input`; returns Claude Code's JSON answer (behavior allow or deny).",
+        input_schema=_PERMISSION_SCHEMA,
         annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
     ),
 )
@@ -280,16 +313,18 @@ class Gateway:
         agents: AgentBook,
         *,
         allows: Callable[[int], bool],
+        desk: PermissionDesk,
         version: str = "",
         clock: Callable[[], float] = anyio.current_time,
     ) -> None:
         """`allows`: the access rules a `/call` in the chat obeys (whether a person may use the bot), asked on
-        every request."""
+        every request; `desk`: decides the agents' permission prompts (`permission_prompt`)."""
         assert config.web is not None and config.web.public_url is not None  # the config requires it
         self.config = config
         self.hub = hub
         self.prompts = prompts
         self.agents = agents
+        self.desk = desk
         self._clock = clock
         self.server: Server[Any] = Server(
             "toolnexus-bot",
@@ -400,6 +435,11 @@ class Gateway:
             return await self._notify_person(origin, arguments)
         if params.name == ASK_PERSON:
             return await self._kept_alive(ctx, origin, lambda _, __: self._ask_person(origin, arguments))
+        if params.name == PERMISSION_PROMPT:
+            caller = _the_caller()
+            return await self._kept_alive(
+                ctx, origin, lambda _, __: self._permission_prompt(caller, arguments)
+            )
         target = self._split(params.name)
         if target is None:
             return _text(f"unknown tool: {params.name}", error=True)
@@ -529,6 +569,19 @@ class Gateway:
             return _text(answer, error=True)
         result = answer_to_elicit_result(answer)
         return _text(json.dumps(result, ensure_ascii=False), structured=result)
+
+    async def _permission_prompt(self, caller: Caller, arguments: dict[str, Any]) -> types.CallToolResult:
+        """Claude Code's permission prompt, decided as its hook's are (`PermissionDesk`)."""
+        tool, tool_input = arguments.get("tool_name"), arguments.get("input")
+        if not isinstance(tool, str) or not tool or not isinstance(tool_input, dict):
+            return _text("permission_prompt needs `tool_name` (text) and `input` (an object)", error=True)
+        permission = Permission(Client.PROMPT_TOOL, tool, tool_input, fallback=FALLBACK[Client.PROMPT_TOOL])
+        verdict = await self.desk.decide(caller, permission)
+        if verdict.allow:
+            answer: dict[str, Any] = {"behavior": "allow", "updatedInput": tool_input}
+        else:
+            answer = {"behavior": "deny", "message": verdict.message}
+        return _text(json.dumps(answer, ensure_ascii=False))
 
     async def _notify_person(self, origin: Origin, arguments: dict[str, Any]) -> types.CallToolResult:
         message = arguments.get("message")

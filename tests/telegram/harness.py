@@ -83,6 +83,7 @@ async def bot_scene(
     secret_key: str | None = None,
     gateway: dict[str, Any] | None = None,
     limits: dict[str, Any] | None = None,
+    audit: dict[str, Any] | None = None,
     approval_sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     **telegram: Any,
 ) -> AsyncIterator[Chat]:
@@ -90,7 +91,7 @@ async def bot_scene(
 
     `web` is the `[web]` table (none by default: the endpoint is off); `storage` is `[storage] url` (none by
     default: no database), `secret_key` its key for OAuth tokens; `approvals` is `[[approvals]]`; `gateway` is
-    `[gateway]`; `limits` is `[limits]`; `telegram` adds to `[telegram]`.
+    `[gateway]`; `limits` is `[limits]`; `audit` is `[audit]`; `telegram` adds to `[telegram]`.
 
     With `world` (an earlier scene), a new bot process runs against that scene's fake and people: a restart.
     `clock` is the time the bot rations refusals to strangers by; `approval_sleep` how approvals wait for
@@ -125,6 +126,7 @@ async def bot_scene(
             **({} if approvals is None else {"approvals": approvals}),
             **({} if gateway is None else {"gateway": gateway}),
             **({} if limits is None else {"limits": limits}),
+            **({} if audit is None else {"audit": audit}),
         )
 
         def transport(server: ServerConfig) -> Any:

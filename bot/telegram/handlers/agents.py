@@ -20,6 +20,7 @@ from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler
 from bot.config import Config
 from bot.core import AgentBook
 from bot.core.agents import AGENT_NAME, GATEWAY_PATH, AgentToken
+from bot.core.hook_settings import TOKEN_VAR, claude_code_settings, codex_hooks, prompt_tool_flag
 from bot.core.remembered import Decision, Memory
 from bot.errors import StoreUnavailable
 from bot.telegram import callback_data
@@ -95,8 +96,9 @@ def _lifetime(token: AgentToken) -> str:
     return "until revoked" if token.expires is None else f"until {_when(token.expires)}"
 
 
-def render_new(token: AgentToken, text: str, url: str) -> Screen:
-    """The one message that shows a new token: the token, and the lines that register it, each one tap to copy."""
+def render_new(token: AgentToken, text: str, url: str, public_url: str) -> Screen:
+    """The one message that shows a new token: the token, and the lines that register it (the gateway, and the
+    hooks that bring the agent's permission prompts here), each one tap to copy."""
     name = token.name
     claude = f'claude mcp add --transport http {name} {url} --header "Authorization: Bearer {text}"'
     block = {
@@ -110,6 +112,13 @@ def render_new(token: AgentToken, text: str, url: str) -> Screen:
         f"<pre>{esc(claude)}</pre>",
         "Other clients (their <code>mcpServers</code> JSON):",
         f'<pre><code class="language-json">{esc(json.dumps(block))}</code></pre>',
+        "",
+        f"🛡 Its permission prompts on your phone: <code>export {TOKEN_VAR}={esc(text)}</code>, then Claude Code's "
+        "<code>.claude/settings.json</code>:",
+        f"<code>{esc(json.dumps(claude_code_settings(public_url)))}</code>",
+        f"(or, headless: <code>claude -p ... {esc(prompt_tool_flag(name))}</code>); Codex's "
+        "<code>~/.codex/config.toml</code>:",
+        f'<pre><code class="language-toml">{esc(codex_hooks(public_url))}</code></pre>',
         "",
         "The agent acts as you: it calls these tools, and every question they ask comes here.",
         "⚠️ This is the only time the token is shown: I keep only its hash. Keep it secret; "
@@ -243,7 +252,10 @@ async def _new(config: Config, book: AgentBook, user_id: int, name: str) -> str:
         token, text = await book.create(user_id, name, config.gateway.token_days)
     except ValueError as exc:  # the same name made a moment ago, in another update
         return esc(str(exc))
-    return render_new(token, text, gateway_url(config)).text
+    assert (
+        config.web is not None and config.web.public_url is not None
+    )  # the config requires it with [gateway]
+    return render_new(token, text, gateway_url(config), config.web.public_url).text
 
 
 async def on_revoke(update: Update, context: Context) -> None:
