@@ -179,3 +179,40 @@ async def test_a_session_answer_is_kept_in_the_database_and_answers_after_a_rest
                 )
                 await again.alice.press(other, "❌ Deny")
             assert got[0].json()["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+async def test_a_persons_remembered_allow_does_not_pass_a_rule_whose_approvers_are_others(
+    tmp_path: Path,
+) -> None:
+    """Alice allows `rm -rf build` for an hour; the bot restarts with a rule giving `rm` to Bob, Carol and Dave
+    (one of them enough, remembering allowed): her answer is not used, the prompt goes to their card, and only
+    Bob's approval lets it through."""
+    async with ops_scene(tmp_path, approvals=[]) as o:
+        token = await make_token(o.url, ALICE_ID, "codex-box")
+        got: list[httpx.Response] = []
+        async with anyio.create_task_group() as tg:
+
+            async def ask(port: int) -> None:
+                got.append(await post(port, "codex", RM, token))
+
+            tg.start_soon(ask, o.port)
+            card = await o.s.fake.wait_for(lambda m: ASKS in m.text and bool(m.buttons))
+            await o.s.alice.press(card, "Allow for an hour")
+        assert behaviour(got[0])[0] == "allow"
+        o.s.stop.set()
+        with anyio.fail_after(20):
+            await o.s.stopped.wait()
+
+        one_of_three = {**TWO_FOR_RM, "quorum": 1}
+        async with ops_scene(tmp_path, world=o, approvals=[one_of_three]) as again:
+            got.clear()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask, again.port)
+                approval = await again.s.fake.wait_for(lambda m: again.card(m) and bool(m.reply_markup))
+                assert got == [] and len(person_cards(again.s)) == 1
+                await again.s.bob.press(approval, "✅ Approve")
+            allow, _ = behaviour(got[0])
+            assert allow == "allow"
+            rows = await audit_rows(o.url)
+    decided = [r["detail"] for r in rows if r["event"] == "permission_decided"]
+    assert [d["by"] for d in decided] == ["person", "approvers"]
