@@ -6,9 +6,9 @@ A hook request carries the agent token in `Authorization: Bearer tnx_...` (read 
 as `/mcp` reads it: a revoked token is refused at once) and its person must still be allowed to use the bot. The
 person gets a card with what the agent wants to do and answers with one tap: Allow, Deny, Allow for this session
 (when the agent names its session), Allow for an hour, Always for exactly this: the ones the `[[approvals]]` rules
-covering the prompt let be remembered (`spans_offered`). A prompt whose strictest rule the person's own tap does
-not meet (`own_card`) goes to the rule's approvers instead, as a gated call does (quorum, second factor; never
-remembered). A remembered decision (`bot.core.remembered.Memory`, in the database) answers at once instead, and
+covering the prompt let be remembered (`spans_offered`). A prompt covered by a rule the person's own tap does not
+meet (`own_card`) goes to the approvers of the strictest such rule instead, as a gated call does (quorum, second
+factor; never remembered, never answered from memory). A remembered decision (`bot.core.remembered.Memory`, in the database) answers at once instead, and
 the answer names its maker as every process knows them ("allowed by the rule Alice made at 14:02"). Every ask
 and every answer is audited, once (`permission_asked`; `permission_decided`: by the person, the approvers, or
 which remembered decision: its use is this row, not one of the store's).
@@ -176,8 +176,8 @@ class NameBook(Protocol):
 
 def own_card(rule: ApprovalRule, person: int) -> bool:
     """Whether a rule covering a person's prompt is met by that person's own tap: they are its one approver, one
-    approval decides, no second factor, nobody to escalate to. Then their card is the approval (with the remember
-    buttons the rules allow); any other rule puts the prompt to its approvers."""
+    approval decides, no second factor, nobody to escalate to. When every rule covering it is, their card is the
+    approval (with the remember buttons the rules allow); else its approvers decide."""
     return (
         rule.approvers == {person}
         and rule.quorum == 1
@@ -213,19 +213,21 @@ class PermissionDesk:
         """The verdict on `permission`, asked by `caller`'s token. Cancelled (the agent stopped waiting), the
         card ends so and the audit says nobody decided. Never raises for outcomes.
 
-        The `[[approvals]]` rules covering the prompt (`hooks`) say how long an answer may be remembered
-        (`spans_offered`), and the strictest of them (`governing_rule`) who answers: the person's own card when
-        `own_card`, else its approvers, as a gated call's. A remembered decision answers only while its span is
-        offered and, under a rule, only if one of the rule's approvers made it."""
+        The `[[approvals]]` rules covering the prompt (`hooks`) say who answers: the person's own card when their
+        tap meets every one of them (`own_card`), else the approvers of the strictest of the others
+        (`governing_rule`), as a gated call's, never from memory; and how long the person's answer may be
+        remembered (`spans_offered`). A remembered decision answers only while its span is offered and, under a
+        rule, only if the person made it."""
         ask = Ask.of(caller.user_id, caller.token_id, permission.session, permission.tool, permission.input)
         rules = self.hub.config.hook_rules(permission.tool, permission.input)
-        rule, offered = governing_rule(rules), spans_offered(rules)
-        remembered = await self._recall(ask, offered, rule)
+        rule = governing_rule([one for one in rules if not own_card(one, caller.user_id)])
+        offered = spans_offered(rules)
+        remembered = None if rule is not None else await self._recall(ask, offered, bool(rules))
         if remembered is not None:
             return await self._remembered(caller, permission, remembered)
         await self._record(AuditEvent.PERMISSION_ASKED, caller, permission, self._asked(permission))
         try:
-            if rule is None or own_card(rule, caller.user_id):
+            if rule is None:
                 verdict, detail = await self._ask(caller, permission, ask, offered)
             else:
                 verdict, detail = await self._approvers(caller, permission, rule)
@@ -237,11 +239,9 @@ class PermissionDesk:
         await self._record(AuditEvent.PERMISSION_DECIDED, caller, permission, detail)
         return verdict
 
-    async def _recall(
-        self, ask: Ask, offered: tuple[Span, ...], rule: ApprovalRule | None
-    ) -> Decision | None:
-        """The remembered decision that answers `ask`, if the rules let one (a database that cannot be read:
-        none, the prompt is asked)."""
+    async def _recall(self, ask: Ask, offered: tuple[Span, ...], ruled: bool) -> Decision | None:
+        """The remembered decision that answers `ask`, if the rules let one (`ruled`: some cover it; a database
+        that cannot be read: none, the prompt is asked)."""
         if offered == (Span.ONCE,):
             return None
         try:
@@ -251,8 +251,8 @@ class PermissionDesk:
             return None
         if found is None or found.span not in offered:
             return None
-        if rule is not None and found.maker not in rule.approvers:
-            return None  # made by someone the rule does not let decide (before the rule, by the person)
+        if ruled and found.maker != ask.person:
+            return None  # the rules covering it let only the person's own tap decide
         return found
 
     async def _remembered(self, caller: Caller, permission: Permission, decision: Decision) -> Verdict:

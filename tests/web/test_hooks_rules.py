@@ -185,8 +185,8 @@ async def test_a_persons_remembered_allow_does_not_pass_a_rule_whose_approvers_a
     tmp_path: Path,
 ) -> None:
     """Alice allows `rm -rf build` for an hour; the bot restarts with a rule giving `rm` to Bob, Carol and Dave
-    (one of them enough, remembering allowed): her answer is not used, the prompt goes to their card, and only
-    Bob's approval lets it through."""
+    (one of them enough, remembering allowed), listed after one that leaves `rm` to Alice herself: her answer is
+    not used, the prompt goes to their card (not hers), and only Bob's approval lets it through."""
     async with ops_scene(tmp_path, approvals=[]) as o:
         token = await make_token(o.url, ALICE_ID, "codex-box")
         got: list[httpx.Response] = []
@@ -204,7 +204,8 @@ async def test_a_persons_remembered_allow_does_not_pass_a_rule_whose_approvers_a
             await o.s.stopped.wait()
 
         one_of_three = {**TWO_FOR_RM, "quorum": 1}
-        async with ops_scene(tmp_path, world=o, approvals=[one_of_three]) as again:
+        alices_own = {"hooks": ["Bash(rm *)"], **ALICE_ALONE}
+        async with ops_scene(tmp_path, world=o, approvals=[alices_own, one_of_three]) as again:
             got.clear()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(ask, again.port)
