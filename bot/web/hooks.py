@@ -7,13 +7,13 @@ as `/mcp` reads it: a revoked token is refused at once) and its person must stil
 person gets a card with what the agent wants to do and answers with one tap: Allow, Deny, Allow for this session
 (when the agent names its session), Allow for an hour, Always for exactly this: the ones the `[[approvals]]` rules
 covering the prompt let be remembered (`spans_offered`). A prompt covered by a rule the person's own tap does not
-meet (`own_card`) goes to the approvers of the strictest such rule instead, as a gated call does (quorum, second
-factor; never remembered, never answered from memory). A remembered decision (`bot.core.remembered.Memory`, in the database) answers at once instead, and
-the answer names its maker as every process knows them ("allowed by the rule Alice made at 14:02"). Every ask
-and every answer is audited, once (`permission_asked`; `permission_decided`: by the person, the approvers, or
-which remembered decision: its use is this row, not one of the store's).
-If the agent stops waiting (its hook's own timeout: the HTTP request is dropped), the card says so and names the
-fallback the agent applies then.
+meet (`deciding_rule`) goes to the approvers of the strictest such rule instead, as a gated call does (quorum,
+second factor; never remembered, never answered from memory). A remembered decision (`bot.core.remembered.Memory`,
+in the database) answers at once instead, and the answer names its maker as every process knows them ("allowed by
+the rule Alice made at 14:02"). Every ask and every answer is audited, once (`permission_asked`;
+`permission_decided`: by the person, the approvers, or which remembered decision: its use is this row, not one of
+the store's). If the agent stops waiting (its hook's own timeout: the HTTP request is dropped), the card says so
+and names the fallback the agent applies then.
 
 The payloads relied on (recorded from each agent's documentation; checked against Claude Code 2.1.332 and Codex
 0.171.0, driven by tests/hooks):
@@ -60,7 +60,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot.config import ApprovalRule, AuditContent
-from bot.config.approvals import governing_rule
+from bot.config.approvals import deciding_rule
 from bot.core import AgentBook, Origin
 from bot.core.permission import ANSWERED_BY, CHOICE_TITLES, Choice, Client, Permission
 from bot.core.remembered import Ask, Decision, Memory, Span, canonical_input, spans_offered
@@ -80,7 +80,6 @@ __all__ = [
     "PermissionDesk",
     "Verdict",
     "hook_answer",
-    "own_card",
     "permission_of",
 ]
 
@@ -174,18 +173,6 @@ class NameBook(Protocol):
     async def names(self, user_ids: Collection[int]) -> dict[int, str]: ...
 
 
-def own_card(rule: ApprovalRule, person: int) -> bool:
-    """Whether a rule covering a person's prompt is met by that person's own tap: they are its one approver, one
-    approval decides, no second factor, nobody to escalate to. When every rule covering it is, their card is the
-    approval (with the remember buttons the rules allow); else its approvers decide."""
-    return (
-        rule.approvers == {person}
-        and rule.quorum == 1
-        and rule.second_factor is None
-        and not rule.escalate_to
-    )
-
-
 class PermissionDesk:
     """Decides an agent's permission prompt: a remembered decision, else the person's tap on a card, or (an
     `[[approvals]]` rule covers the prompt) its approvers' verdict."""
@@ -214,21 +201,19 @@ class PermissionDesk:
         card ends so and the audit says nobody decided. Never raises for outcomes.
 
         The `[[approvals]]` rules covering the prompt (`hooks`) say who answers: the person's own card when their
-        tap meets every one of them (`own_card`), else the approvers of the strictest of the others
-        (`governing_rule`), as a gated call's, never from memory; and how long the person's answer may be
-        remembered (`spans_offered`). A remembered decision answers only while its span is offered and, under a
-        rule, only if the person made it."""
+        tap meets every one of them, else the approvers of the strictest of the others (`deciding_rule`), as a
+        gated call's, never from memory; and how long the person's answer may be remembered (`spans_offered`;
+        the store's memory judges a kept decision's span by them again at every recall)."""
         ask = Ask.of(caller.user_id, caller.token_id, permission.session, permission.tool, permission.input)
         rules = self.hub.config.hook_rules(permission.tool, permission.input)
-        rule = governing_rule([one for one in rules if not own_card(one, caller.user_id)])
-        offered = spans_offered(rules)
-        remembered = None if rule is not None else await self._recall(ask, offered, bool(rules))
+        rule = deciding_rule(rules, caller.user_id)
+        remembered = None if rule is not None else await self._recall(ask)
         if remembered is not None:
             return await self._remembered(caller, permission, remembered)
         await self._record(AuditEvent.PERMISSION_ASKED, caller, permission, self._asked(permission))
         try:
             if rule is None:
-                verdict, detail = await self._ask(caller, permission, ask, offered)
+                verdict, detail = await self._ask(caller, permission, ask, spans_offered(rules))
             else:
                 verdict, detail = await self._approvers(caller, permission, rule)
         except anyio.get_cancelled_exc_class():
@@ -239,21 +224,14 @@ class PermissionDesk:
         await self._record(AuditEvent.PERMISSION_DECIDED, caller, permission, detail)
         return verdict
 
-    async def _recall(self, ask: Ask, offered: tuple[Span, ...], ruled: bool) -> Decision | None:
-        """The remembered decision that answers `ask`, if the rules let one (`ruled`: some cover it; a database
-        that cannot be read: none, the prompt is asked)."""
-        if offered == (Span.ONCE,):
-            return None
+    async def _recall(self, ask: Ask) -> Decision | None:
+        """The remembered decision that answers `ask` (a database that cannot be read: none, the prompt is
+        asked)."""
         try:
-            found = await self.memory.recall(ask, self._clock())
+            return await self.memory.recall(ask, self._clock())
         except StoreUnavailable:
             logger.warning("hooks: remembered decisions not read: the database is unavailable; asking")
             return None
-        if found is None or found.span not in offered:
-            return None
-        if ruled and found.maker != ask.person:
-            return None  # the rules covering it let only the person's own tap decide
-        return found
 
     async def _remembered(self, caller: Caller, permission: Permission, decision: Decision) -> Verdict:
         """The answer a remembered decision gives, audited once, as this prompt's `permission_decided` (which
