@@ -5,18 +5,20 @@ file, the hook posted as Claude Code and Codex post it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+import mcp_types as types
 import pytest
 
 from bot.config import Secret, StorageConfig
 from bot.store import open_store
 from tests.fakes.telegram import Msg
 from tests.telegram.harness import ALICE_ID, BOB_ID, Chat
-from tests.web.agents import gateway_scene, make_token
+from tests.web.agents import agent, gateway_scene, make_token, text_of
 from tests.web.test_gateway_approvals import CAROL_ID, DAVE_ID, OPS, ops_scene
 from tests.web.test_hooks import ASKS, CODEX_PERMISSION, post
 
@@ -217,3 +219,26 @@ async def test_a_persons_remembered_allow_does_not_pass_a_rule_whose_approvers_a
             rows = await audit_rows(o.url)
     decided = [r["detail"] for r in rows if r["event"] == "permission_decided"]
     assert [d["by"] for d in decided] == ["person", "approvers"]
+
+
+async def test_claude_codes_permission_prompt_tool_under_the_rule_waits_for_both_approvers_too(
+    tmp_path: Path,
+) -> None:
+    """The gateway's `permission_prompt` (Claude Code's `--permission-prompt-tool`) for `rm -rf build` goes to
+    the same approvers' card; the tool answers `deny` with who rejected it."""
+    async with ops_scene(tmp_path, approvals=[TWO_FOR_RM]) as o:
+        token = await make_token(o.url, ALICE_ID, "laptop")
+        got: list[types.CallToolResult] = []
+        async with agent(o.port, token) as client, anyio.create_task_group() as tg:
+
+            async def prompt() -> None:
+                arguments = {"tool_name": "Bash", "input": {"command": "rm -rf build"}}
+                got.append(await client.call_tool("permission_prompt", arguments))
+
+            tg.start_soon(prompt)
+            card = await o.s.fake.wait_for(lambda m: o.card(m) and bool(m.reply_markup))
+            assert "Alice (agent laptop) asks to call Bash on prompt-tool" in card.text
+            await o.carol.press(card, "❌ Reject")
+        answer = json.loads(text_of(got[0]))
+        assert answer["behavior"] == "deny" and "rejected by Carol" in answer["message"]
+        assert person_cards(o.s) == []
