@@ -20,7 +20,6 @@ from bot.compose.process import Process, open_process
 from bot.config import Config, ServerConfig, TelegramMode
 from bot.core import PromptRegistry
 from bot.core.fleet import Fleet
-from bot.core.remembered import KeptInMemory
 from bot.servers.hub import Hub
 from bot.store import Store
 from bot.store.fleet_state import Shares
@@ -261,7 +260,9 @@ def _gateway(parts: BotParts) -> tuple[Gateway, Hooks] | None:
         return None
     assert parts.store is not None  # the config requires [storage]
     allows = Access.of(parts.config.telegram).allows
-    desk = PermissionDesk(parts.hub, KeptInMemory(), parts.store.audit, parts.config.audit.content)
+    desk = PermissionDesk(
+        parts.hub, parts.memory, parts.store.audit, parts.config.audit.content, names=parts.store.approvals
+    )
     gateway = Gateway(
         parts.config,
         parts.hub,

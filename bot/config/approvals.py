@@ -181,6 +181,24 @@ def governing_rule(rules: Sequence[ApprovalRule]) -> ApprovalRule | None:
     return max(rules, key=lambda rule: (rule.quorum, rule.second_factor is not None), default=None)
 
 
+def own_tap(rule: ApprovalRule, person: int) -> bool:
+    """Whether a rule covering a person's prompt is met by that person's own tap: they are its one approver, one
+    approval decides, no second factor, nobody to escalate to."""
+    return (
+        rule.approvers == {person}
+        and rule.quorum == 1
+        and rule.second_factor is None
+        and not rule.escalate_to
+    )
+
+
+def deciding_rule(rules: Sequence[ApprovalRule], person: int) -> ApprovalRule | None:
+    """Of the rules that cover a person's prompt (`hook_rules`), the one whose approvers decide it: the strictest
+    (`governing_rule`) of those the person's own tap does not meet (`own_tap`), whatever their order in the file;
+    None when there is none (no rule, or only rules that leave it to the person: their own card decides)."""
+    return governing_rule([rule for rule in rules if not own_tap(rule, person)])
+
+
 def _hook_relations(v: Any, data: Mapping[str, Any]) -> Found:
     """`hooks`: each a pattern, at least one when given, the rule's callers include agents; no "always" where
     nothing is remembered."""

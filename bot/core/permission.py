@@ -3,7 +3,8 @@ give it on the phone. No I/O.
 
 Claude Code and Codex ask before they run a command, edit a file or call an MCP tool; with their hook (or Claude
 Code's `--permission-prompt-tool`) the ask reaches the bot instead of the terminal, as a `Permission`, and the
-person answers with one `Choice`.
+person answers with one `Choice`: the ones the `[[approvals]]` rules covering the ask let be remembered
+(`choices`, from `bot.core.remembered.spans_offered`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from bot.core.remembered import Span
+from bot.core.remembered import UNRULED, Span
 
 __all__ = ["ANSWERED_BY", "CHOICE_TITLES", "Choice", "Client", "Permission"]
 
@@ -39,6 +40,9 @@ class Choice(enum.StrEnum):
     """Allow, and the same ask again in the same agent session."""
     HOUR = "hour"
     """Allow, and the same ask again from this agent for an hour."""
+    ALWAYS = "always"
+    """Allow, and exactly the same ask again from this agent until the person forgets it (only where the rules
+    covering it say `remember = "always"`)."""
 
     @property
     def allows(self) -> bool:
@@ -46,7 +50,10 @@ class Choice(enum.StrEnum):
 
     @property
     def span(self) -> Span:
-        return {Choice.SESSION: Span.SESSION, Choice.HOUR: Span.HOUR}.get(self, Span.ONCE)
+        return _SPANS.get(self, Span.ONCE)
+
+
+_SPANS: Final = {Choice.SESSION: Span.SESSION, Choice.HOUR: Span.HOUR, Choice.ALWAYS: Span.ALWAYS}
 
 
 CHOICE_TITLES: Final = {
@@ -54,6 +61,7 @@ CHOICE_TITLES: Final = {
     Choice.DENY: "❌ Deny",
     Choice.SESSION: "Allow for this session",
     Choice.HOUR: "Allow for an hour",
+    Choice.ALWAYS: "Always for exactly this",
 }
 
 
@@ -72,9 +80,12 @@ class Permission:
     fallback: str = ""
     """What the agent does itself when its hook gets no answer in time (said on the card then)."""
 
-    @property
-    def choices(self) -> tuple[Choice, ...]:
-        """The answers the card offers: "for this session" only when the agent names its session."""
-        if self.session:
-            return (Choice.ALLOW, Choice.DENY, Choice.SESSION, Choice.HOUR)
-        return (Choice.ALLOW, Choice.DENY, Choice.HOUR)
+    def choices(self, offered: tuple[Span, ...] = UNRULED) -> tuple[Choice, ...]:
+        """The answers the card offers, given the spans the rules covering the ask let an answer be remembered
+        for (`spans_offered`): Allow and Deny always; "for this session" only when the agent names its session."""
+        kept = tuple(
+            choice
+            for choice in (Choice.SESSION, Choice.HOUR, Choice.ALWAYS)
+            if choice.span in offered and (choice is not Choice.SESSION or self.session)
+        )
+        return (Choice.ALLOW, Choice.DENY, *kept)

@@ -341,6 +341,27 @@ class Hub:
             if origin.agent is not None:
                 self.agent_calls[outcome] += 1
 
+    async def approve_for_agent(self, rule: ApprovalRule, permission: Permission, origin: Origin) -> Verdict:
+        """An agent's permission prompt an `[[approvals]]` rule covers, put to the rule's approvers as a gated call
+        is (quorum, second factor, reminders; stored and audited by the approver): the prompt's agent stands
+        for the server, its tool and input for the call's. Counted as one of the agent's calls, under the same
+        `[limits]` (past them: a cancelled verdict with the limit's line, nobody asked). Never raises for
+        outcomes."""
+        refusal = self.limits.start_call(origin.user_id, origin.agent)
+        if refusal is not None:
+            self.agent_calls[CallStatus.REFUSED.value] += 1
+            return Verdict(ApprovalStatus.CANCELLED, refusal.reason)
+        outcome = CallStatus.CANCELLED.value  # unless it returns: the agent went away
+        try:
+            verdict = await self._approval(
+                rule, permission.client.value, permission.tool, dict(permission.input), origin
+            )
+            outcome = (CallStatus.OK if verdict.approved else CallStatus.REFUSED).value
+            return verdict
+        finally:
+            self.limits.end_call(origin.user_id, origin.agent)
+            self.agent_calls[outcome] += 1
+
     async def notify_for_agent(self, origin: Origin, tool: str, line: str) -> ToolOutcome:
         """An agent's line to its person (the gateway's `notify_person`, named `tool`), counted and audited as
         one of its calls: audited as a call of `tool` on the agent (`origin.agent` as the server; the line as

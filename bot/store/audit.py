@@ -101,7 +101,8 @@ class AuditEvent(enum.StrEnum):
     """A person's answer to their agent's permission prompt was kept for a session, an hour or always (`tool`,
     the decision's id, allow or deny, its span, who made it)."""
     DECISION_USED = "decision_used"
-    """A remembered decision answered an agent's prompt in place of a card: which decision, who made it and when."""
+    """Rows of earlier versions only: a remembered decision's use is now the prompt's `permission_decided`
+    (`by: remembered`, which decision, who made it and when), written where it is used."""
     DECISION_FORGOTTEN = "decision_forgotten"
     """A person revoked one of their remembered decisions (`/agents`)."""
     PERMISSION_ASKED = "permission_asked"

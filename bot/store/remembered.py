@@ -10,8 +10,9 @@ its span is still offered for the ask (`spans_offered` over the rules whose `hoo
 quorum above 1 or `remember = false` added after a decision was kept silences it, and an "always" decision
 answers only while every rule covering the ask still says `remember = "always"`.
 
-Audited: keeping a decision, every use of one (which decision, who made it and when: "allowed by the decision
-Alice made at 14:02"), and revoking one; the input as `[audit] content` allows (its SHA-256 always). An audit row
+Audited: keeping a decision and revoking one; the input as `[audit] content` allows (its SHA-256 always). A use is
+audited where it is used, once, as the answer to the prompt (`bot.web.hooks`: `permission_decided` naming the
+decision, its maker and time): a recall is only a read, and the one who recalls may still not use what it finds. An audit row
 that cannot be written is logged and does not undo what was done. Every method raises `StoreUnavailable` when the
 database cannot be read or written.
 """
@@ -68,7 +69,8 @@ class StoredMemory:
 
     @unavailable_as("recalling a remembered decision")
     async def recall(self, ask: Ask, now: dt.datetime) -> Decision | None:
-        """The newest decision that answers `ask` at `now` and whose span the rules still offer; its use audited."""
+        """The newest decision that answers `ask` at `now` and whose span the rules still offer (not audited: its
+        user audits the use)."""
         held = [span.value for span in self.offered(ask) if span is not Span.ONCE]
         if not held:
             return None
@@ -83,10 +85,7 @@ class StoredMemory:
         async with self.engine.connect() as conn:
             rows = (await conn.execute(query)).all()
         covering = [made for made in map(_decision, rows) if made.covers(ask, now)]
-        found = max(covering, key=lambda made: made.id, default=None)
-        if found is not None:
-            await self._audit(AuditEvent.DECISION_USED, found, ask, {"session": ask.session})
-        return found
+        return max(covering, key=lambda made: made.id, default=None)
 
     @unavailable_as("remembering a decision")
     async def keep(

@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
 from bot.config import Config
+from bot.config.approvals import deciding_rule
 from bot.core.remembered import Decision, Span, spans_offered
 from bot.telegram.callback_data import Action, Button, Kind
 from bot.telegram.render import Keyboard, button_label, callback_button, esc
@@ -50,12 +51,14 @@ def shown_input(tool: str, tool_input: str, limit: int = SHOWN) -> str:
 
 def silenced(config: Config, decisions: Sequence[Decision]) -> frozenset[int]:
     """The ids of `decisions` the `[[approvals]]` rules no longer let answer (a rule with a quorum above 1, or
-    `remember = false`, now covers the ask; or "always" is no longer allowed there): kept, listed, never used."""
-    return frozenset(
-        made.id
-        for made in decisions
-        if made.span not in spans_offered(config.hook_rules(made.tool, _loaded(made)))
-    )
+    `remember = false`, now covers the ask; or "always" is no longer allowed there; or a rule gives the ask to
+    approvers other than the person, `deciding_rule`, as `bot.web.hooks` does): kept, listed, never used."""
+    return frozenset(made.id for made in decisions if not _answers(config, made))
+
+
+def _answers(config: Config, made: Decision) -> bool:
+    rules = config.hook_rules(made.tool, _loaded(made))
+    return made.span in spans_offered(rules) and deciding_rule(rules, made.person) is None
 
 
 def _loaded(made: Decision) -> dict[str, object]:

@@ -5,11 +5,15 @@ hooks, and the decision behind it (`PermissionDesk`) that the gateway's permissi
 A hook request carries the agent token in `Authorization: Bearer tnx_...` (read from the store on every request,
 as `/mcp` reads it: a revoked token is refused at once) and its person must still be allowed to use the bot. The
 person gets a card with what the agent wants to do and answers with one tap: Allow, Deny, Allow for this session
-(when the agent names its session), Allow for an hour. A remembered decision (`bot.core.remembered.Memory`)
-answers at once instead, and the answer says which ("allowed by the rule Alice made at 14:02"). Every ask and
-every answer is audited (`permission_asked`, `permission_decided`: by whom, or by which remembered decision).
-If the agent stops waiting (its hook's own timeout: the HTTP request is dropped), the card says so and names the
-fallback the agent applies then.
+(when the agent names its session), Allow for an hour, Always for exactly this: the ones the `[[approvals]]` rules
+covering the prompt let be remembered (`spans_offered`). A prompt covered by a rule the person's own tap does not
+meet (`deciding_rule`) goes to the approvers of the strictest such rule instead, as a gated call does (quorum,
+second factor; never remembered, never answered from memory). A remembered decision (`bot.core.remembered.Memory`,
+in the database) answers at once instead, and the answer names its maker as every process knows them ("allowed by
+the rule Alice made at 14:02"). Every ask and every answer is audited, once (`permission_asked`;
+`permission_decided`: by the person, the approvers, or which remembered decision: its use is this row, not one of
+the store's). If the agent stops waiting (its hook's own timeout: the HTTP request is dropped), the card says so
+and names the fallback the agent applies then.
 
 The payloads relied on (recorded from each agent's documentation; checked against Claude Code 2.1.332 and Codex
 0.171.0, driven by tests/hooks):
@@ -46,19 +50,20 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bot.config import AuditContent
+from bot.config import ApprovalRule, AuditContent
+from bot.config.approvals import deciding_rule
 from bot.core import AgentBook, Origin
 from bot.core.permission import ANSWERED_BY, CHOICE_TITLES, Choice, Client, Permission
-from bot.core.remembered import Ask, Decision, Memory, Span, canonical_input
+from bot.core.remembered import Ask, Decision, Memory, Span, canonical_input, spans_offered
 from bot.errors import StoreUnavailable
 from bot.servers.elicitation import form_of
 from bot.servers.hub import Hub
@@ -71,6 +76,7 @@ __all__ = [
     "HOOKS_PATH",
     "MAX_HOOK_BODY",
     "Hooks",
+    "NameBook",
     "PermissionDesk",
     "Verdict",
     "hook_answer",
@@ -92,6 +98,11 @@ FALLBACK: Final = {
     Client.PROMPT_TOOL: "Claude Code stopped waiting for its permission-prompt tool: the tool is not run.",
 }
 _DECISION: Final = "decision"
+_SPAN_SAID: Final = {
+    Choice.SESSION: " for this session",
+    Choice.HOUR: " for an hour",
+    Choice.ALWAYS: " always, for exactly this",
+}
 _UNANSWERED: Final = {
     "timeout": "nobody answered on the phone in time",
     "cancelled": "the person cancelled the card",
@@ -153,8 +164,18 @@ def _summary(permission: Permission) -> str:
     return f"{permission.tool}: {what}" if what != permission.tool else what
 
 
+class NameBook(Protocol):
+    """Where people's display names are kept for every process (the store's `people`), so that "allowed by the
+    rule Alice made" names its maker in a process that never saw her tap, and after a restart."""
+
+    async def remember(self, user_id: int, name: str) -> None: ...
+
+    async def names(self, user_ids: Collection[int]) -> dict[int, str]: ...
+
+
 class PermissionDesk:
-    """Decides an agent's permission prompt: a remembered decision, else the person's tap on a card."""
+    """Decides an agent's permission prompt: a remembered decision, else the person's tap on a card, or (an
+    `[[approvals]]` rule covers the prompt) its approvers' verdict."""
 
     def __init__(
         self,
@@ -163,6 +184,7 @@ class PermissionDesk:
         audit: AuditLog | None,
         content: AuditContent = AuditContent.FULL,
         *,
+        names: NameBook | None = None,
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.hub = hub
@@ -170,20 +192,30 @@ class PermissionDesk:
         self.audit = audit
         self.content = content
         """How much of a tool's input the audit keeps (`[audit] content`)."""
+        self.names = names
+        """Where the makers of remembered decisions are named (None: only as the hub knows them)."""
         self._clock = clock
-        self._names: dict[int, str] = {}
-        """Who made each decision remembered here (its person's first name, as they tapped)."""
 
     async def decide(self, caller: Caller, permission: Permission) -> Verdict:
         """The verdict on `permission`, asked by `caller`'s token. Cancelled (the agent stopped waiting), the
-        card ends so and the audit says nobody decided. Never raises for outcomes."""
+        card ends so and the audit says nobody decided. Never raises for outcomes.
+
+        The `[[approvals]]` rules covering the prompt (`hooks`) say who answers: the person's own card when their
+        tap meets every one of them, else the approvers of the strictest of the others (`deciding_rule`), as a
+        gated call's, never from memory; and how long the person's answer may be remembered (`spans_offered`;
+        the store's memory judges a kept decision's span by them again at every recall)."""
         ask = Ask.of(caller.user_id, caller.token_id, permission.session, permission.tool, permission.input)
-        remembered = await self.memory.recall(ask, self._clock())
+        rules = self.hub.config.hook_rules(permission.tool, permission.input)
+        rule = deciding_rule(rules, caller.user_id)
+        remembered = None if rule is not None else await self._recall(ask)
         if remembered is not None:
             return await self._remembered(caller, permission, remembered)
         await self._record(AuditEvent.PERMISSION_ASKED, caller, permission, self._asked(permission))
         try:
-            verdict, detail = await self._ask(caller, permission, ask)
+            if rule is None:
+                verdict, detail = await self._ask(caller, permission, ask, spans_offered(rules))
+            else:
+                verdict, detail = await self._approvers(caller, permission, rule)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 detail = {"allow": None, "by": "nobody", "why": "the agent stopped waiting"}
@@ -192,24 +224,69 @@ class PermissionDesk:
         await self._record(AuditEvent.PERMISSION_DECIDED, caller, permission, detail)
         return verdict
 
+    async def _recall(self, ask: Ask) -> Decision | None:
+        """The remembered decision that answers `ask` (a database that cannot be read: none, the prompt is
+        asked)."""
+        try:
+            return await self.memory.recall(ask, self._clock())
+        except StoreUnavailable:
+            logger.warning("hooks: remembered decisions not read: the database is unavailable; asking")
+            return None
+
     async def _remembered(self, caller: Caller, permission: Permission, decision: Decision) -> Verdict:
-        name = self._names.get(decision.id) or self.hub.names(caller.user_id)
+        """The answer a remembered decision gives, audited once, as this prompt's `permission_decided` (which
+        decision, who made it and when; the input as `[audit] content` keeps it)."""
+        name = await self._name_of(decision.maker)
         made = decision.made_at.astimezone(dt.UTC).strftime("%H:%M")
         said = "allowed" if decision.allow else "denied"
         line = f"{said} by the rule {name} made at {made} UTC ({decision.span.value})"
         detail = {
+            **self._asked(permission),
             "allow": decision.allow,
             "by": "remembered",
             "decision_id": decision.id,
             "span": decision.span.value,
+            "made_by": decision.maker,
             "made_at": decision.made_at.isoformat(),
+            "until": None if decision.until is None else decision.until.isoformat(),
             "line": line,
         }
         await self._record(AuditEvent.PERMISSION_DECIDED, caller, permission, detail)
         return Verdict(decision.allow, f"toolnexus-bot: {line}")
 
-    async def _ask(self, caller: Caller, permission: Permission, ask: Ask) -> tuple[Verdict, dict[str, Any]]:
-        choices = permission.choices
+    async def _name_of(self, user_id: int) -> str:
+        """`user_id`'s name as kept for every process, else as this process knows it."""
+        if self.names is not None:
+            try:
+                kept = (await self.names.names([user_id])).get(user_id)
+            except StoreUnavailable:
+                logger.warning("hooks: a decision's maker not named: the database is unavailable")
+                kept = None
+            if kept:
+                return kept
+        return self.hub.names(user_id)
+
+    async def _approvers(
+        self, caller: Caller, permission: Permission, rule: ApprovalRule
+    ) -> tuple[Verdict, dict[str, Any]]:
+        """The rule's approvers decide, as on a gated call (their cards, votes and audit rows are the approval
+        service's); never remembered."""
+        origin = Origin(caller.user_id, caller.user_id, agent=caller.agent)
+        verdict = await self.hub.approve_for_agent(rule, permission, origin)
+        detail: dict[str, Any] = {
+            "allow": verdict.approved,
+            "by": "approvers",
+            "rule": rule.index,
+            "approval": verdict.approval_id,
+            "why": verdict.text,
+        }
+        said = verdict.text if verdict.approved else f"denied: {verdict.text}"
+        return Verdict(verdict.approved, f"toolnexus-bot: {said} (approvals[{rule.index}])"), detail
+
+    async def _ask(
+        self, caller: Caller, permission: Permission, ask: Ask, offered: tuple[Span, ...]
+    ) -> tuple[Verdict, dict[str, Any]]:
+        choices = permission.choices(offered)
         schema = {
             "type": "object",
             "properties": {
@@ -249,14 +326,31 @@ class PermissionDesk:
             "name": name,
             "choice": choice.value,
         }
-        if choice.span is not Span.ONCE:
-            kept = await self.memory.keep(ask, choice.allows, choice.span, self._clock())
-            detail["decision_id"] = kept.id
-            self._names[kept.id] = name
+        kept = None if choice.span is Span.ONCE else await self._keep(ask, choice, caller.user_id, name)
+        if kept is not None:
+            detail.update({"decision_id": kept.id} if isinstance(kept, Decision) else {"not_kept": kept})
         if choice.allows:
-            span = {Choice.SESSION: " for this session", Choice.HOUR: " for an hour"}.get(choice, "")
+            span = f" (once: {kept})" if isinstance(kept, str) else _SPAN_SAID.get(choice, "")
             return Verdict(True, f"toolnexus-bot: allowed by {name} on the phone{span}"), detail
         return Verdict(False, f"toolnexus-bot: {name} denied this on the phone"), detail
+
+    async def _keep(self, ask: Ask, choice: Choice, maker: int, name: str) -> Decision | str:
+        """Remember the person's answer for its span, and their name for every process; what kept it from being
+        remembered instead (the answer itself still holds, once)."""
+        try:
+            kept = await self.memory.keep(ask, choice.allows, choice.span, self._clock())
+        except ValueError as exc:  # the rules no longer offer it (another process's config), or no session
+            logger.warning("hooks: an answer was not remembered: %s", exc)
+            return "the approval rules do not let it be remembered"
+        except StoreUnavailable:
+            logger.warning("hooks: an answer was not remembered: the database is unavailable")
+            return "the database is unavailable, so it is not remembered"
+        if self.names is not None:
+            try:
+                await self.names.remember(maker, name)
+            except StoreUnavailable:
+                logger.warning("hooks: the name of a decision's maker not kept: the database is unavailable")
+        return kept
 
     def _asked(self, permission: Permission) -> dict[str, Any]:
         """The ask as the audit keeps it: the tool's input as `[audit] content` says (like a call's arguments;

@@ -8,7 +8,7 @@ import tomllib
 import pytest
 
 from bot.config import Config, ConfigError, parse_config
-from bot.config.approvals import governing_rule
+from bot.config.approvals import deciding_rule, governing_rule
 from bot.config.tool_patterns import command_parts, parse_tool_pattern
 from bot.core.remembered import UNRULED, Span, spans_offered
 
@@ -141,6 +141,28 @@ def test_of_several_rules_on_a_compound_command_the_strictest_governs() -> None:
     assert governing_rule(applying) is strict
     assert governing_rule(config.hook_rules("Bash", bash("git status"))) is lenient
     assert governing_rule(()) is None
+
+
+def test_the_persons_own_tap_decides_only_where_every_covering_rule_leaves_it_to_them_alone() -> None:
+    """A rule whose one approver is the person (quorum 1, no second factor, no escalation) leaves the prompt to
+    their own card; any other covering rule decides it, also when it comes later in the file at the same quorum;
+    an escalation on the person's own rule gives it to that rule's approval."""
+    config = parse(
+        '[[approvals]]\nhooks = ["Bash(*)"]\napprovers = [1001]\nself_approval = true\n'
+        '[[approvals]]\nhooks = ["Bash(rm *)"]\napprovers = [2001, 2002]\n'
+        '[[approvals]]\nhooks = ["Bash(sudo *)"]\napprovers = [1001]\nself_approval = true\n'
+        "escalate_after_s = 60\nescalate_to = [2001]\n"
+    )
+    own, others, escalating = config.approvals
+
+    def deciding(command: str) -> object:
+        return deciding_rule(config.hook_rules("Bash", bash(command)), 1001)
+
+    assert deciding("ls") is None and deciding("git status") is None
+    assert deciding("ls && rm -rf build") is others
+    assert deciding("sudo ls") is escalating
+    assert deciding_rule(config.hook_rules("Bash", bash("ls")), 2001) is own
+    assert deciding_rule((), 1001) is None
 
 
 def test_spans_offered_follow_the_rules_that_cover_the_prompt() -> None:

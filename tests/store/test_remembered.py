@@ -155,11 +155,12 @@ async def test_a_decision_kept_through_one_store_is_recalled_and_revoked_through
         assert await here.recall(ask("pytest -x"), START) is None
 
 
-async def test_keeping_using_and_revoking_are_audited_naming_the_decision_its_maker_and_time(
+async def test_keeping_and_revoking_are_audited_naming_the_decision_its_maker_and_time_and_a_recall_is_not(
     store: Store,
 ) -> None:
-    """Kept by an approver for Alice's agent, used once, revoked by Alice: three rows naming decision, maker and
-    time; with `content = "none"` the command itself is left out (its hash stays)."""
+    """Kept by an approver for Alice's agent, recalled once, revoked by Alice: two rows naming decision, maker and
+    time (a recall is a read: its use is audited by whoever uses it, the hooks' `permission_decided`); with
+    `content = "none"` the command itself is left out (its hash stays)."""
     memory = StoredMemory(store.engine, store.audit, content=AuditContent.NONE)
     kept = await memory.keep(ask("make deploy"), True, Span.HOUR, START, by=2001)
     assert kept.maker == 2001 and kept.person == ALICE
@@ -177,12 +178,11 @@ async def test_keeping_using_and_revoking_are_audited_naming_the_decision_its_ma
     }
     assert [(event, user, tool) for event, user, tool, _ in rows] == [
         ("decision_remembered", ALICE, "Bash"),
-        ("decision_used", ALICE, "Bash"),
         ("decision_forgotten", ALICE, "Bash"),
     ]
-    remembered, used, forgotten = (detail for *_, detail in rows)
-    assert about.items() <= remembered.items() and about.items() <= used.items()
-    assert used["session"] == "s9" and "input" not in used and len(str(used["input_sha256"])) == 64
+    remembered, forgotten = (detail for *_, detail in rows)
+    assert about.items() <= remembered.items()
+    assert "input" not in remembered and len(str(remembered["input_sha256"])) == 64
     assert forgotten == {**about, "by": ALICE}
     assert "make deploy" not in str(rows)
 
@@ -190,11 +190,10 @@ async def test_keeping_using_and_revoking_are_audited_naming_the_decision_its_ma
 async def test_the_command_is_in_the_audit_row_when_content_is_full(
     memory: StoredMemory, store: Store
 ) -> None:
-    """The default `content = "full"`: the use's row holds the input as the agent sent it (canonical JSON)."""
+    """The default `content = "full"`: the keeping's row holds the input as the agent sent it (canonical JSON)."""
     await memory.keep(ask("make deploy"), True, Span.SESSION, START)
-    await memory.recall(ask("make deploy"), START)
-    used = (await store.audit.rows())[-1].as_dict()["detail"]
-    assert used["input"] == '{"command":"make deploy"}'
+    kept = (await store.audit.rows())[-1].as_dict()["detail"]
+    assert kept["input"] == '{"command":"make deploy"}'
 
 
 async def test_the_process_remembers_in_the_database_under_the_configs_rules(store: Store) -> None:

@@ -127,10 +127,14 @@ async def test_another_person_cannot_forget_by_a_forwarded_or_forged_tap(tmp_pat
             assert await other.recall(asked, NOW) == kept
 
 
-async def test_an_answer_a_two_approver_rule_now_covers_is_listed_as_not_used(tmp_path: Path) -> None:
-    """Kept before `Bash(rm *)` got a quorum of 2 in the config: still listed (and forgettable), saying that it is
-    not used; an answer no rule covers says nothing of the kind."""
-    rule = {"hooks": ["Bash(rm *)"], "approvers": [2001, 2002], "quorum": 2}
+@pytest.mark.parametrize("quorum", [2, 1], ids=["two approvers", "one of two others"])
+async def test_an_answer_a_rule_of_other_approvers_now_covers_is_listed_as_not_used(
+    tmp_path: Path, quorum: int
+) -> None:
+    """Kept before `Bash(rm *)` got a rule in the config (a quorum of 2; or 1 of two approvers who are not Alice,
+    so the prompt goes to them): still listed (and forgettable), saying that it is not used; an answer no rule
+    covers says nothing of the kind."""
+    rule = {"hooks": ["Bash(rm *)"], "approvers": [2001, 2002], "quorum": quorum}
     async with gateway_scene(tmp_path, approvals=[rule]) as (s, _, url):
         await make(s, "claude")
         claude = (await agent_ids(url, ALICE_ID))["claude"]
