@@ -97,6 +97,12 @@ class AuditEvent(enum.StrEnum):
     """An agent token was revoked: by its person (`/agents`) or by the operator (`toolnexus-bot agents`)."""
     AGENT_TOKEN_EXPIRED = "agent_token_expired"
     """An agent token was first found past its expiry (refused, or found so while its agent was busy)."""
+    OAUTH_CONSENTED = "oauth_consented"
+    """A person tapped Allow on an OAuth client's consent card (`user_id`: the tapper, whom the grant is for)."""
+    OAUTH_DENIED = "oauth_denied"
+    """A person tapped Deny on an OAuth client's consent card."""
+    OAUTH_REFRESHED = "oauth_refreshed"
+    """An OAuth client exchanged its refresh token for new tokens (the grant's id; never a token)."""
 
 
 @dataclass(frozen=True, slots=True)
