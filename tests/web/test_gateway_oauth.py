@@ -303,7 +303,7 @@ async def test_a_code_is_given_once_and_a_code_presented_again_revokes_what_it_g
         await s.alice.press(card, "Allow")
         answer = await follow(port, page)
         params = redirect_params(answer["redirect"])
-        assert params["state"] == "st" and params["iss"] == PUBLIC_URL + "/"
+        assert params["state"] == "st" and params["iss"] == PUBLIC_URL
         assert (await follow(port, page))["status"] == "ended"
         form = {
             "grant_type": "authorization_code",
@@ -402,7 +402,7 @@ async def test_the_metadata_names_the_gateway_and_its_authorization_server(tmp_p
             server = (await http.get(PUBLIC_URL + "/.well-known/oauth-authorization-server")).json()
             refused = await http.post(PUBLIC_URL + "/mcp", json={})
         assert resource["resource"] == PUBLIC_URL + "/mcp"
-        assert resource["authorization_servers"] == [PUBLIC_URL + "/"]
+        assert resource["authorization_servers"] == [PUBLIC_URL] and server["issuer"] == PUBLIC_URL
         assert server["client_id_metadata_document_supported"] is True
         assert server["code_challenge_methods_supported"] == ["S256"]
         assert {"authorization_code", "refresh_token"} <= set(server["grant_types_supported"])
