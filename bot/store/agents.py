@@ -122,15 +122,15 @@ class AgentStore:
 
     @unavailable_as("storing an OAuth grant")
     async def grant(self, user_id: int, client: str, detail: dict[str, Any]) -> AgentToken:
-        """A grant to an OAuth client, as a token row of `user_id` named after `client` (made a valid name: other
-        characters become `-`; `-2`, `-3`... when the person has a live token of that name), audited as made with
+        """A grant to an OAuth client, as a token row of `user_id` named after `client` (made a valid name: each run of
+        other characters becomes `-`; `-2`, `-3`... when the person has a live token of that name), audited as made with
         `detail`. Its row keeps the hash of a secret nobody is given: the grant is never a bearer token itself,
         the tokens issued for it are (`bot.store.grants`); it is listed, used and revoked as a token is.
 
         Raises:
             StoreUnavailable: the database cannot be read or written.
         """
-        base = re.sub(r"[^A-Za-z0-9_.-]", "-", client).strip("-.")[:28] or "oauth-client"
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", client).strip("-.")[:28] or "oauth-client"
         if not base[0].isalnum():
             base = "c" + base[:27]
         now = self.clock()

@@ -57,6 +57,8 @@ CODE_TTL_S: Final = 120.0
 """How long an authorization code may be exchanged once the page has it."""
 ACCESS_TTL_S: Final = 3600
 """An access token's life; its client refreshes it (the refresh token lasts as long as the grant)."""
+KEEP_ROTATED_S: Final = 30 * 86400.0
+"""How long a rotated refresh token is remembered (presented again meanwhile, it revokes its grant)."""
 _MATCH_ALPHABET: Final = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 
 
@@ -305,17 +307,26 @@ class GrantStore:
         return await self._issue(grant, consent.client_id, resource)
 
     async def _issue(self, grant: AgentToken, client_id: str, resource: str) -> Issued:
+        """New tokens for `grant`; its expired access tokens, and refresh tokens rotated over `KEEP_ROTATED_S`
+        ago, go (a rotated one is kept that long to catch its replay)."""
         access, refresh = (
             ACCESS_PREFIX + secrets.token_urlsafe(32),
             REFRESH_PREFIX + secrets.token_urlsafe(32),
         )
         common = {"grant_id": grant.id, "client_id": client_id, "resource": resource}
+        now = self.clock()
         async with self.engine.begin() as conn:
+            await conn.execute(
+                delete(oauth_tokens).where(
+                    oauth_tokens.c.grant_id == grant.id,
+                    (oauth_tokens.c.expires < now) | (oauth_tokens.c.rotated < now - KEEP_ROTATED_S),
+                )
+            )
             await conn.execute(
                 insert(oauth_tokens).values(
                     token_hash=hash_token(access),
                     kind="access",
-                    expires=self.clock() + ACCESS_TTL_S,
+                    expires=now + ACCESS_TTL_S,
                     **common,
                 )
             )

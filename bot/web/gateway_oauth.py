@@ -17,9 +17,12 @@ answered, goes on to the client's redirect URI by itself (with a code bound to t
 Tokens are bound to the resource (`<public_url>/mcp`: a request naming another is refused with `invalid_target`)
 and to the grant's person; the gateway's verifier checks both on every request.
 
-Where the SDK falls short: its metadata handler has no field for client ID metadata documents (the route is
-replaced with one whose metadata says so), and its token endpoint ignores a `resource` sent to `/token` (the
-resource is fixed at `/authorize`, and every token issued is for the gateway alone).
+Where the SDK falls short: `create_auth_routes` builds metadata without client ID metadata documents, the `none`
+auth method public clients use, or RFC 9207's `iss`, and (like `create_protected_resource_routes`) spells a
+path-less issuer with a trailing "/" that clients compare as a string: both metadata routes are the SDK's handlers
+over metadata built here. Its token endpoint ignores a `resource` sent to `/token` (the resource is fixed at
+`/authorize`, and every token issued is for the gateway alone), and its revocation endpoint wants a
+`client_secret` field even from a public client (an empty one does).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from collections.abc import Callable
 from typing import Final
 from urllib.parse import urlsplit
 
-from mcp.server.auth.handlers.metadata import MetadataHandler
+from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
 from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
@@ -45,12 +48,12 @@ from mcp.server.auth.provider import (
 )
 from mcp.server.auth.routes import (
     build_metadata,
+    build_resource_metadata_url,
     cors_middleware,
     create_auth_routes,
-    create_protected_resource_routes,
 )
 from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken, ProtectedResourceMetadata
 from pydantic import AnyHttpUrl
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -351,11 +354,22 @@ def oauth_routes(
     registration, revocation = ClientRegistrationOptions(enabled=True), RevocationOptions(enabled=True)
     sdk_metadata = build_metadata(issuer, None, registration, revocation)
     methods = [*(sdk_metadata.token_endpoint_auth_methods_supported or []), "none"]
-    metadata = sdk_metadata.model_copy(
-        update={
+    # From strings: the metadata's own model keeps an issuer without a path as it is (RFC 8414 compares issuers
+    # as strings; `AnyHttpUrl` alone would add a "/" the client's issuer would not have).
+    metadata = OAuthMetadata.model_validate(
+        {
+            **sdk_metadata.model_dump(mode="json", exclude_none=True),
+            "issuer": authority.issuer,
             "client_id_metadata_document_supported": True,
             "authorization_response_iss_parameter_supported": True,
             "token_endpoint_auth_methods_supported": methods,
+        }
+    )
+    resource = ProtectedResourceMetadata.model_validate(
+        {
+            "resource": authority.resource,
+            "authorization_servers": [authority.issuer],
+            "resource_name": resource_name,
         }
     )
     pages = ConsentPages(authority.grants, str(metadata.issuer), bot_username)
@@ -373,8 +387,10 @@ def oauth_routes(
             methods=["GET", "OPTIONS"],
         ),
         *sdk,
-        *create_protected_resource_routes(
-            AnyHttpUrl(authority.resource), [issuer], resource_name=resource_name
+        Route(
+            urlsplit(str(build_resource_metadata_url(AnyHttpUrl(authority.resource)))).path,
+            endpoint=cors_middleware(ProtectedResourceMetadataHandler(resource).handle, ["GET", "OPTIONS"]),
+            methods=["GET", "OPTIONS"],
         ),
         Route(CONSENT_PATH + "/{page}", endpoint=pages.page, methods=["GET"]),
         Route(CONSENT_PATH + "/{page}/wait", endpoint=pages.wait, methods=["GET"]),

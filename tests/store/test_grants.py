@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from bot.core.agents import hash_token
 from bot.store import Store
-from bot.store.grants import CODE_TTL_S, CONSENT_TTL_S, GrantStore, start_code
+from bot.store.grants import ACCESS_TTL_S, CODE_TTL_S, CONSENT_TTL_S, GrantStore, start_code
 from bot.store.tables import oauth_consents, oauth_tokens
 
 pytestmark = pytest.mark.anyio
@@ -84,3 +84,23 @@ async def test_secrets_are_kept_only_as_hashes(store: Store) -> None:
     for secret in (opened.page, opened.link, finished[1], issued.access, issued.refresh):
         assert secret not in stored
     assert hash_token(issued.access) in stored and hash_token(opened.page) in stored
+
+
+async def test_an_access_token_expires_and_a_refresh_clears_the_grants_expired_ones(store: Store) -> None:
+    clock = Clock()
+    grants = grants_of(store, clock)
+    opened = await grants.open("cid", "Client", REQUEST)
+    await grants.claim(opened.link, ALICE)
+    await grants.decide(opened.consent.id, ALICE, True)
+    finished = await grants.finish(opened.page)
+    assert finished is not None and finished[1] is not None
+    issued = await grants.exchange(finished[1], RESOURCE)
+    assert issued is not None and await grants.token(issued.access, "access") is not None
+    clock.now += ACCESS_TTL_S + 1
+    assert await grants.token(issued.access, "access") is None
+    renewed = await grants.rotate(issued.refresh, "cid")
+    assert renewed is not None and await grants.token(renewed.access, "access") is not None
+    async with store.engine.connect() as conn:
+        hashes = {row.token_hash for row in (await conn.execute(select(oauth_tokens))).all()}
+    assert hash_token(issued.access) not in hashes
+    assert hash_token(issued.refresh) in hashes  # rotated: kept to catch its replay

@@ -115,8 +115,8 @@ async def test_a_hosted_agent_registers_its_person_allows_it_on_the_phone_and_it
         assert "registered itself" in card.text
         assert memory.tokens is not None and memory.tokens.refresh_token is not None
         listed = await card_for_agents(s)
-        assert "Hosted--b-Agent--b" in listed.text and "last used" in listed.text and "1 call" in listed.text
-        assert "Revoke Hosted--b-Agent--b" in listed.buttons
+        assert "Hosted-b-Agent-b" in listed.text and "last used" in listed.text and "1 call" in listed.text
+        assert "Revoke Hosted-b-Agent-b" in listed.buttons
         events = await audit_events(url)
         consented = [e for e in events if e[0] == AuditEvent.OAUTH_CONSENTED]
         assert [(e[1], e[2]["client"]) for e in consented] == [(ALICE_ID, "Hosted <b>Agent</b>")]
