@@ -71,6 +71,7 @@ CONSENT_PATH: Final = "/oauth/consent"
 POLL_MS: Final = 1500
 """How often the consent page asks whether its person answered."""
 _METADATA_PATH: Final = "/.well-known/oauth-authorization-server"
+_RESOURCE_ROOT: Final = "/.well-known/oauth-protected-resource"
 
 
 def same_resource(one: str, other: str) -> bool:
@@ -387,10 +388,22 @@ def oauth_routes(
             methods=["GET", "OPTIONS"],
         ),
         *sdk,
-        Route(
-            urlsplit(str(build_resource_metadata_url(AnyHttpUrl(authority.resource)))).path,
-            endpoint=cors_middleware(ProtectedResourceMetadataHandler(resource).handle, ["GET", "OPTIONS"]),
-            methods=["GET", "OPTIONS"],
+        *(
+            # RFC 9728's address for `/mcp`, and the host's root one, which some clients (the MCP Inspector) ask
+            # first: the gateway is the host's only protected resource.
+            Route(
+                path,
+                endpoint=cors_middleware(
+                    ProtectedResourceMetadataHandler(resource).handle, ["GET", "OPTIONS"]
+                ),
+                methods=["GET", "OPTIONS"],
+            )
+            for path in dict.fromkeys(
+                [
+                    urlsplit(str(build_resource_metadata_url(AnyHttpUrl(authority.resource)))).path,
+                    _RESOURCE_ROOT,
+                ]
+            )
         ),
         Route(CONSENT_PATH + "/{page}", endpoint=pages.page, methods=["GET"]),
         Route(CONSENT_PATH + "/{page}/wait", endpoint=pages.wait, methods=["GET"]),

@@ -399,9 +399,10 @@ async def test_the_metadata_names_the_gateway_and_its_authorization_server(tmp_p
     async with gateway_scene(tmp_path) as (_, port, _):
         async with httpx2.AsyncClient(transport=ToLocal(port), trust_env=False) as http:
             resource = (await http.get(PUBLIC_URL + "/.well-known/oauth-protected-resource/mcp")).json()
+            at_root = (await http.get(PUBLIC_URL + "/.well-known/oauth-protected-resource")).json()
             server = (await http.get(PUBLIC_URL + "/.well-known/oauth-authorization-server")).json()
             refused = await http.post(PUBLIC_URL + "/mcp", json={})
-        assert resource["resource"] == PUBLIC_URL + "/mcp"
+        assert resource["resource"] == PUBLIC_URL + "/mcp" and at_root == resource
         assert resource["authorization_servers"] == [PUBLIC_URL] and server["issuer"] == PUBLIC_URL
         assert server["client_id_metadata_document_supported"] is True
         assert server["code_challenge_methods_supported"] == ["S256"]
@@ -409,3 +410,17 @@ async def test_the_metadata_names_the_gateway_and_its_authorization_server(tmp_p
         assert server["registration_endpoint"] == PUBLIC_URL + "/register"
         assert refused.status_code == 401
         assert "/.well-known/oauth-protected-resource/mcp" in refused.headers["www-authenticate"]
+
+
+async def test_with_oauth_off_there_is_no_metadata_and_no_consent_link(tmp_path: Path) -> None:
+    """`[gateway] oauth = false`: pasted tokens only; a 401 names no metadata, and `/start <anything>` is the
+    help it always was."""
+    async with gateway_scene(tmp_path, {"oauth": False}) as (s, port, _):
+        async with httpx2.AsyncClient(transport=ToLocal(port), trust_env=False) as http:
+            server = await http.get(PUBLIC_URL + "/.well-known/oauth-authorization-server")
+            refused = await http.post(PUBLIC_URL + "/mcp", json={})
+        assert server.status_code == 404
+        assert refused.status_code == 401 and "resource_metadata" not in refused.headers["www-authenticate"]
+        await s.alice.send("/start abcdef")
+        shown = await s.fake.next_message(ALICE_ID, timeout=15)
+        assert "/agents" in shown.text and "wants to act as you" not in shown.text
