@@ -151,8 +151,11 @@ class AgentVerifier:
     """The SDK's `TokenVerifier` over the store's agent tokens and OAuth access tokens: who an `Authorization:
     Bearer` token acts as, and the resource it is for (a pasted token is for this gateway alone)."""
 
-    def __init__(self, book: AgentBook, resource: str, grants: GrantStore | None = None) -> None:
-        """`grants`: the OAuth access tokens (None: OAuth is off, only pasted tokens pass)."""
+    def __init__(
+        self, book: AgentBook, resource: str | None = None, grants: GrantStore | None = None
+    ) -> None:
+        """`resource`: what a pasted token is for (the gateway's `<public_url>/mcp`); `grants`: the OAuth access
+        tokens (None: OAuth is off, only pasted tokens pass)."""
         self.book = book
         self.resource = resource
         self.grants = grants
@@ -171,7 +174,7 @@ class AgentVerifier:
         return None if agent is None else _access(token, agent, self.resource, None)
 
 
-def _access(token: str, agent: AgentToken, resource: str, expires: int | None) -> AccessToken:
+def _access(token: str, agent: AgentToken, resource: str | None, expires: int | None) -> AccessToken:
     return AccessToken(
         token=token,
         client_id=f"agent-{agent.id}",
