@@ -12,6 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import anyio
+import httpx2
 from starlette.routing import BaseRoute
 from telegram import Update
 from telegram.ext import Application, ApplicationBuilder
@@ -39,7 +40,9 @@ from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolButtons, ToolRunner
 from bot.telegram.updates import Lean
 from bot.web import Webhook, WebServer, build_app, metrics_registry
-from bot.web.gateway import Gateway
+from bot.web.client_documents import ClientDocuments, PublicOnly
+from bot.web.gateway import GATEWAY_PATH, Gateway
+from bot.web.gateway_oauth import GatewayAuthority, oauth_routes
 from bot.web.hooks import Hooks, PermissionDesk
 from bot.web.miniapp import MiniApp
 from bot.web.miniapp.links import FormLinks
@@ -58,13 +61,14 @@ async def serve(
     clock: Callable[[], float] = time.monotonic,
     drain: anyio.Event | None = None,
     approval_sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    documents: Callable[[], httpx2.AsyncBaseTransport] = PublicOnly,
 ) -> None:
     """Put the bot together and run it (`bot.telegram.app.serve`) until `stop` is set, or `drain` (SIGTERM) has
     run its course.
 
     `transport` replaces how servers are reached (tests pass in-process servers). `clock` is the time refusals
     to strangers are rationed by, `approval_sleep` how approvals wait for their reminders and escalations (tests
-    pass virtual ones).
+    pass virtual ones). `documents` makes the transport OAuth clients' metadata documents are fetched through.
 
     Raises:
         SecondInstance: another live bot holds this database, or polls with this token.
@@ -74,7 +78,8 @@ async def serve(
     front = functools.partial(telegram_front, config)
     async with open_process(config, front, transport=transport, approval_sleep=approval_sleep) as process:
         parts = bot_parts(process, Refusals(clock=clock))
-        await telegram_app.serve(parts, web_endpoint(parts, stop, draining), stop, ready, draining)
+        web = web_endpoint(parts, stop, draining, documents)
+        await telegram_app.serve(parts, web, stop, ready, draining)
 
 
 async def run_bot(config: Config) -> int:
@@ -185,7 +190,12 @@ def _form_links(config: Config) -> FormLinks | None:
     return FormLinks(config.miniapp, config.web.public_url)
 
 
-def web_endpoint(parts: BotParts, stop: anyio.Event, draining: anyio.Event) -> WebServer | None:
+def web_endpoint(
+    parts: BotParts,
+    stop: anyio.Event,
+    draining: anyio.Event,
+    documents: Callable[[], httpx2.AsyncBaseTransport] = PublicOnly,
+) -> WebServer | None:
     """The web endpoint, when `[web]` is configured: health and metrics, and the webhook in webhook mode.
 
     From the first moment of a drain (`draining`) `/healthz` answers 503 and the webhook takes only answers to
@@ -220,6 +230,7 @@ def web_endpoint(parts: BotParts, stop: anyio.Event, draining: anyio.Event) -> W
 
     agents = _gateway(parts)
     gateway, hooks = (None, None) if agents is None else agents
+    oauth = [] if gateway is None or not gateway.oauth else _oauth(parts, documents, lambda: app.bot.username)
     mini, mini_routes = _mini_app(parts)
     # The browser's return to a sign-in (with OAuth servers): through the fleet's share, alone or not.
     signing = [] if parts.signins is None else [SignInFleet(parts.signins)]
@@ -233,7 +244,8 @@ def web_endpoint(parts: BotParts, stop: anyio.Event, draining: anyio.Event) -> W
         routes=mini_routes
         + [route for one in signing for route in callback_routes(one, lambda: app.bot.username)]
         + ([] if gateway is None else gateway.routes())
-        + ([] if hooks is None else hooks.routes()),
+        + ([] if hooks is None else hooks.routes())
+        + oauth,
     )
     services = [] if gateway is None else [gateway.run]
     services += [] if routing is None else [routing.run]
@@ -271,8 +283,21 @@ def _gateway(parts: BotParts) -> tuple[Gateway, Hooks] | None:
         allows=allows,
         desk=desk,
         version=_version(),
+        grants=parts.store.grants if parts.config.gateway.oauth else None,
     )
     return gateway, Hooks(desk, parts.store.agents, allows=allows)
+
+
+def _oauth(
+    parts: BotParts, documents: Callable[[], httpx2.AsyncBaseTransport], bot_username: Callable[[], str]
+) -> list[BaseRoute]:
+    """The gateway's own OAuth (`[gateway] oauth`): metadata, the SDK's endpoints, the consent page."""
+    config, store = parts.config, parts.store
+    assert store is not None and config.web is not None and config.web.public_url is not None
+    issuer = config.web.public_url.rstrip("/")
+    grants = store.grants
+    authority = GatewayAuthority(grants, ClientDocuments(grants, documents), issuer, issuer + GATEWAY_PATH)
+    return oauth_routes(authority, bot_username)
 
 
 def _version() -> str:

@@ -91,3 +91,6 @@ class GatewayConfig(Table):
     """While an agent's call waits for the person, a progress notification goes to the agent this often."""
     sessions_per_token: Limit = 8
     """2025-11-25 sessions one agent token may hold open at once (2026-07-28 has none); 0 means no limit."""
+    oauth: Boolean = True
+    """Hosted agents (claude.ai, ChatGPT) may sign in with OAuth at `<public_url>/mcp`; the person allows each
+    one on a card in their private chat."""

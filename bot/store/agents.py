@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import re
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -36,6 +37,10 @@ class Revoker(enum.StrEnum):
     """The token's person, in the chat (`/agents`)."""
     OPERATOR = "operator"
     """The bot's operator, on the command line (`toolnexus-bot agents revoke`)."""
+    CLIENT = "client"
+    """An OAuth grant's own client, at the gateway's revocation endpoint."""
+    REPLAY = "replay"
+    """An OAuth grant whose authorization code or rotated refresh token was presented again (a copy is loose)."""
 
 
 def utc_now() -> dt.datetime:
@@ -114,6 +119,73 @@ class AgentStore:
             {"expires": None if token.expires is None else _iso(token.expires)},
         )
         return token, text
+
+    @unavailable_as("storing an OAuth grant")
+    async def grant(self, user_id: int, client: str, detail: dict[str, Any]) -> AgentToken:
+        """A grant to an OAuth client, as a token row of `user_id` named after `client` (made a valid name: each run of
+        other characters becomes `-`; `-2`, `-3`... when the person has a live token of that name), audited as made with
+        `detail`. Its row keeps the hash of a secret nobody is given: the grant is never a bearer token itself,
+        the tokens issued for it are (`bot.store.grants`); it is listed, used and revoked as a token is.
+
+        Raises:
+            StoreUnavailable: the database cannot be read or written.
+        """
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", client).strip("-.")[:28] or "oauth-client"
+        if not base[0].isalnum():
+            base = "c" + base[:27]
+        now = self.clock()
+        async with self.engine.begin() as conn:
+            rows = (
+                await conn.execute(
+                    select(agent_tokens).where(
+                        agent_tokens.c.user_id == user_id, agent_tokens.c.revoked.is_(None)
+                    )
+                )
+            ).all()
+            taken = {token.name for token in map(_token, rows) if token.live(now)}
+            name = next(n for n in (base, *(f"{base}-{i}" for i in range(2, 10_000))) if n not in taken)
+            result = await conn.execute(
+                insert(agent_tokens).values(
+                    user_id=user_id,
+                    name=name,
+                    token_hash=hash_token(new_token_text()),
+                    created=_iso(now),
+                    calls=0,
+                )
+            )
+            token_id = result.inserted_primary_key[0] if result.inserted_primary_key else None
+        if not isinstance(token_id, int):
+            raise RuntimeError("the database gave the new grant no id")
+        token = AgentToken(token_id, user_id, name, _read(_iso(now)), None, None, 0)
+        await self._audit(AuditEvent.AGENT_TOKEN_CREATED, token, {"expires": None, **detail})
+        return token
+
+    @unavailable_as("reading an agent token")
+    async def live_one(self, token_id: int) -> AgentToken | None:
+        """The token (or grant) `token_id` when it still works; None when revoked, expired or gone."""
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(agent_tokens).where(agent_tokens.c.id == token_id))).first()
+        if row is None:
+            return None
+        token = _token(row)
+        return token if token.live(self.clock()) else None
+
+    @unavailable_as("revoking an agent token")
+    async def revoke_id(self, token_id: int, by: Revoker) -> bool:
+        """Revoke the token (or grant) `token_id`, audited as `by`'s doing; False when it was revoked already."""
+        async with self.engine.begin() as conn:
+            row = (await conn.execute(select(agent_tokens).where(agent_tokens.c.id == token_id))).first()
+            if row is None:
+                return False
+            result = await conn.execute(
+                update(agent_tokens)
+                .where(agent_tokens.c.id == token_id, agent_tokens.c.revoked.is_(None))
+                .values(revoked=_iso(self.clock()))
+            )
+        if not result.rowcount:
+            return False
+        await self._audit(AuditEvent.AGENT_TOKEN_REVOKED, _token(row), {"by": by.value})
+        return True
 
     @unavailable_as("checking an agent token")
     async def verify(self, text: str) -> AgentToken | None:

@@ -112,6 +112,12 @@ class AuditEvent(enum.StrEnum):
     """The answer an agent's permission prompt got: allow or deny, and by whom: the person's tap (and for how
     long it is remembered), a remembered decision (its id and when it was made), or nobody (the agent stopped
     waiting, nobody answered in time, a limit)."""
+    OAUTH_CONSENTED = "oauth_consented"
+    """A person tapped Allow on an OAuth client's consent card (`user_id`: the tapper, whom the grant is for)."""
+    OAUTH_DENIED = "oauth_denied"
+    """A person tapped Deny on an OAuth client's consent card."""
+    OAUTH_REFRESHED = "oauth_refreshed"
+    """An OAuth client exchanged its refresh token for new tokens (the grant's id; never a token)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from bot.store.engine import (
 )
 from bot.store.errors import StoreUnavailable
 from bot.store.factors import FactorStore
+from bot.store.grants import GrantStore
 from bot.store.inbox import InboxStore
 from bot.store.instances import claim_instance
 from bot.store.observer import AuditObserver
@@ -61,6 +62,8 @@ class Store:
     """Agent tokens (`/agents`, the gateway), kept as hashes."""
     inbox: InboxStore
     """The ids of updates delivered to the webhook, so a redelivery is handled once."""
+    grants: GrantStore
+    """The gateway's OAuth clients, consent requests and issued tokens (as hashes); grants are `agents`' rows."""
     signins: SignInStore | None = None
     """Per-person OAuth tokens, when `[storage] secret_key` is set."""
     audit_note: str | None = None
@@ -105,14 +108,16 @@ async def open_store(
         log = opened
         key = storage.secret_key
         signins = None if key is None else SignInStore(engine, key.get())
+        agents = AgentStore(engine, log=log)
         yield Store(
             engine,
             log,
             AuditObserver(log, content),
             ApprovalStore(engine, log, content, bus=fleet.bus),
             RoundStore(engine, writer, fence=fleet.fence),
-            AgentStore(engine, log=log),
+            agents,
             InboxStore(engine),
+            GrantStore(engine, agents, log),
             signins,
             note,
             factors=None if key is None else FactorStore(engine, key.get(), log=log),

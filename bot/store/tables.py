@@ -35,7 +35,10 @@ __all__ = [
     "miniapp_answers",
     "miniapp_launches",
     "oauth_accounts",
+    "oauth_clients",
+    "oauth_consents",
     "oauth_pending",
+    "oauth_tokens",
     "people",
     "remembered_decisions",
     "rounds",
@@ -406,3 +409,52 @@ fleet_instances = Table(
     Column("pid", Integer, nullable=False, comment="the backend pid of its partition-lock session"),
     Column("heartbeat", Float, nullable=False, comment="database time (Unix seconds) of its last heartbeat"),
 )
+
+oauth_clients = Table(
+    "oauth_clients",
+    metadata,
+    Column(
+        "client_id",
+        String(512),
+        primary_key=True,
+        comment="given at registration, or the https URL of the client's metadata document",
+    ),
+    Column("info", Text, nullable=False, comment="JSON: the client's registered (or fetched) metadata"),
+    Column("created", Float, nullable=False, comment="Unix time it was registered or its document fetched"),
+)
+
+oauth_consents = Table(
+    "oauth_consents",
+    metadata,
+    Column("id", String(32), primary_key=True, comment="random; in the consent card's buttons"),
+    Column("page_hash", String(64), nullable=False, unique=True, comment="SHA-256 of the page's secret"),
+    Column("link_hash", String(64), nullable=False, unique=True, comment="SHA-256 of the t.me start code"),
+    Column("code_hash", String(64), unique=True, comment="SHA-256 of the authorization code, once issued"),
+    Column("client_id", String(512), nullable=False),
+    Column("client_name", String(200), nullable=False, comment="as the card and the page show it"),
+    Column("request", Text, nullable=False, comment="JSON: redirect URI, state, PKCE challenge, resource"),
+    Column("match", String(8), nullable=False, comment="the short code both the page and the card show"),
+    Column(
+        "state",
+        String(16),
+        nullable=False,
+        comment="waiting, shown, allowed, denied, issued, exchanged, closed",
+    ),
+    Column("user_id", BigInteger, comment="who tapped the link (the grant is theirs); null: nobody yet"),
+    Column("grant_id", Integer, comment="the agent_tokens row the code was exchanged for"),
+    Column("expires", Float, nullable=False, comment="Unix time the request (or its code) expires"),
+)
+Index("ix_oauth_consents_expires", oauth_consents.c.expires)
+
+oauth_tokens = Table(
+    "oauth_tokens",
+    metadata,
+    Column("token_hash", String(64), primary_key=True, comment="SHA-256 of the token (never the token)"),
+    Column("kind", String(8), nullable=False, comment="access or refresh"),
+    Column("grant_id", Integer, nullable=False, comment="the agent_tokens row: its person, its revocation"),
+    Column("client_id", String(512), nullable=False),
+    Column("resource", String(512), nullable=False, comment="the RFC 8707 resource it is for"),
+    Column("expires", Float, comment="Unix time; null: as long as its grant"),
+    Column("rotated", Float, comment="a refresh token: Unix time it was exchanged (presented again: replay)"),
+)
+Index("ix_oauth_tokens_grant_id", oauth_tokens.c.grant_id)

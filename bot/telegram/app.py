@@ -119,6 +119,7 @@ def register_handlers(parts: BotParts) -> None:
         approvals=parts.approvals,
         signins=parts.signins,
         agents=None if store is None else store.agents,
+        grants=None if store is None or not parts.config.gateway.oauth else store.grants,
         audit=None if store is None else store.audit,
         memory=parts.memory,
     )

@@ -31,6 +31,10 @@ class Kind(enum.StrEnum):
     """**Revoke** on the `/agents` list (`REVOKE`): the token is the agent token's id in the store, the arg the
     user id of the person whose list it is; **Forget** (`FORGET`) the same for a remembered decision's id. Neither
     is trusted: a tap revokes only a token, or forgets only a decision, of the tapper's own."""
+    CONSENT = "o"
+    """**Allow** (`YES`) or **Deny** (`NO`) on an OAuth client's consent card: the token is the consent request's
+    id, the arg the user id of the person it was shown to. Neither is trusted: the store decides only the tapper's
+    own request."""
 
 
 class Action(enum.StrEnum):

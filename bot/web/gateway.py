@@ -20,9 +20,15 @@ An agent that goes away mid-call (it cancels the call, or the connection carryin
 cards as its doing ("your agent stopped waiting"); the server hears `cancel`, then the call is cancelled. A
 request's body is bounded (`MAX_BODY`, 413 past it), after the token check.
 
+Hosted agents that cannot paste a token sign in with OAuth instead (`bot.web.gateway_oauth`, `[gateway] oauth`):
+the access tokens issued there (`tnx_at_...`) pass the same verifier, which reads them from the store, and act as
+the person who allowed them, through their grant (a token row like any other: revoked, it stops them at once).
+Every token is bound to this resource (`<public_url>/mcp`): one the verifier reports for another is refused, and a
+refused request's `WWW-Authenticate` names the protected-resource metadata (with OAuth on) so a client can sign in.
+
 Why not `MCPServer`: its tools are fixed at decoration time; here every person sees a different list, built
-per request from the hub. Why not the SDK's `streamable_http_app(auth=...)`: it needs an OAuth issuer to name in
-its metadata, and the bot issues no OAuth tokens; the same public middleware is composed around the transport.
+per request from the hub. Why not the SDK's `streamable_http_app(auth=...)`: its tools come from decorators as
+well; the same public middleware (the SDK's bearer backend, checking the resource) is composed around the transport.
 """
 
 from __future__ import annotations
@@ -40,10 +46,12 @@ from anyio.abc import TaskStatus
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AnyHttpUrl
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
@@ -51,11 +59,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bot.config import Config
 from bot.core import AgentBook, CallStatus, Origin, Outcome, Progress, PromptRegistry, ToolOutcome
-from bot.core.agents import GATEWAY_PATH
+from bot.core.agents import GATEWAY_PATH, AgentToken
 from bot.core.permission import Client, Permission
 from bot.errors import StoreUnavailable
 from bot.servers.elicitation import form_of
 from bot.servers.hub import Flight, Hub, ProgressSink, Unavailable
+from bot.store.grants import ACCESS_PREFIX, GrantStore
 from bot.web.gateway_guard import SESSION_IDLE_S, Caller, Ending, Guard
 from bot.web.hooks import FALLBACK, PermissionDesk
 from mapping import MappingError, answer_to_elicit_result, elicitation_to_request
@@ -172,26 +181,42 @@ show only OK)."""
 
 
 class AgentVerifier:
-    """The SDK's `TokenVerifier` over the store's agent tokens: who an `Authorization: Bearer` token acts as."""
+    """The SDK's `TokenVerifier` over the store's agent tokens and OAuth access tokens: who an `Authorization:
+    Bearer` token acts as, and the resource it is for (a pasted token is for this gateway alone)."""
 
-    def __init__(self, book: AgentBook) -> None:
+    def __init__(
+        self, book: AgentBook, resource: str | None = None, grants: GrantStore | None = None
+    ) -> None:
+        """`resource`: what a pasted token is for (the gateway's `<public_url>/mcp`); `grants`: the OAuth access
+        tokens (None: OAuth is off, only pasted tokens pass)."""
         self.book = book
+        self.resource = resource
+        self.grants = grants
 
     async def verify_token(self, token: str) -> AccessToken | None:
         try:
+            if self.grants is not None and token.startswith(ACCESS_PREFIX):
+                found = await self.grants.token(token, "access")
+                if found is not None:
+                    expires = None if found.expires is None else int(found.expires)
+                    return _access(token, found.grant, found.resource, expires)
             agent = await self.book.verify(token)
         except StoreUnavailable:
             logger.warning("agent token not checked: the database is unavailable")
             return None
-        if agent is None:
-            return None
-        return AccessToken(
-            token=token,
-            client_id=f"agent-{agent.id}",
-            scopes=[],
-            subject=str(agent.user_id),
-            claims={"agent_id": agent.id, "agent": agent.name},
-        )
+        return None if agent is None else _access(token, agent, self.resource, None)
+
+
+def _access(token: str, agent: AgentToken, resource: str | None, expires: int | None) -> AccessToken:
+    return AccessToken(
+        token=token,
+        client_id=f"agent-{agent.id}",
+        scopes=[],
+        expires_at=expires,
+        resource=resource,
+        subject=str(agent.user_id),
+        claims={"agent_id": agent.id, "agent": agent.name},
+    )
 
 
 def _caller() -> tuple[int, int, str]:
@@ -316,9 +341,11 @@ class Gateway:
         desk: PermissionDesk,
         version: str = "",
         clock: Callable[[], float] = anyio.current_time,
+        grants: GrantStore | None = None,
     ) -> None:
         """`allows`: the access rules a `/call` in the chat obeys (whether a person may use the bot), asked on
-        every request; `desk`: decides the agents' permission prompts (`permission_prompt`)."""
+        every request; `desk`: decides the agents' permission prompts (`permission_prompt`); `grants`: with OAuth
+        on, the store of the tokens it issues."""
         assert config.web is not None and config.web.public_url is not None  # the config requires it
         self.config = config
         self.hub = hub
@@ -342,7 +369,9 @@ class Gateway:
             max_request_body_size=MAX_BODY,
             session_idle_timeout=SESSION_IDLE_S,
         )
-        self.verifier = AgentVerifier(agents)
+        self.resource = config.web.public_url.rstrip("/") + GATEWAY_PATH
+        self.oauth = grants is not None
+        self.verifier = AgentVerifier(agents, self.resource, grants)
         self.guard = Guard(
             _Watched(StreamableHTTPASGIApp(self.manager)),
             agents,
@@ -370,10 +399,11 @@ class Gateway:
         """`POST/GET/DELETE /mcp`, behind the SDK's bearer middleware (401 without a live agent token, before a
         byte of the body is read), then the guard (403 for a person not allowed; 429 past the token's sessions);
         the transport refuses a body over `MAX_BODY` (413) before reading it."""
-        guarded = RequireAuthMiddleware(self.guard, required_scopes=[], resource_metadata_url=None)
-        app = AuthenticationMiddleware(
-            AuthContextMiddleware(guarded), backend=BearerAuthBackend(self.verifier)
-        )
+        resource = AnyHttpUrl(self.resource)
+        metadata = build_resource_metadata_url(resource) if self.oauth else None
+        guarded = RequireAuthMiddleware(self.guard, required_scopes=[], resource_metadata_url=metadata)
+        backend = BearerAuthBackend(self.verifier, resource_server_url=resource)
+        app = AuthenticationMiddleware(AuthContextMiddleware(guarded), backend=backend)
         return [Route(GATEWAY_PATH, endpoint=app)]
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

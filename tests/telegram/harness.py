@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import httpx2
 
 from bot.compose.telegram import serve
 from bot.config import ServerConfig
 from bot.demo_server import build_server as build_demo
 from bot.servers.connections import default_transport
+from bot.web.client_documents import PublicOnly
 from tests.fakes.servers.elicit import build_server as build_elicit
 from tests.fakes.surface import make_config
 from tests.fakes.telegram import FakeTelegram, FakeUser, Msg
@@ -85,6 +87,7 @@ async def bot_scene(
     limits: dict[str, Any] | None = None,
     audit: dict[str, Any] | None = None,
     approval_sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    documents: Callable[[], httpx2.AsyncBaseTransport] | None = None,
     **telegram: Any,
 ) -> AsyncIterator[Chat]:
     """Run the bot with `demo` and `t` (the elicit test server) in-process unless told otherwise.
@@ -95,7 +98,8 @@ async def bot_scene(
 
     With `world` (an earlier scene), a new bot process runs against that scene's fake and people: a restart.
     `clock` is the time the bot rations refusals to strangers by; `approval_sleep` how approvals wait for
-    their reminders and escalations.
+    their reminders and escalations; `documents` makes the transport OAuth clients' metadata documents are
+    fetched through (default: the public internet only).
     """
     factories: dict[str, Callable[[], Any]] = (
         {"demo": build_demo, "t": build_elicit} if in_process is None else in_process
@@ -135,7 +139,13 @@ async def bot_scene(
         async def run() -> None:
             try:
                 await serve(
-                    config, scene.stop, ready, transport=transport, clock=clock, approval_sleep=approval_sleep
+                    config,
+                    scene.stop,
+                    ready,
+                    transport=transport,
+                    clock=clock,
+                    approval_sleep=approval_sleep,
+                    documents=documents or PublicOnly,
                 )
             finally:
                 scene.stopped.set()

@@ -17,6 +17,7 @@ from bot.core.remembered import Memory
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns
 from bot.store import AuditLog
+from bot.store.grants import GrantStore
 from bot.telegram.access import Access, Refusals
 from bot.telegram.approvals import TelegramApprovals
 from bot.telegram.bot import CardBot
@@ -50,6 +51,8 @@ class Deps:
     signins: SignIns | None = None
     agents: AgentBook | None = None
     """The agent tokens (with a database)."""
+    grants: GrantStore | None = None
+    """The gateway's OAuth consent requests (with a database and `[gateway] oauth`)."""
     audit: AuditLog | None = None
     """The audit log (with a database)."""
     memory: Memory | None = None

@@ -10,7 +10,7 @@ from typing import Any
 
 from telegram.ext import Application
 
-from bot.telegram.handlers import access, agents, audit, commands, forms, second_factor, signin
+from bot.telegram.handlers import access, agents, audit, commands, consent, forms, second_factor, signin
 from bot.telegram.handlers import approvals as approval_taps
 from bot.telegram.handlers.deps import Context, Deps, provide
 from bot.telegram.handlers.errors import on_error
@@ -39,6 +39,7 @@ def register(app: Application[Any, Context, Any, Any, Any, Any], deps: Deps) -> 
         (approval_taps.handlers() if deps.approvals is not None else [])
         + (signin.handlers() if deps.signins is not None else [])
         + agents.handlers()
+        + (consent.handlers() if deps.grants is not None else [])
         + forms.handlers()
         + (audit.handlers() if deps.audit is not None else [])
         + commands.handlers()
