@@ -443,7 +443,9 @@ class Hub:
             escalate_after_s=rule.escalate_after_s,
             escalate_to=rule.escalate_to,
         )
-        return await self.approver.decide(ask)
+        if origin.agent is None:
+            return await self.approver.decide(ask)
+        return await _until_the_agent_goes(self.approver, ask)
 
     async def _vet_answer(
         self, prompt: Prompt, tool: str | None, content: dict[str, Any]
@@ -594,3 +596,34 @@ def log_call(origin: Origin, server: str, tool: str, outcome: ToolOutcome, secon
         outcome.status.value,
         seconds,
     )
+
+
+async def _until_the_agent_goes(approver: Approver, ask: ApprovalAsk) -> Verdict:
+    """`approver.decide(ask)` for an agent's call or permission prompt, whose request ends with the agent: when
+    this wait is cancelled while the process goes on (the agent cancelled, its connection dropped, its hook timed
+    out), the request is ended as its requester's doing (the approvers' cards say so, audited) instead of staying
+    open for a call nobody would run. While the process stops, the wait is cancelled as any other and the request
+    is left to the next process (which tells the person the agent is gone)."""
+    verdicts: list[Verdict] = []
+    decided = anyio.Event()
+    waiting = anyio.CancelScope(shield=True)
+
+    async def wait() -> None:
+        try:
+            with waiting:
+                verdicts.append(await approver.decide(ask))
+        finally:
+            decided.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait)
+        try:
+            await decided.wait()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                going_on = approver.unavailable() is None
+                if not (going_on and approver.cancel(lambda other: other is ask.origin)):
+                    waiting.cancel()  # stopping, or not waiting yet: cancelled as any wait
+                await decided.wait()
+            raise
+    return verdicts[0]
