@@ -142,6 +142,30 @@ async def test_an_agents_gated_call_waits_for_two_of_three_approvers_and_runs_on
     assert counts["ok"] == 1 and counts["refused"] == 0
 
 
+async def test_an_agent_that_stops_waiting_for_its_approvers_ends_the_request_and_a_late_approval_runs_nothing(
+    tmp_path: Path,
+) -> None:
+    """The agent cancels its deploy while it waits for approvers (Bob has approved): the request ends then, as its
+    requester's doing, and the approvers' card says so without buttons, instead of staying open for a call
+    nobody waits for. Carol's late tap on it is refused with an alert and runs nothing."""
+    async with ops_scene(tmp_path) as o:
+        s = o.s
+        token = await make_token(o.url, ALICE_ID, "ci-bot")
+        async with agent(o.port, token) as client:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.call_tool, "prod__deploy", DEPLOY)
+                card = await s.fake.wait_for(lambda m: o.card(m) and bool(m.reply_markup))
+                late = card.button("✅ Approve").callback_data
+                await s.bob.press(card, "✅ Approve")
+                await s.fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text)
+                tg.cancel_scope.cancel()
+            ended = await s.fake.wait_for(lambda m: m is card and not m.reply_markup, timeout=15)
+            assert "Cancelled: nothing was sent" in ended.text, ended.text
+            answer = await o.carol.press_data(card, late)
+            assert answer.show_alert and not card.reply_markup
+    assert o.ledger.calls == []
+
+
 async def test_an_agents_request_approved_after_a_restart_is_not_run_and_the_card_says_so(
     tmp_path: Path,
 ) -> None:
