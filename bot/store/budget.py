@@ -8,9 +8,17 @@ statement that moves it on and returns how long to wait for the place it got. Th
 instances on hosts whose clocks differ still agree; the booking instance only waits out the returned duration.
 A 429 seen by any instance stores "paused until" in the overall row, and every booking after it respects that.
 
+A place is booked before the send it is for, which may then go late (its process woken late, its body written
+a loop pass later). The places are spaced for sends that go on time, and a booking also carries what its
+instance learnt since its last one: how much later than its place allowed a send of its actually went
+(`late_s`, a duration, so no clock is compared across hosts). The bucket moves on by that much once, so the
+places booked after it, by any instance, keep their interval from where that send really went. What the
+fleet guarantees about a second, and why that margin, is in `bot.telegram.flood` (`FLEET_LATE_S`).
+
 One short statement on a pooled connection in autocommit (no BEGIN/COMMIT round trips), one booking at a time
 per process; the row lock is held for that statement only. Measured on loopback under load: about 1 ms from
-asking to the answer, 0.35-0.4 ms of the bot's CPU (SQLAlchemy and asyncpg), per booking. When the database cannot be reached, a booking returns None (the caller then keeps to
+asking to the answer, 0.35-0.4 ms of the bot's CPU (SQLAlchemy and asyncpg), per booking; carrying `late_s`
+changed neither. When the database cannot be reached, a booking returns None (the caller then keeps to
 its own buckets: sends go on, at most the fleet's size times the rate), the first failure is logged once as a
 warning, and the database is tried again `RETRY_AFTER_S` later, not on every send meanwhile.
 """
@@ -55,13 +63,15 @@ _BOOK: Final = text(
     INSERT INTO telegram_budget AS b (bot_id, bucket, tat, paused_until)
     VALUES (:bot_id, :bucket, extract(epoch FROM statement_timestamp())::float8 + :interval, 0)
     ON CONFLICT (bot_id, bucket) DO UPDATE
-    SET tat = greatest(b.tat, b.paused_until, extract(epoch FROM statement_timestamp())::float8) + :interval
+    SET tat = greatest(b.tat + :late, b.paused_until, extract(epoch FROM statement_timestamp())::float8)
+        + :interval
     RETURNING greatest(b.tat - :period, b.paused_until) - extract(epoch FROM clock_timestamp())::float8
     """
 )
-"""Book the next place in one bucket: its `tat` moves on by one interval from itself or from now (or from the
-end of a pause), whichever is later; the place is `period` (the bucket's whole refill time) before the new
-`tat`, or the end of the pause. Returns the seconds from now to that place (negative or 0: go now)."""
+"""Book the next place in one bucket: its `tat` moves on by one interval from itself (moved back by `late`:
+how much later than their places allowed the booking instance's sends went) or from now (or from the end of a
+pause), whichever is later; the place is `period` (the bucket's whole refill time) before the new `tat`, or the
+end of the pause. Returns the seconds from now to that place (negative or 0: go now)."""
 
 _PAUSE: Final = text(
     """
@@ -92,12 +102,21 @@ class TelegramBudget:
         """Bookings go one after another (each about a millisecond): a burst of group messages takes one pooled
         connection, not the pool, and waiting for the pool never counts as the database being down."""
 
-    async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
+    async def book(
+        self, group: int | str | None, interval_s: float, period_s: float, *, late_s: float = 0.0
+    ) -> float | None:
         """Book the next place in a group's bucket (its chat id or @name), or the overall one (None): a
-        request every `interval_s`, a burst of `period_s / interval_s`. The seconds to wait for it (0: go
-        now), or None when the database is unreachable."""
+        request every `interval_s`, a burst of `period_s / interval_s`; `late_s`: how much later than their
+        places allowed this instance's sends went since its last booking (the bucket moves on by that much
+        first). The seconds to wait for the place (0: go now), or None when the database is unreachable."""
         bucket = OVERALL if group is None else f"g:{group}"
-        params = {"bot_id": self._bot_id, "bucket": bucket, "interval": interval_s, "period": period_s}
+        params = {
+            "bot_id": self._bot_id,
+            "bucket": bucket,
+            "interval": interval_s,
+            "period": period_s,
+            "late": late_s,
+        }
         wait = await self._run(_BOOK, params, "booking a Telegram send")
         return None if wait is None else max(0.0, wait)
 
@@ -142,7 +161,9 @@ class OwnBudget:
     own buckets decide, as they do when a fleet's database is out of reach), and a 429 pauses only this process
     (its own limiter already does). No I/O: a send costs no database round trip."""
 
-    async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
+    async def book(
+        self, group: int | str | None, interval_s: float, period_s: float, *, late_s: float = 0.0
+    ) -> float | None:
         return None
 
     async def pause(self, seconds: float) -> None:

@@ -16,8 +16,10 @@ its wait bounded by the pool's timeout.
 In a fleet (several instances of one bot on PostgreSQL, webhook mode) Telegram still counts the bot's messages,
 not each instance's: the overall rate and the group buckets are then booked in the database as well (`fleet`,
 `bot.store.budget.TelegramBudget`: one short statement per send, the database's clock deciding), and a 429 seen
-by one instance pauses all of them. A process alone has a budget that books nothing (`ALONE_BUDGET`): its own
-buckets decide, with no round trip and no wait added. Private chats' buckets and the order within one instance (cards first) stay
+by one instance pauses all of them. The fleet's places leave room for a send that reaches Telegram late in the 2
+more a second Telegram allows than an instance books (`FLEET_LATE_S`: 27.5 a second, no second over 30), and a
+send written later than its instance's share of that moves the fleet's later places back, through that
+instance's next booking. A process alone has a budget that books nothing (`ALONE_BUDGET`): its own buckets decide, with no round trip and no wait added. Private chats' buckets and the order within one instance (cards first) stay
 here: the fleet's overall place is booked only once a request's turn came here, one at a time, so what waits
 for the fleet waits in this instance's own queue. When the database cannot be reached, these buckets alone
 decide until it is back.
@@ -76,12 +78,31 @@ CARDS_QUIET_S: Final = 1.0
 the cards come one after another, with moments between them when none is out."""
 _BUCKETED: Final = frozenset({"sendMessage", "sendPhoto", "sendDocument", "copyMessage", "forwardMessage"})
 """What counts against a private chat's bucket: new messages (edits and tap answers count only overall)."""
-FLEET_LATE_S: Final = 0.1
-"""How late after its place a send in a fleet may reach Telegram (a loop held up, the network's jitter): the
-fleet's places are spaced so that even then no second holds more than `overall_per_s` (`(1 + FLEET_LATE_S) /
-overall_per_s` apart, about 25.5 a second), because requests counted as they go, as on one instance, cannot be
-counted across processes. A request woken more than a quarter of it after its place books a new one (later:
-never more in a second), so most of the margin is left for what comes after it wakes."""
+FLEET_OVER: Final = 2
+"""How many more than `overall_per_s` sends a second of a fleet may hold, as Telegram receives them: Telegram's
+30 against the 28 an instance books. A single instance counts its sends as they go (`_within_second`) and
+leaves these 2 for what its count cannot see; an instance cannot count another's, so in a fleet they are the
+room for lateness instead (`FLEET_LATE_S`)."""
+FLEET_MOST_PER_S: Final = OVERALL_PER_S + FLEET_OVER
+"""What a fleet keeps to: no second holds more than 30 of the bot's sends as Telegram receives them, as long as
+each reaches Telegram within `FLEET_LATE_S` of its place."""
+FLEET_LATE_S: Final = 0.09
+"""How late after its place a send in a fleet may reach Telegram and still count at its place. The places are
+`(1 + FLEET_LATE_S) / FLEET_MOST_PER_S` apart (27.5 a second): 31 of them span more than 1 s + FLEET_LATE_S,
+so no second holds more than 30 sends each within FLEET_LATE_S of its place. Of that, an instance may take
+`FLEET_SENT_LATE_S` itself (corrected when it takes more); the other 50 ms are the way to Telegram, which no
+instance sees: the network's jitter, and Telegram (in the bench, the fake Bot API: a process busy with its
+people) taking a moment to read what came, measured there at 20 ms p90 and 56 ms p99 in a flood. Until now
+every place was spaced for a send 100 ms late and a second of at most 28: 25.5 a second."""
+FLEET_SENT_LATE_S: Final = 0.04
+"""How late after its place an instance may write a send's body, of `FLEET_LATE_S`. A place is counted from
+when it was asked for (the database took it a moment later, and its answer may be read much later still), so
+the answer's wait counts too. A request woken later than this after its place books again (a place wasted:
+never more in a second). One woken in time but written later (the event loop held up between), or that has
+booked again `FLEET_REBOOKS` times, is known once written: the instance's next booking tells the fleet how much
+later (`late_s`), and every place booked from then on, by any instance, moves back by that much, so the second
+it went in holds that many fewer places after it. Only the places booked before that (about one per instance)
+stay: that second may hold one more, and a 429 then pauses the fleet as ever."""
 FLEET_REBOOKS: Final = 2
 """How many times a request woken late books again before it goes all the same."""
 _FORGET_AFTER: Final = 1024
@@ -95,10 +116,14 @@ _AFTER_CARDS: ContextVar[bool] = ContextVar("flood_after_cards", default=False)
 class FleetBudget(Protocol):
     """Buckets shared by every instance of the bot (`bot.store.budget.TelegramBudget`; alone, `ALONE_BUDGET`)."""
 
-    async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
+    async def book(
+        self, group: int | str | None, interval_s: float, period_s: float, *, late_s: float = 0.0
+    ) -> float | None:
         """Book the next place in a group's bucket (its chat id or @name), or the overall one (None): the
         seconds to wait for it, or None when nothing shared was booked (a process alone, or the shared buckets
-        out of reach: this instance's own decide)."""
+        out of reach: this instance's own decide). `late_s`: how much later than `FLEET_SENT_LATE_S` after
+        their places this instance's sends were written since its last booking (the places from now on move
+        back by it)."""
         ...
 
     async def pause(self, seconds: float) -> None:
@@ -238,16 +263,20 @@ class _InFlight:
 
 
 class _Went:
-    """When a request counted overall went: when its turn came, then (called) when its body was written."""
+    """When a request counted overall went: when its turn came, then (called) when its body was written, which
+    `written` (in a fleet) is told."""
 
-    __slots__ = ("_clock", "at")
+    __slots__ = ("_clock", "_written", "at")
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(self, clock: Callable[[], float], written: Callable[[float], None] | None = None) -> None:
         self._clock = clock
+        self._written = written
         self.at = clock()
 
     def __call__(self) -> None:
         self.at = self._clock()
+        if self._written is not None:
+            self._written(self.at)
 
 
 class FloodLimiter(BaseRateLimiter[int]):
@@ -322,7 +351,10 @@ class FloodLimiter(BaseRateLimiter[int]):
         self._card_went_at = -CARDS_QUIET_S
         """When the last card was answered."""
         self._fleet = fleet
-        self._fleet_interval = (1 + FLEET_LATE_S) / overall_per_s if overall_per_s else 0.0
+        self._fleet_interval = (1 + FLEET_LATE_S) / (overall_per_s + FLEET_OVER) if overall_per_s else 0.0
+        self._fleet_late = 0.0
+        """How much later than `FLEET_SENT_LATE_S` after its place this instance wrote its latest send, since its
+        last booking overall told the fleet (0: none was later)."""
         self._fleet_gate = anyio.Lock(fast_acquire=True)
         """One request at a time books the fleet's overall place and waits for it: the others wait here, in
         this instance's order, and the fleet's places go to the instances in turn."""
@@ -359,8 +391,7 @@ class FloodLimiter(BaseRateLimiter[int]):
                     await self._turn(buckets, chat_id, card, withdraw)
                 except Withdrawn:
                     raise Withdrawn(endpoint) from None
-                if overall:
-                    await self._fleet_turn()
+                place = await self._fleet_turn() if overall else None
                 slots = self._in_flight
                 if slots is not None:
                     await slots.acquire(card, chat_id if withdraw is None else None)
@@ -369,7 +400,7 @@ class FloodLimiter(BaseRateLimiter[int]):
                         raise Withdrawn(endpoint)
                     if not overall:
                         return await callback(*args, **kwargs)
-                    with on_written(await self._within_second()):
+                    with on_written(await self._within_second(place)):
                         return await callback(*args, **kwargs)
                 except RetryAfter as exc:
                     refused += 1
@@ -442,26 +473,42 @@ class FloodLimiter(BaseRateLimiter[int]):
             await self._sleep(wait)
         return True
 
-    async def _fleet_turn(self) -> None:
+    async def _fleet_turn(self) -> float | None:
         """In a fleet, once this request's turn came here: book its place in the fleet's overall bucket and
-        wait for it, one request at a time (see `_fleet_gate`). A request woken later than a quarter of
-        `FLEET_LATE_S` after its place books again (up to `FLEET_REBOOKS` times), so that sends stay within
-        the margin the places are spaced by. With the fleet's buckets unreachable it goes at once: this
-        instance's own buckets already spaced it (and alone, nothing is booked: no wait, no yield)."""
+        wait for it, one request at a time (see `_fleet_gate`); the place (None: nothing shared was booked).
+        A request woken later than `FLEET_SENT_LATE_S` after its place books again (up to `FLEET_REBOOKS`
+        times), so that sends stay within the margin. Each booking tells the fleet how late this
+        instance's sends were written past that margin, if they were (`_written_late`). With the fleet's buckets unreachable
+        it goes at once: this instance's own buckets already spaced it (and alone, nothing is booked: no wait,
+        no yield)."""
         async with self._fleet_gate:
+            place = None
             for _ in range(FLEET_REBOOKS + 1):
-                wait = await self._fleet.book(None, self._fleet_interval, self._fleet_interval)
+                late, self._fleet_late = self._fleet_late, 0.0
+                asked = self._clock()
+                wait = await self._fleet.book(None, self._fleet_interval, self._fleet_interval, late_s=late)
                 if wait is None:
-                    return
-                place = self._clock() + wait
+                    return None
+                place = asked + wait  # the database took it a moment after: its answer may be read much later
                 if self._overall is not None:  # the local queue waits for the fleet too: cards stay first
                     self._overall.hold(place)
-                if wait > 0:
-                    await self._sleep(wait)
-                if self._clock() - place <= FLEET_LATE_S / 4:
-                    return
+                if (left := place - self._clock()) > 0:
+                    await self._sleep(left)
+                if self._clock() - place <= FLEET_SENT_LATE_S:
+                    break
+            return place
 
-    async def _within_second(self) -> _Went:
+    def _written_late(self, place: float) -> Callable[[float], None]:
+        """What a send booked at the fleet's `place` calls as its body is written: how much later than
+        `FLEET_SENT_LATE_S` after its place that was, if it was, for this instance's next booking to tell the
+        fleet (the most of several, not their sum: sends held up together went late together)."""
+
+        def written(at: float) -> None:
+            self._fleet_late = max(self._fleet_late, at - place - FLEET_SENT_LATE_S)
+
+        return written
+
+    async def _within_second(self, fleet_place: float | None = None) -> _Went:
         """Wait until sending now keeps every second within what the overall bucket allows in one (its burst
         and a second's worth of its rate), counted when requests go. The bucket spaces the places it books,
         but the requests whose places passed while the event loop was held up would all go at once, more
@@ -469,12 +516,13 @@ class FloodLimiter(BaseRateLimiter[int]):
 
         A request counts from now, and from when its body was written once the HTTP client says so (the
         `_Went` returned, called through `request.on_written`): written a loop pass later, tens of
-        milliseconds under load, a request would otherwise land in the next second with those sent then."""
+        milliseconds under load, a request would otherwise land in the next second with those sent then. In a
+        fleet, `fleet_place` is the place the request was booked at: its writing tells how late it went."""
         async with self._second_lock:
             sent = self._sent
             while len(sent) == sent.maxlen and (wait := sent[0].at + 1.0 - self._clock()) > 0:
                 await self._sleep(wait)  # the oldest may have gone out later than counted: look again
-            went = _Went(self._clock)
+            went = _Went(self._clock, None if fleet_place is None else self._written_late(fleet_place))
             sent.append(went)
             return went
 

@@ -67,3 +67,24 @@ async def test_a_pause_holds_every_booking_of_the_bot_until_it_ends(postgresql_u
     finally:
         await engine.dispose()
         await other.dispose()
+
+
+async def test_a_booking_that_reports_late_sends_moves_the_fleets_next_places_back_by_that_much(
+    postgresql_url: str,
+) -> None:
+    """Places 0.1 s apart, booked back to back: each 0.1 s after the one before. A booking that reports its
+    instance's sends went 0.5 s later than their places allowed gets its place 0.5 s further on, and the places
+    after it (any instance's) keep the interval from there: the correction is made once."""
+    engine, other = await open_engine(postgresql_url), await open_engine(postgresql_url)
+    try:
+        here, there = TelegramBudget(engine, 1), TelegramBudget(other, 1)
+        waits = [await here.book(None, 0.1, 0.1) for _ in range(3)]
+        late = await here.book(None, 0.1, 0.1, late_s=0.5)
+        after = await there.book(None, 0.1, 0.1)
+    finally:
+        await engine.dispose()
+        await other.dispose()
+    assert waits[0] == 0.0
+    assert waits[2] is not None and 0.15 < waits[2] <= 0.2
+    assert late is not None and 0.75 < late <= 0.8  # its place: 0.3 s on, and 0.5 s more
+    assert after is not None and 0.85 < after <= 0.9
