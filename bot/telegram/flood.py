@@ -17,7 +17,7 @@ In a fleet (several instances of one bot on PostgreSQL, webhook mode) Telegram s
 not each instance's: the overall rate and the group buckets are then booked in the database as well (`fleet`,
 `bot.store.budget.TelegramBudget`: one short statement per send, the database's clock deciding), and a 429 seen
 by one instance pauses all of them. The fleet's places leave room for a send that reaches Telegram late in the 2
-more a second Telegram allows than an instance books (`FLEET_LATE_S`: 27.5 a second, no second over 30), and a
+more a second Telegram allows than an instance books (`FLEET_LATE_S`: 27.8 a second, no second over 30), and a
 send written later than its instance's share of that moves the fleet's later places back, through that
 instance's next booking. A process alone has a budget that books nothing (`ALONE_BUDGET`): its own buckets decide, with no round trip and no wait added. Private chats' buckets and the order within one instance (cards first) stay
 here: the fleet's overall place is booked only once a request's turn came here, one at a time, so what waits
@@ -86,23 +86,24 @@ room for lateness instead (`FLEET_LATE_S`)."""
 FLEET_MOST_PER_S: Final = OVERALL_PER_S + FLEET_OVER
 """What a fleet keeps to: no second holds more than 30 of the bot's sends as Telegram receives them, as long as
 each reaches Telegram within `FLEET_LATE_S` of its place."""
-FLEET_LATE_S: Final = 0.09
+FLEET_LATE_S: Final = 0.08
 """How late after its place a send in a fleet may reach Telegram and still count at its place. The places are
-`(1 + FLEET_LATE_S) / FLEET_MOST_PER_S` apart (27.5 a second): 31 of them span more than 1 s + FLEET_LATE_S,
-so no second holds more than 30 sends each within FLEET_LATE_S of its place. Of that, an instance may take
-`FLEET_SENT_LATE_S` itself (corrected when it takes more); the other 50 ms are the way to Telegram, which no
-instance sees: the network's jitter, and Telegram (in the bench, the fake Bot API: a process busy with its
-people) taking a moment to read what came, measured there at 20 ms p90 and 56 ms p99 in a flood. Until now
-every place was spaced for a send 100 ms late and a second of at most 28: 25.5 a second."""
-FLEET_SENT_LATE_S: Final = 0.04
-"""How late after its place an instance may write a send's body, of `FLEET_LATE_S`. A place is counted from
-when it was asked for (the database took it a moment later, and its answer may be read much later still), so
-the answer's wait counts too. A request woken later than this after its place books again (a place wasted:
-never more in a second). One woken in time but written later (the event loop held up between), or that has
-booked again `FLEET_REBOOKS` times, is known once written: the instance's next booking tells the fleet how much
-later (`late_s`), and every place booked from then on, by any instance, moves back by that much, so the second
-it went in holds that many fewer places after it. Only the places booked before that (about one per instance)
-stay: that second may hold one more, and a 429 then pauses the fleet as ever."""
+`(1 + FLEET_LATE_S) / FLEET_MOST_PER_S` apart (36 ms, 27.8 a second): the sends Telegram receives in one
+second, each within FLEET_LATE_S of its place, have their places within 1.08 s, which holds at most 30 of
+them. Of that, an instance may take `FLEET_SENT_LATE_S` itself (corrected when it takes more); the other 45
+ms are the way to Telegram, which no instance sees: the network's jitter, and Telegram taking a moment to read
+what came (in bench f, the fake Bot API, a process busy with its 300 people, read sends 39 ms p90 and 78 ms
+p99 after they were written, at load 3). Until now every place was spaced for a send 100 ms late and a second
+of at most 28, an instance's own rate rather than Telegram's: 25.5 a second."""
+FLEET_SENT_LATE_S: Final = 0.035
+"""How late after its place an instance may write a send's body, of `FLEET_LATE_S` (in bench f: 8 ms p90, 39
+ms p99). A place counts from when it was asked for (the database took it a moment later, and its answer may be
+read later still), so the answer's wait counts too. A request woken later than this after its place books
+again (a place wasted: never more in a second). One woken in time but written later (the event loop held up
+between), or that has booked again `FLEET_REBOOKS` times, is known once written: the instance's next booking
+tells the fleet how much later (`late_s`), and every place booked from then on, by any instance, moves back by
+that much, so the second it went in holds that many fewer places after it. Only the places booked before that
+(about one per instance) stay: that second may hold one more, and a 429 then pauses the fleet as ever."""
 FLEET_REBOOKS: Final = 2
 """How many times a request woken late books again before it goes all the same."""
 _FORGET_AFTER: Final = 1024
