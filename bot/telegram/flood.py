@@ -16,10 +16,10 @@ its wait bounded by the pool's timeout.
 In a fleet (several instances of one bot on PostgreSQL, webhook mode) Telegram still counts the bot's messages,
 not each instance's: the overall rate and the group buckets are then booked in the database as well (`fleet`,
 `bot.store.budget.TelegramBudget`: one short statement per send, the database's clock deciding), and a 429 seen
-by one instance pauses all of them. The fleet's places leave room for a send that reaches Telegram late in the 2
-more a second Telegram allows than an instance books (`FLEET_LATE_S`: 27.8 a second, no second over 30), and a
-send written later than its instance's share of that moves the fleet's later places back, through that
-instance's next booking. A process alone has a budget that books nothing (`ALONE_BUDGET`): its own buckets decide, with no round trip and no wait added. Private chats' buckets and the order within one instance (cards first) stay
+by one instance pauses all of them. The fleet's places leave room for a send that reaches Telegram a little late
+in the 2 more a second Telegram allows than an instance books (`FLEET_LATE_S`: 27.8 a second, no second over
+30), and a send Telegram answered later than that moves the fleet's later places back, through its instance's
+next booking. A process alone has a budget that books nothing (`ALONE_BUDGET`): its own buckets decide, with no round trip and no wait added. Private chats' buckets and the order within one instance (cards first) stay
 here: the fleet's overall place is booked only once a request's turn came here, one at a time, so what waits
 for the fleet waits in this instance's own queue. When the database cannot be reached, these buckets alone
 decide until it is back.
@@ -90,20 +90,29 @@ FLEET_LATE_S: Final = 0.08
 """How late after its place a send in a fleet may reach Telegram and still count at its place. The places are
 `(1 + FLEET_LATE_S) / FLEET_MOST_PER_S` apart (36 ms, 27.8 a second): the sends Telegram receives in one
 second, each within FLEET_LATE_S of its place, have their places within 1.08 s, which holds at most 30 of
-them. Of that, an instance may take `FLEET_SENT_LATE_S` itself (corrected when it takes more); the other 45
-ms are the way to Telegram, which no instance sees: the network's jitter, and Telegram taking a moment to read
-what came (in bench f, the fake Bot API, a process busy with its 300 people, read sends 39 ms p90 and 78 ms
-p99 after they were written, at load 3). Until now every place was spaced for a send 100 ms late and a second
-of at most 28, an instance's own rate rather than Telegram's: 25.5 a second."""
+them. Until now every place was spaced for a send 100 ms late and a second of at most 28, an instance's own
+rate rather than Telegram's: 25.5 a second, 1.18x of 30.
+
+Whether a send kept to it is known afterwards, from Telegram's answer: Telegram received it at the latest
+when its answer came, less the quickest round trip of the instance's latest sends (`FLEET_TRIPS`: the way
+there and back is never quicker). A send answered later than FLEET_LATE_S after its place by that measure (its
+process held up, the network, or Telegram itself: in bench f, the fake Bot API, a process busy with its 300
+people, now and then reads nothing for 100 ms to 0.8 s, then everything that came at once) tells the fleet in
+its instance's next booking (`late_s`, in the same statement), and every place booked from then on, by any
+instance, moves back by its lateness past `FLEET_SENT_LATE_S`: the second it landed in holds that many fewer
+places after it, with the way's share of the margin kept spare. A delay that several instances saw moves the
+places once (`bot.store.budget`). What cannot move are the sends already on their way when the late one was
+answered: a second may hold more than 30 when Telegram reads nothing for longer than the margin, and its 429
+then pauses the fleet as ever."""
 FLEET_SENT_LATE_S: Final = 0.035
-"""How late after its place an instance may write a send's body, of `FLEET_LATE_S` (in bench f: 8 ms p90, 39
-ms p99). A place counts from when it was asked for (the database took it a moment later, and its answer may be
-read later still), so the answer's wait counts too. A request woken later than this after its place books
-again (a place wasted: never more in a second). One woken in time but written later (the event loop held up
-between), or that has booked again `FLEET_REBOOKS` times, is known once written: the instance's next booking
-tells the fleet how much later (`late_s`), and every place booked from then on, by any instance, moves back by
-that much, so the second it went in holds that many fewer places after it. Only the places booked before that
-(about one per instance) stay: that second may hold one more, and a 429 then pauses the fleet as ever."""
+"""How late after its place an instance may write a send's body, of `FLEET_LATE_S` (the other 45 ms are the
+way to Telegram, which no instance sees). A place counts from when it was asked for (the database took it a
+moment later, and its answer may be read later still), so the wait for that answer counts too. A request woken
+later than this after its place books again (a place wasted: never more in a second); one woken in time but
+written late is corrected as above, from its answer."""
+FLEET_TRIPS: Final = 64
+"""How many of its latest round trips to Telegram (written to answered) an instance in a fleet takes the
+quickest of (a few seconds of its sends in a flood)."""
 FLEET_REBOOKS: Final = 2
 """How many times a request woken late books again before it goes all the same."""
 _FORGET_AFTER: Final = 1024
@@ -122,9 +131,8 @@ class FleetBudget(Protocol):
     ) -> float | None:
         """Book the next place in a group's bucket (its chat id or @name), or the overall one (None): the
         seconds to wait for it, or None when nothing shared was booked (a process alone, or the shared buckets
-        out of reach: this instance's own decide). `late_s`: how much later than `FLEET_SENT_LATE_S` after
-        their places this instance's sends were written since its last booking (the places from now on move
-        back by it)."""
+        out of reach: this instance's own decide). `late_s`: how far the places from now on are to move
+        back for a send of this instance's that reached Telegram late, since its last booking."""
         ...
 
     async def pause(self, seconds: float) -> None:
@@ -264,20 +272,16 @@ class _InFlight:
 
 
 class _Went:
-    """When a request counted overall went: when its turn came, then (called) when its body was written, which
-    `written` (in a fleet) is told."""
+    """When a request counted overall went: when its turn came, then (called) when its body was written."""
 
-    __slots__ = ("_clock", "_written", "at")
+    __slots__ = ("_clock", "at")
 
-    def __init__(self, clock: Callable[[], float], written: Callable[[float], None] | None = None) -> None:
+    def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
-        self._written = written
         self.at = clock()
 
     def __call__(self) -> None:
         self.at = self._clock()
-        if self._written is not None:
-            self._written(self.at)
 
 
 class FloodLimiter(BaseRateLimiter[int]):
@@ -354,8 +358,10 @@ class FloodLimiter(BaseRateLimiter[int]):
         self._fleet = fleet
         self._fleet_interval = (1 + FLEET_LATE_S) / (overall_per_s + FLEET_OVER) if overall_per_s else 0.0
         self._fleet_late = 0.0
-        """How much later than `FLEET_SENT_LATE_S` after its place this instance wrote its latest send, since its
-        last booking overall told the fleet (0: none was later)."""
+        """How far the fleet's places are to move back for a send of this instance's that Telegram may have
+        received later than `FLEET_LATE_S` after its place, since its last booking overall (0: none)."""
+        self._fleet_trips: deque[float] = deque(maxlen=FLEET_TRIPS)
+        """The round trips (written to answered) of this instance's latest sends in a fleet."""
         self._fleet_gate = anyio.Lock(fast_acquire=True)
         """One request at a time books the fleet's overall place and waits for it: the others wait here, in
         this instance's order, and the fleet's places go to the instances in turn."""
@@ -401,8 +407,11 @@ class FloodLimiter(BaseRateLimiter[int]):
                         raise Withdrawn(endpoint)
                     if not overall:
                         return await callback(*args, **kwargs)
-                    with on_written(await self._within_second(place)):
-                        return await callback(*args, **kwargs)
+                    with on_written(went := await self._within_second()):
+                        answer = await callback(*args, **kwargs)
+                    if place is not None:
+                        self._answered(place, went.at)
+                    return answer
                 except RetryAfter as exc:
                     refused += 1
                     if refused > retries:
@@ -478,8 +487,8 @@ class FloodLimiter(BaseRateLimiter[int]):
         """In a fleet, once this request's turn came here: book its place in the fleet's overall bucket and
         wait for it, one request at a time (see `_fleet_gate`); the place (None: nothing shared was booked).
         A request woken later than `FLEET_SENT_LATE_S` after its place books again (up to `FLEET_REBOOKS`
-        times), so that sends stay within the margin. Each booking tells the fleet how late this
-        instance's sends were written past that margin, if they were (`_written_late`). With the fleet's buckets unreachable
+        times), so that sends stay within the margin. Each booking carries the correction Telegram's answers
+        to this instance's sends called for, if any (`_answered`). With the fleet's buckets unreachable
         it goes at once: this instance's own buckets already spaced it (and alone, nothing is booked: no wait,
         no yield)."""
         async with self._fleet_gate:
@@ -499,17 +508,20 @@ class FloodLimiter(BaseRateLimiter[int]):
                     break
             return place
 
-    def _written_late(self, place: float) -> Callable[[float], None]:
-        """What a send booked at the fleet's `place` calls as its body is written: how much later than
-        `FLEET_SENT_LATE_S` after its place that was, if it was, for this instance's next booking to tell the
-        fleet (the most of several, not their sum: sends held up together went late together)."""
+    def _answered(self, place: float, written: float) -> None:
+        """Telegram answered a send booked at the fleet's `place` and written at `written`: it received it at the
+        latest now, less the quickest round trip of this instance's latest ones (the way there and back is never
+        quicker). If that is later than `FLEET_LATE_S` after its place, this instance's next booking tells the
+        fleet to move its places back by its lateness past `FLEET_SENT_LATE_S` (the most of several, not their
+        sum: sends held up together went late together)."""
+        now = self._clock()
+        trips = self._fleet_trips
+        trips.append(now - written)
+        late = now - min(trips) - place
+        if late > FLEET_LATE_S:
+            self._fleet_late = max(self._fleet_late, late - FLEET_SENT_LATE_S)
 
-        def written(at: float) -> None:
-            self._fleet_late = max(self._fleet_late, at - place - FLEET_SENT_LATE_S)
-
-        return written
-
-    async def _within_second(self, fleet_place: float | None = None) -> _Went:
+    async def _within_second(self) -> _Went:
         """Wait until sending now keeps every second within what the overall bucket allows in one (its burst
         and a second's worth of its rate), counted when requests go. The bucket spaces the places it books,
         but the requests whose places passed while the event loop was held up would all go at once, more
@@ -517,13 +529,12 @@ class FloodLimiter(BaseRateLimiter[int]):
 
         A request counts from now, and from when its body was written once the HTTP client says so (the
         `_Went` returned, called through `request.on_written`): written a loop pass later, tens of
-        milliseconds under load, a request would otherwise land in the next second with those sent then. In a
-        fleet, `fleet_place` is the place the request was booked at: its writing tells how late it went."""
+        milliseconds under load, a request would otherwise land in the next second with those sent then."""
         async with self._second_lock:
             sent = self._sent
             while len(sent) == sent.maxlen and (wait := sent[0].at + 1.0 - self._clock()) > 0:
                 await self._sleep(wait)  # the oldest may have gone out later than counted: look again
-            went = _Went(self._clock, None if fleet_place is None else self._written_late(fleet_place))
+            went = _Went(self._clock)
             sent.append(went)
             return went
 
