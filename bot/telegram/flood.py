@@ -110,9 +110,11 @@ way to Telegram, which no instance sees). A place counts from when it was asked 
 moment later, and its answer may be read later still), so the wait for that answer counts too. A request woken
 later than this after its place books again (a place wasted: never more in a second); one woken in time but
 written late is corrected as above, from its answer."""
-FLEET_TRIPS: Final = 64
+FLEET_TRIPS: Final = 16
 """How many of its latest round trips to Telegram (written to answered) an instance in a fleet takes the
-quickest of (a few seconds of its sends in a flood)."""
+quickest of: about a second of its sends in a flood, so that a way slower for a while (Telegram busy for
+seconds, every answer later alike) soon counts as the way, while a stall shorter than that stands out; a way
+that is slow alike for every send delays them all, and bunches none."""
 FLEET_REBOOKS: Final = 2
 """How many times a request woken late books again before it goes all the same."""
 _FORGET_AFTER: Final = 1024
