@@ -339,6 +339,13 @@ telegram_budget = Table(
         nullable=False,
         comment="the overall row: Unix time before which no instance sends (after a 429); 0: not paused",
     ),
+    Column(
+        "moved",
+        Float,
+        nullable=False,
+        server_default="0",
+        comment="seconds the places were moved back in all for sends that reached Telegram late",
+    ),
 )
 
 miniapp_launches = Table(

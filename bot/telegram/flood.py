@@ -16,8 +16,10 @@ its wait bounded by the pool's timeout.
 In a fleet (several instances of one bot on PostgreSQL, webhook mode) Telegram still counts the bot's messages,
 not each instance's: the overall rate and the group buckets are then booked in the database as well (`fleet`,
 `bot.store.budget.TelegramBudget`: one short statement per send, the database's clock deciding), and a 429 seen
-by one instance pauses all of them. A process alone has a budget that books nothing (`ALONE_BUDGET`): its own
-buckets decide, with no round trip and no wait added. Private chats' buckets and the order within one instance (cards first) stay
+by one instance pauses all of them. The fleet's places leave room for a send that reaches Telegram a little late
+in the 2 more a second Telegram allows than an instance books (`FLEET_LATE_S`: 27.8 a second, no second over
+30), and a send Telegram answered later than that moves the fleet's later places back, through its instance's
+next booking. A process alone has a budget that books nothing (`ALONE_BUDGET`): its own buckets decide, with no round trip and no wait added. Private chats' buckets and the order within one instance (cards first) stay
 here: the fleet's overall place is booked only once a request's turn came here, one at a time, so what waits
 for the fleet waits in this instance's own queue. When the database cannot be reached, these buckets alone
 decide until it is back.
@@ -76,12 +78,43 @@ CARDS_QUIET_S: Final = 1.0
 the cards come one after another, with moments between them when none is out."""
 _BUCKETED: Final = frozenset({"sendMessage", "sendPhoto", "sendDocument", "copyMessage", "forwardMessage"})
 """What counts against a private chat's bucket: new messages (edits and tap answers count only overall)."""
-FLEET_LATE_S: Final = 0.1
-"""How late after its place a send in a fleet may reach Telegram (a loop held up, the network's jitter): the
-fleet's places are spaced so that even then no second holds more than `overall_per_s` (`(1 + FLEET_LATE_S) /
-overall_per_s` apart, about 25.5 a second), because requests counted as they go, as on one instance, cannot be
-counted across processes. A request woken more than a quarter of it after its place books a new one (later:
-never more in a second), so most of the margin is left for what comes after it wakes."""
+FLEET_OVER: Final = 2
+"""How many more than `overall_per_s` sends a second of a fleet may hold, as Telegram receives them: Telegram's
+30 against the 28 an instance books. A single instance counts its sends as they go (`_within_second`) and
+leaves these 2 for what its count cannot see; an instance cannot count another's, so in a fleet they are the
+room for lateness instead (`FLEET_LATE_S`)."""
+FLEET_MOST_PER_S: Final = OVERALL_PER_S + FLEET_OVER
+"""What a fleet keeps to: no second holds more than 30 of the bot's sends as Telegram receives them, as long as
+each reaches Telegram within `FLEET_LATE_S` of its place."""
+FLEET_LATE_S: Final = 0.08
+"""How late after its place a send in a fleet may reach Telegram and still count at its place. The places are
+`(1 + FLEET_LATE_S) / FLEET_MOST_PER_S` apart (36 ms, 27.8 a second): the sends Telegram receives in one
+second, each within FLEET_LATE_S of its place, have their places within 1.08 s, which holds at most 30 of
+them. Until now every place was spaced for a send 100 ms late and a second of at most 28, an instance's own
+rate rather than Telegram's: 25.5 a second, 1.18x of 30.
+
+Whether a send kept to it is known afterwards, from Telegram's answer: Telegram received it at the latest
+when its answer came, less the quickest round trip of the instance's latest sends (`FLEET_TRIPS`: the way
+there and back is never quicker). A send answered later than FLEET_LATE_S after its place by that measure (its
+process held up, the network, or Telegram itself: in bench f, the fake Bot API, a process busy with its 300
+people, now and then reads nothing for 100 ms to 0.8 s, then everything that came at once) tells the fleet in
+its instance's next booking (`late_s`, in the same statement), and every place booked from then on, by any
+instance, moves back by its lateness past `FLEET_SENT_LATE_S`: the second it landed in holds that many fewer
+places after it, with the way's share of the margin kept spare. A delay that several instances saw moves the
+places once (`bot.store.budget`). What cannot move are the sends already on their way when the late one was
+answered: a second may hold more than 30 when Telegram reads nothing for longer than the margin, and its 429
+then pauses the fleet as ever."""
+FLEET_SENT_LATE_S: Final = 0.035
+"""How late after its place an instance may write a send's body, of `FLEET_LATE_S` (the other 45 ms are the
+way to Telegram, which no instance sees). A place counts from when it was asked for (the database took it a
+moment later, and its answer may be read later still), so the wait for that answer counts too. A request woken
+later than this after its place books again (a place wasted: never more in a second); one woken in time but
+written late is corrected as above, from its answer."""
+FLEET_TRIPS: Final = 16
+"""How many of its latest round trips to Telegram (written to answered) an instance in a fleet takes the
+quickest of: about a second of its sends in a flood, so that a way slower for a while (Telegram busy for
+seconds, every answer later alike) soon counts as the way, while a stall shorter than that stands out; a way
+that is slow alike for every send delays them all, and bunches none."""
 FLEET_REBOOKS: Final = 2
 """How many times a request woken late books again before it goes all the same."""
 _FORGET_AFTER: Final = 1024
@@ -95,10 +128,13 @@ _AFTER_CARDS: ContextVar[bool] = ContextVar("flood_after_cards", default=False)
 class FleetBudget(Protocol):
     """Buckets shared by every instance of the bot (`bot.store.budget.TelegramBudget`; alone, `ALONE_BUDGET`)."""
 
-    async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
+    async def book(
+        self, group: int | str | None, interval_s: float, period_s: float, *, late_s: float = 0.0
+    ) -> float | None:
         """Book the next place in a group's bucket (its chat id or @name), or the overall one (None): the
         seconds to wait for it, or None when nothing shared was booked (a process alone, or the shared buckets
-        out of reach: this instance's own decide)."""
+        out of reach: this instance's own decide). `late_s`: how far the places from now on are to move
+        back for a send of this instance's that reached Telegram late, since its last booking."""
         ...
 
     async def pause(self, seconds: float) -> None:
@@ -322,7 +358,12 @@ class FloodLimiter(BaseRateLimiter[int]):
         self._card_went_at = -CARDS_QUIET_S
         """When the last card was answered."""
         self._fleet = fleet
-        self._fleet_interval = (1 + FLEET_LATE_S) / overall_per_s if overall_per_s else 0.0
+        self._fleet_interval = (1 + FLEET_LATE_S) / (overall_per_s + FLEET_OVER) if overall_per_s else 0.0
+        self._fleet_late = 0.0
+        """How far the fleet's places are to move back for a send of this instance's that Telegram may have
+        received later than `FLEET_LATE_S` after its place, since its last booking overall (0: none)."""
+        self._fleet_trips: deque[float] = deque(maxlen=FLEET_TRIPS)
+        """The round trips (written to answered) of this instance's latest sends in a fleet."""
         self._fleet_gate = anyio.Lock(fast_acquire=True)
         """One request at a time books the fleet's overall place and waits for it: the others wait here, in
         this instance's order, and the fleet's places go to the instances in turn."""
@@ -359,8 +400,7 @@ class FloodLimiter(BaseRateLimiter[int]):
                     await self._turn(buckets, chat_id, card, withdraw)
                 except Withdrawn:
                     raise Withdrawn(endpoint) from None
-                if overall:
-                    await self._fleet_turn()
+                place = await self._fleet_turn() if overall else None
                 slots = self._in_flight
                 if slots is not None:
                     await slots.acquire(card, chat_id if withdraw is None else None)
@@ -369,8 +409,11 @@ class FloodLimiter(BaseRateLimiter[int]):
                         raise Withdrawn(endpoint)
                     if not overall:
                         return await callback(*args, **kwargs)
-                    with on_written(await self._within_second()):
-                        return await callback(*args, **kwargs)
+                    with on_written(went := await self._within_second()):
+                        answer = await callback(*args, **kwargs)
+                    if place is not None:
+                        self._answered(place, went.at)
+                    return answer
                 except RetryAfter as exc:
                     refused += 1
                     if refused > retries:
@@ -442,24 +485,43 @@ class FloodLimiter(BaseRateLimiter[int]):
             await self._sleep(wait)
         return True
 
-    async def _fleet_turn(self) -> None:
+    async def _fleet_turn(self) -> float | None:
         """In a fleet, once this request's turn came here: book its place in the fleet's overall bucket and
-        wait for it, one request at a time (see `_fleet_gate`). A request woken later than a quarter of
-        `FLEET_LATE_S` after its place books again (up to `FLEET_REBOOKS` times), so that sends stay within
-        the margin the places are spaced by. With the fleet's buckets unreachable it goes at once: this
-        instance's own buckets already spaced it (and alone, nothing is booked: no wait, no yield)."""
+        wait for it, one request at a time (see `_fleet_gate`); the place (None: nothing shared was booked).
+        A request woken later than `FLEET_SENT_LATE_S` after its place books again (up to `FLEET_REBOOKS`
+        times), so that sends stay within the margin. Each booking carries the correction Telegram's answers
+        to this instance's sends called for, if any (`_answered`). With the fleet's buckets unreachable
+        it goes at once: this instance's own buckets already spaced it (and alone, nothing is booked: no wait,
+        no yield)."""
         async with self._fleet_gate:
+            place = None
             for _ in range(FLEET_REBOOKS + 1):
-                wait = await self._fleet.book(None, self._fleet_interval, self._fleet_interval)
+                late, self._fleet_late = self._fleet_late, 0.0
+                asked = self._clock()
+                wait = await self._fleet.book(None, self._fleet_interval, self._fleet_interval, late_s=late)
                 if wait is None:
-                    return
-                place = self._clock() + wait
+                    return None
+                place = asked + wait  # the database took it a moment after: its answer may be read much later
                 if self._overall is not None:  # the local queue waits for the fleet too: cards stay first
                     self._overall.hold(place)
-                if wait > 0:
-                    await self._sleep(wait)
-                if self._clock() - place <= FLEET_LATE_S / 4:
-                    return
+                if (left := place - self._clock()) > 0:
+                    await self._sleep(left)
+                if self._clock() - place <= FLEET_SENT_LATE_S:
+                    break
+            return place
+
+    def _answered(self, place: float, written: float) -> None:
+        """Telegram answered a send booked at the fleet's `place` and written at `written`: it received it at the
+        latest now, less the quickest round trip of this instance's latest ones (the way there and back is never
+        quicker). If that is later than `FLEET_LATE_S` after its place, this instance's next booking tells the
+        fleet to move its places back by its lateness past `FLEET_SENT_LATE_S` (the most of several, not their
+        sum: sends held up together went late together)."""
+        now = self._clock()
+        trips = self._fleet_trips
+        trips.append(now - written)
+        late = now - min(trips) - place
+        if late > FLEET_LATE_S:
+            self._fleet_late = max(self._fleet_late, late - FLEET_SENT_LATE_S)
 
     async def _within_second(self) -> _Went:
         """Wait until sending now keeps every second within what the overall bucket allows in one (its burst

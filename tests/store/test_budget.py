@@ -67,3 +67,27 @@ async def test_a_pause_holds_every_booking_of_the_bot_until_it_ends(postgresql_u
     finally:
         await engine.dispose()
         await other.dispose()
+
+
+async def test_a_booking_that_reports_a_late_send_moves_the_fleets_next_places_back_once(
+    postgresql_url: str,
+) -> None:
+    """Places 0.1 s apart, booked back to back by two instances: each 0.1 s after the one before. A booking that
+    reports a send 0.5 s late gets its place 0.5 s further on, and the places after it (any instance's) keep the
+    interval from there. The other instance reporting the same delay (0.4 s: it saw less of it) from before
+    that move moves nothing more; a later delay of its own, seen after the move, moves the places again."""
+    engine, other = await open_engine(postgresql_url), await open_engine(postgresql_url)
+    try:
+        here, there = TelegramBudget(engine, 1), TelegramBudget(other, 1)
+        first = [await here.book(None, 0.1, 0.1), await there.book(None, 0.1, 0.1)]
+        late = await here.book(None, 0.1, 0.1, late_s=0.5)
+        same_delay = await there.book(None, 0.1, 0.1, late_s=0.4)
+        own_delay = await there.book(None, 0.1, 0.1, late_s=0.2)
+    finally:
+        await engine.dispose()
+        await other.dispose()
+    assert first[0] == 0.0
+    assert first[1] is not None and 0.05 < first[1] <= 0.1
+    assert late is not None and 0.65 < late <= 0.7  # its place: 0.2 s on, and 0.5 s more
+    assert same_delay is not None and 0.75 < same_delay <= 0.8
+    assert own_delay is not None and 1.05 < own_delay <= 1.1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import heapq
+import itertools
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, cast
 
@@ -14,6 +15,9 @@ from telegram.error import RetryAfter
 
 from bot.telegram.flood import (
     CARDS_QUIET_S,
+    FLEET_LATE_S,
+    FLEET_MOST_PER_S,
+    FLEET_SENT_LATE_S,
     RETRY_MARGIN_S,
     FloodLimiter,
     Withdrawn,
@@ -430,7 +434,9 @@ class BusyFleet:
         self._time = time
         self._next = 0.0
 
-    async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
+    async def book(
+        self, group: int | str | None, interval_s: float, period_s: float, *, late_s: float = 0.0
+    ) -> float | None:
         place = max(self._time.now, self._next)
         self._next = place + 1.0
         return place - self._time.now
@@ -457,13 +463,72 @@ async def test_in_a_fleet_a_new_card_still_goes_before_results_waiting_for_the_f
     assert [(chat, at - 1000.0) for _, chat, at in sent] == [(1, 0.0), (2, 1.0), (3, 2.0), (9, 3.0), (4, 4.0)]
 
 
+class PacedFleet:
+    """The fleet's shared overall bucket on the virtual clock, this instance alone in it: each place an interval
+    after the one before (or now), moved back by what the booking says this instance's sends went late, as the
+    database keeps it. Records each booking's `late_s`."""
+
+    def __init__(self, time: VirtualTime) -> None:
+        self._time = time
+        self._next = 0.0
+        self.late: list[float] = []
+
+    async def book(
+        self, group: int | str | None, interval_s: float, period_s: float, *, late_s: float = 0.0
+    ) -> float | None:
+        self.late.append(late_s)
+        place = max(self._time.now, self._next + late_s)
+        self._next = place + interval_s
+        return place - self._time.now
+
+    async def pause(self, seconds: float) -> None:
+        raise AssertionError("no 429 here")
+
+
+async def test_in_a_fleet_a_send_answered_late_moves_the_fleets_next_places_back() -> None:
+    """Telegram answers each send 0.1 s after it was written (the way there and back: no lateness), but one
+    0.31 s later than that (Telegram held up reading it) while nineteen more are waiting. The first booking
+    after that answer tells the fleet to move its places back by the lateness past `FLEET_SENT_LATE_S`, and from
+    that place on the sends go that much later; sends answered in the usual time tell nothing."""
+    time = VirtualTime()
+    fleet = PacedFleet(time)
+    limiter = FloodLimiter(clock=time.clock, sleep=time.sleep, fleet=fleet)
+    written: dict[int, float] = {}
+
+    async def send(chat_id: int, held_up_s: float = 0.0) -> None:
+        async def callback() -> bool:
+            report_written()  # what the HTTP client's trace hook calls
+            written[chat_id] = time.now - 1000.0
+            await time.sleep(0.1 + held_up_s)
+            return True
+
+        await limiter.process_request(callback, (), {}, "editMessageText", {"chat_id": chat_id}, None)
+
+    await time.run(functools.partial(send, 100))  # answered in the usual time: the quickest round trip
+    del written[100]
+    await time.run(
+        functools.partial(send, 0, 0.31), *(functools.partial(send, chat) for chat in range(1, 20))
+    )
+    correction = 0.31 - FLEET_SENT_LATE_S
+    told = [i for i, late in enumerate(fleet.late) if late]
+    assert len(fleet.late) == 21 and len(told) == 1
+    assert fleet.late[told[0]] == pytest.approx(correction)
+    interval = (1 + FLEET_LATE_S) / FLEET_MOST_PER_S
+    times = sorted(written.values())
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    # The bookings after the first one (send 100's) are those of these sends, in order.
+    assert gaps == pytest.approx([interval + (correction if i + 2 == told[0] else 0.0) for i in range(19)])
+
+
 class DownFleet:
     """The fleet's shared buckets while the database cannot be reached."""
 
     def __init__(self) -> None:
         self.paused: list[float] = []
 
-    async def book(self, group: int | str | None, interval_s: float, period_s: float) -> float | None:
+    async def book(
+        self, group: int | str | None, interval_s: float, period_s: float, *, late_s: float = 0.0
+    ) -> float | None:
         return None
 
     async def pause(self, seconds: float) -> None:
