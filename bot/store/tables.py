@@ -36,6 +36,7 @@ __all__ = [
     "miniapp_launches",
     "oauth_accounts",
     "oauth_pending",
+    "outbox",
     "people",
     "rounds",
     "second_factors",
@@ -376,3 +377,19 @@ fleet_instances = Table(
     Column("pid", Integer, nullable=False, comment="the backend pid of its partition-lock session"),
     Column("heartbeat", Float, nullable=False, comment="database time (Unix seconds) of its last heartbeat"),
 )
+
+outbox = Table(
+    "outbox",
+    metadata,
+    Column(
+        "instance", String(36), primary_key=True, comment="the process that wrote it (a uuid4 per process)"
+    ),
+    Column("seq", BigInteger, primary_key=True, comment="its order among that process's messages"),
+    Column("bot_id", BigInteger, nullable=False, comment="the bot that sends it (its token's number)"),
+    Column("user_id", BigInteger, nullable=False, comment="the person it is for: their owner sends it"),
+    Column("partition", Integer, nullable=False, comment="user_id % PARTITIONS"),
+    Column("method", String(64), nullable=False, comment="the Bot API method, e.g. sendMessage"),
+    Column("params", Text, nullable=False, comment="JSON: the method's parameters"),
+    Column("written", Float, nullable=False, comment="Unix time it was written (orders processes' messages)"),
+)
+Index("ix_outbox_bot_id", outbox.c.bot_id, outbox.c.partition)
