@@ -9,9 +9,11 @@ partition over; a bot alone started again) sends those messages, in order (`wait
 second kind is seen twice by its person. Never lost: the row is committed before the request may go.
 
 Writes go through the store's one writer (`bot.store.writer`), group-committed with the audit rows and the kept
-questions. Deletes are not waited for: they are gathered while one batch of them is being committed and go in
-the next (`sent`), so a flood of answered requests is a few transactions, and the moment in which a sent message
-is still in the table is one commit long.
+questions. Deletes are not waited for: they ride along with the writer's next transaction, whatever it writes
+(a flood's audit rows and kept questions come every few milliseconds), or, when none comes within
+`MARK_WITHIN_S`, go in one of their own: a delete costs no transaction of its own under load, and the moment in
+which a sent message is still in the table is at most that long (and one commit). A transaction that fails takes
+its deletes with it: those messages stay in the table, and would be sent again after a kill (twice, not never).
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ logger = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 """A kept request's row: the process that wrote it and its order there."""
+MARK_WITHIN_S: Final = 0.1
+"""How long a sent message's delete waits for another write's transaction to ride along with (bench a: a
+transaction of its own per message cost about 0.2 M instructions)."""
 RETRY_S: Final = 5.0
 """After the database refused a write, how long requests go unkept before it is tried again."""
 
@@ -79,10 +84,12 @@ class OutboxStore:
         self._fleet = fleet
         self._seq = itertools.count(1)
         self._marks: list[Key] = []
+        self._timer: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
         self._down_until = 0.0
         self.kept = 0
         """Requests written down so far (read by tests and bench)."""
+        writer.carry(self)
 
     async def acts_for(self, user_id: int) -> bool:
         """Whether this process may send for `user_id` now (the fleet's fence; alone, always)."""
@@ -114,26 +121,46 @@ class OutboxStore:
         return key
 
     def sent(self, key: Key) -> None:
-        """The request was answered (or will never go): its row is deleted with the next batch of such."""
+        """The request was answered (or will never go): its row is deleted with the writer's next transaction,
+        or within `MARK_WITHIN_S` in one of its own."""
         self._marks.append(key)
-        if self._flushing is None:
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(MARK_WITHIN_S, self._mark_alone)
+
+    def riding(self) -> Sequence[Any]:
+        """The deletes waiting, to go with the writer's transaction now (`bot.store.writer.Rider`)."""
+        if not self._marks:
+            return ()
+        keys, self._marks = tuple(self._marks), []
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        return (_Forget(keys),)
+
+    def _mark_alone(self) -> None:
+        self._timer = None
+        if self._marks and self._flushing is None:
             self._flushing = asyncio.get_running_loop().create_task(self._flush())
 
     async def _flush(self) -> None:
         try:
             while self._marks:
-                keys, self._marks = tuple(self._marks), []
                 try:
-                    await self.writer.submit(self, _Forget(keys))
+                    await self.writer.submit(self, _Forget(()))  # the deletes ride along (`riding`)
                 except SQLAlchemyError as exc:
                     # Left in the table: a takeover or a restart would send them again (seen twice, not lost).
-                    logger.warning("outbox: %d sent message(s) could not be marked: %s", len(keys), exc)
+                    logger.warning("outbox: sent messages could not be marked: %s", exc)
+                    return
         finally:
             self._flushing = None
 
     async def settle(self) -> None:
-        """Wait until every sent request so far is marked (the process is stopping)."""
-        while self._flushing is not None:
+        """Mark every sent request so far (the process is stopping)."""
+        if self._flushing is not None:
+            await asyncio.shield(self._flushing)
+        if self._marks:
+            self._mark_alone()
+        if self._flushing is not None:
             await asyncio.shield(self._flushing)
 
     async def waiting(self, partitions: Collection[int] | None = None) -> list[Waiting]:
