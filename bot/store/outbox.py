@@ -33,6 +33,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.core.ownership import Ownership
+from bot.store.errors import unavailable_as
 from bot.store.fleet import PARTITIONS
 from bot.store.tables import outbox
 from bot.store.writer import Prepared, StoreWriter
@@ -163,12 +164,13 @@ class OutboxStore:
         if self._flushing is not None:
             await asyncio.shield(self._flushing)
 
+    @unavailable_as("reading the outbox")
     async def waiting(self, partitions: Collection[int] | None = None) -> list[Waiting]:
         """The requests other processes of this bot kept and did not mark sent, for the people of `partitions`
         (None: everyone), in the order they were written.
 
         Raises:
-            sqlalchemy.exc.SQLAlchemyError: the database could not be read.
+            StoreUnavailable: the database could not be read.
         """
         query = select(outbox).where(outbox.c.bot_id == self.bot_id, outbox.c.instance != self.instance)
         if partitions is not None:

@@ -18,10 +18,10 @@ import logging
 from collections.abc import Collection
 
 from anyio.abc import TaskGroup
-from sqlalchemy.exc import SQLAlchemyError
 from telegram import Bot
 from telegram.error import TelegramError
 
+from bot.store.errors import StoreUnavailable
 from bot.store.outbox import OutboxStore, Waiting
 from bot.telegram.flood import Elsewhere, resending
 
@@ -40,7 +40,7 @@ async def resend(
     them); returns how many go (moot edits left out)."""
     try:
         waiting = await outbox.waiting(partitions)
-    except SQLAlchemyError as exc:
+    except StoreUnavailable as exc:
         logger.error("outbox: could not read the messages kept for the people taken up: %s", exc)
         return 0
     latest: dict[tuple[object, object], Waiting] = {}

@@ -76,7 +76,8 @@ async def test_results_queued_when_the_bot_is_killed_arrive_once_after_it_starts
                 await alice.send(f"/call d stamp n={n}")
             await polled(lambda: ran() == CALLS)
             # 10 went at once (a private chat's burst), the 11th a second later: the 12th waits in the flood control
-            await until(fake, lambda: fake.held["sendmessage"] == CALLS - 1)
+            # (or, on a slow machine, has just joined the others at the Bot API)
+            await until(fake, lambda: fake.held["sendmessage"] >= CALLS - 1)
             await kill(bot)
         await until(fake, lambda: fake.held["sendmessage"] == 0)  # given up by the dead client: never shown
         assert shown(fake, alice) == Counter()
