@@ -25,8 +25,8 @@ def _unthrottle() -> None:
         """The shipped flood control with every limit off (429s still waited out): only its cap on requests
         in flight (`bot.telegram.flood.IN_FLIGHT`, cards first) is left."""
 
-        def __init__(self, fleet: Any = ALONE_BUDGET) -> None:
-            super().__init__(overall_per_s=0, group_burst=0, chat_burst=0, fleet=fleet)
+        def __init__(self, fleet: Any = ALONE_BUDGET, outbox: Any = None) -> None:
+            super().__init__(overall_per_s=0, group_burst=0, chat_burst=0, fleet=fleet, outbox=outbox)
 
     bot.compose.telegram.FloodLimiter = Unthrottled  # type: ignore[attr-defined,assignment]
 

@@ -8,10 +8,13 @@ up to 40 at once, each again until answered 2xx. Figures only: nothing here is a
 A person is the single-choice flow of bench d, with what a person does when the chat does not move: a tap
 answered with an alert ("This prompt has expired": it landed on an instance that does not hold the question) or
 not answered is tapped again after a pause (`RETAP_S`). Those taps are counted (`taps_refused`): with the fleet's
-partition ownership there are none. After the kill, "its people" are those whose `/call` the killed instance
-took and who had not finished; the takeover time of each is from the kill to their first tap sent after it
-that was taken (no alert). Whoever has not finished `takeover_wait_s` after the kill (or `TIMEOUT_S` after
-a step) is lost.
+partition ownership there are none. In the run with a kill, every `HOLD_BACK`-th person taps Submit only once
+the kill happened, so that some of the killed instance's people still have a tap to make then. After the kill,
+"its people" are the unfinished people of the partitions it owned (read from `fleet_partitions` before the kill
+and after the run: those whose owner changed); the takeover time of each is from the kill to the first card or
+result (a sendMessage or editMessageText to their chat that the fake accepted) the survivor sent them. Whoever
+has not finished `takeover_wait_s` after the kill (or `TIMEOUT_S` after a step) is lost. Duplicates are results
+shown twice in a chat (two messages with it; a result edited onto the same card again is not seen twice).
 
 The flood starts once the instances have split the people between them (each `/healthz` says it owns its share
 of the partitions, up to `BALANCE_S`), as in a fleet that has been running: an instance gives back only partitions
@@ -32,7 +35,7 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -41,6 +44,7 @@ import httpx
 from port_for import select_random
 from pytest_postgresql.executors.proc import PostgreSQLExecutor
 from pytest_postgresql.janitor import DatabaseJanitor
+from sqlalchemy import select
 
 from bench.flows import SUBMIT, TIMEOUT_S, _card_for, _content, _result_for
 from bench.scene import (
@@ -52,6 +56,9 @@ from bench.scene import (
     write_config,
 )
 from bench.server import CHOICES
+from bot.store import open_engine
+from bot.store.fleet import partition_of
+from bot.store.tables import fleet_partitions
 from tests.fakes.telegram import FakeUser, Msg, RateLimits, ScriptError
 from tests.fleet.proxy import RoundRobinProxy, round_robin_proxy
 from tests.ports import free_port
@@ -65,6 +72,8 @@ fixed pause, people retapping in step would each land on the same instance of th
 CONNECTIONS: Final = 40
 """Telegram's default `max_connections` for a webhook: deliveries at once."""
 FIRST_USER_ID: Final = 200_000
+HOLD_BACK: Final = 5
+"""With a kill: every 5th person taps Submit only after it (a tap left to make at the kill)."""
 BALANCE_S: Final = 30.0
 """How long the instances are given to split the partitions before the flood starts (then it starts anyway)."""
 PG_CTL: Final = Path(__file__).resolve().parent.parent / "tests" / "store" / "pg_ctl.sh"
@@ -80,6 +89,33 @@ def _percentile(values: list[float], q: float) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5))) - 1]
+
+
+async def _owners(url: str) -> dict[int, str | None]:
+    """Each partition's owner now (`fleet_partitions`)."""
+    engine = await open_engine(url)
+    try:
+        async with engine.connect() as conn:
+            rows = (await conn.execute(select(fleet_partitions.c.partition, fleet_partitions.c.owner))).all()
+    finally:
+        await engine.dispose()
+    return {row.partition: row.owner for row in rows}
+
+
+def _first_after_kill(fake: BenchFake, killed_at: float | None, chats: set[int]) -> dict[int, float]:
+    """Seconds from the kill to the first card or result (a send or an edit the fake accepted) in each of
+    `chats` after it: the survivor's, the killed instance being gone."""
+    if killed_at is None:
+        return {}
+    refused = {id(e.params) for e in fake.errors}
+    firsts: dict[int, float] = {}
+    for (method, params), at in zip(fake.calls, fake.call_times, strict=True):
+        if at < killed_at or method not in ("sendMessage", "editMessageText") or id(params) in refused:
+            continue
+        chat = params.get("chat_id")
+        if isinstance(chat, int) and chat in chats and chat not in firsts:
+            firsts[chat] = at - killed_at
+    return firsts
 
 
 def most_in_a_second(stamps: list[float]) -> int:
@@ -129,8 +165,8 @@ class _Person:
     wrong: bool = False
     taps_refused: int = 0
     taps_unanswered: int = 0
-    taken_after_kill: float | None = None
-    """Seconds from the kill to this person's first tap sent after it that was taken."""
+    holds_back: bool = False
+    """Taps Submit only once the kill happened."""
 
 
 @dataclass
@@ -138,17 +174,7 @@ class _Run:
     fake: BenchFake
     proxy: RoundRobinProxy
     killed_at: float | None = None
-
-    def instance_of_call(self, person: _Person) -> int | None:
-        """The instance that took the person's `/call` (answered its delivery 200)."""
-        return next(
-            (
-                d.instance
-                for d in self.proxy.deliveries
-                if d.sender == person.user.id and d.kind == "message" and d.status == 200
-            ),
-            None,
-        )
+    killed: anyio.Event = field(default_factory=anyio.Event)
 
 
 async def _tap(run: _Run, person: _Person, label: str, then: Callable[[Msg], bool]) -> None:
@@ -160,7 +186,6 @@ async def _tap(run: _Run, person: _Person, label: str, then: Callable[[Msg], boo
         )
         if then(card):
             return
-        sent = time.monotonic()
         try:
             answer = await person.user.press(card, label, timeout=TIMEOUT_S / 4)
         except TimeoutError:
@@ -169,8 +194,6 @@ async def _tap(run: _Run, person: _Person, label: str, then: Callable[[Msg], boo
             continue
         else:
             if not answer.show_alert:
-                if run.killed_at is not None and sent >= run.killed_at and person.taken_after_kill is None:
-                    person.taken_after_kill = time.monotonic() - run.killed_at
                 return
             person.taps_refused += 1
         await anyio.sleep(random.uniform(*RETAP_S))
@@ -183,6 +206,9 @@ async def _one(run: _Run, person: _Person, delay: float) -> None:
         try:
             await person.user.send(f"/call b pick tag={person.tag}")
             await _tap(run, person, person.choice, lambda m: _card_for(person.tag)(m) and SUBMIT in m.buttons)
+            if person.holds_back:
+                await run.killed.wait()
+                await anyio.sleep(random.uniform(*RETAP_S))  # people notice at different moments
             await _tap(run, person, SUBMIT, _result_for(person.tag))
             result = await run.fake.until(person.user.id, _result_for(person.tag), TIMEOUT_S)
         except TimeoutError:
@@ -274,6 +300,7 @@ async def fleet_flood(
                     f"f{i}",
                     CHOICES[i % len(CHOICES)],
                     anyio.CancelScope(deadline=anyio.current_time() + 20 * TIMEOUT_S),
+                    holds_back=kill and i % HOLD_BACK == 0,
                 )
                 for i in range(prompts)
             ]
@@ -283,18 +310,20 @@ async def fleet_flood(
             t0 = time.monotonic()
             its_people: list[_Person] = []
 
+            unfinished: list[_Person] = []
+            owners_before: dict[int, str | None] = {}
+
             async def killer() -> None:
                 while sum(p.finished is not None for p in people) < prompts // 2:
                     await fake.next_change()
+                owners_before.update(await _owners(url))
                 bots[0].process.kill()
                 run.killed_at = time.monotonic()
+                run.killed.set()
                 await bots[0].process.wait()
                 for person in people:
                     if person.finished is None:
-                        if run.instance_of_call(person) == 0:
-                            its_people.append(person)
-                        # Everyone unfinished gets the same bound: the instance that handled a /call is its
-                        # owner, not always the one the proxy delivered it to.
+                        unfinished.append(person)
                         person.scope.deadline = min(
                             person.scope.deadline, anyio.current_time() + takeover_wait_s
                         )
@@ -310,6 +339,11 @@ async def fleet_flood(
                 await everyone()
                 tg.cancel_scope.cancel()
             ended = time.monotonic()
+            if kill:  # the killed instance's partitions: their owner changed at the takeover
+                owners_after = await _owners(url)
+                moved = {n for n, owner in owners_before.items() if owners_after.get(n) != owner}
+                its_people += [p for p in unfinished if partition_of(p.user.id) in moved]
+            firsts = _first_after_kill(fake, run.killed_at, {p.user.id for p in its_people})
             calls = fake.call_counts() - before
             records = server.read_log()
             sends = list(fake.flood.tried) if fake.flood is not None else []
@@ -354,12 +388,14 @@ async def fleet_flood(
         "calls_by_instance": {str(k): v for k, v in sorted(by_instance.items())},
     }
     if kill:
-        taken = [p.taken_after_kill for p in its_people if p.taken_after_kill is not None]
+        taken = [firsts[p.user.id] for p in its_people if p.user.id in firsts]
         p50, p99 = _percentile(taken, 50), _percentile(taken, 99)
         figures.update(
             killed_at_s=round((run.killed_at or t0) - t0, 2),
             its_people=len(its_people),
+            its_people_with_a_tap_left=sum(1 for p in its_people if p.holds_back),
             its_people_taken_over=len(taken),
+            sent_again_not_modified=sum(1 for e in other_errors if "not modified" in e.description),
             its_people_lost=sum(1 for p in its_people if p.finished is None),
             takeover_s_p50=None if p50 is None else round(p50, 2),
             takeover_s_p99=None if p99 is None else round(p99, 2),

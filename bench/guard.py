@@ -22,9 +22,11 @@ from bench import scenarios
 GUARDS: Final = {"legacy": 15_000_000, "2026-07-28": 16_000_000}
 """Instructions per elicitation (its call included) the bot should execute, per MCP revision: issue 35's goal."""
 
-CEILINGS: Final = {"legacy": 14_200_000, "2026-07-28": 15_200_000}
-"""The ratchet CI holds today (2026-12-06 evening, the bot on uvloop: 13.34-13.60 M legacy and 14.30-14.61 M
-2026-07-28 in four runs each), plus about 4 %: how the six people's writes share transactions moves a count by a
+CEILINGS: Final = {"legacy": 14_500_000, "2026-07-28": 15_600_000}
+"""The ratchet CI holds today, plus about 3 %: 2026-12-07, the outbox (a result written to the database before it
+waits, one more transaction per elicitation) 13.94-14.06 M legacy and 15.18-15.20 M 2026-07-28 in three runs, main
+of the same hour 13.71 M / 14.69 M; before, 14.2 M / 15.2 M (2026-12-06 evening, the bot on uvloop:
+13.34-13.60 M legacy and 14.30-14.61 M 2026-07-28 in four runs each, plus about 4 %): how the six people's writes share transactions moves a count by a
 few percent, 2026-07-28's more (its progress writes). Before, on asyncio's loop: 14.49-14.78 M / 15.54-15.68 M
 under 15.4 M / 16.3 M; before a tap's echoed message was cut: 17.07-17.28 M / 18.19-18.48 M under 18.2 M /
 19.6 M. Past it, exit status 1.

@@ -405,7 +405,15 @@ def _fleet_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 s,
                 "killed instance 0 after s | its people",
                 f"{f['killed_at_s']} | {f['its_people']}",
-                "half of the people had their result; its people: /call taken by it, not finished",
+                "half of the people had their result; its people: unfinished, in its partitions; "
+                f"{f['its_people_with_a_tap_left']} with a tap left",
+            )
+            add(
+                s,
+                "sent again after the kill",
+                f"{f['sent_again_not_modified']}",
+                "kept edits the killed instance had sent but not marked: sent again, the same text "
+                "(Telegram: not modified; nothing seen twice)",
             )
             add(
                 s,
@@ -418,7 +426,7 @@ def _fleet_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 s,
                 "takeover s p50 | p99",
                 "n/a" if p50 is None else f"{p50} | {p99}",
-                "from the kill to each one's first tap taken; "
+                "from the kill to the first card or result the survivor sent each; "
                 + _goal(p50, p50 is not None and p50 < 5 and p99 < 10, "under 5 s | 10 s"),
             )
     return out

@@ -312,6 +312,8 @@ def test_the_fleet_table_judges_each_figure_against_its_goal() -> None:
         "calls_by_instance": {"0": 150, "1": 150},
         "killed_at_s": 15.0,
         "its_people": 40,
+        "its_people_with_a_tap_left": 8,
+        "sent_again_not_modified": 0,
         "its_people_taken_over": 0,
         "its_people_lost": 10,
         "takeover_s_p50": None,
@@ -329,5 +331,5 @@ def test_the_fleet_table_judges_each_figure_against_its_goal() -> None:
     assert rows[s, "answered | lost | wrong"] == ("290 | 10 | 0", "10 LOST OR WRONG (goal 0)")
     assert rows[s, "takeover s p50 | p99"] == (
         "n/a",
-        "from the kill to each one's first tap taken; goal under 5 s | 10 s: none measured",
+        "from the kill to the first card or result the survivor sent each; goal under 5 s | 10 s: none measured",
     )

@@ -105,7 +105,8 @@ def telegram_front(config: Config, store: Store | None, shares: Shares) -> Teleg
     """The front on the open store: Telegram's budget is the fleet's share (in a fleet, through the database;
     alone, its own). A form's card links to its Mini App page (`[miniapp]`), whose address the config says."""
     allowed = Access.of(config.telegram)
-    watch = ApiWatch(FloodLimiter(fleet=shares.budget))
+    outbox = None if store is None else store.outbox  # a result is kept until sent: a kill loses none
+    watch = ApiWatch(FloodLimiter(fleet=shares.budget, outbox=outbox))
     app = build_application(config, watch)
     assert isinstance(app.bot, CardBot)
     return TelegramFront(watch, app, allowed, TelegramSurface(app.bot, allowed, _form_links(config)))

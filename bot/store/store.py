@@ -31,6 +31,7 @@ from bot.store.grants import GrantStore
 from bot.store.inbox import InboxStore
 from bot.store.instances import claim_instance
 from bot.store.observer import AuditObserver
+from bot.store.outbox import OutboxStore
 from bot.store.rounds import RoundStore
 from bot.store.tokens import SignInStore
 from bot.store.writer import StoreWriter
@@ -70,6 +71,8 @@ class Store:
     """What the audit chain is worth when that needs saying (no key): the bot logs it once it runs."""
     factors: FactorStore | None = None
     """Approvers' authenticator secrets (`second_factor = "totp"`), when `[storage] secret_key` is set."""
+    outbox: OutboxStore | None = None
+    """The messages that must reach their person, kept until Telegram answered (the Telegram bot's)."""
 
     async def audit_sign_in(self, event: str, user_id: int, server: str, detail: dict[str, str]) -> None:
         """Record a sign-in, a refresh failure or a logout (`bot.servers.oauth.SignInAudit`); never raises."""
@@ -78,11 +81,16 @@ class Store:
 
 @asynccontextmanager
 async def open_store(
-    storage: StorageConfig, content: AuditContent = AuditContent.FULL, *, fleet: Fleet = ALONE
+    storage: StorageConfig,
+    content: AuditContent = AuditContent.FULL,
+    *,
+    fleet: Fleet = ALONE,
+    bot_id: int = 0,
 ) -> AsyncIterator[Store]:
     """Open the database (creating a SQLite file on first run), upgrade its schema, close it on exit. `fleet` is
     the process's (`bot.store.postgres_fleet.fleet_of`): the approvals publish decisions on its bus, the kept
-    questions' writes are fenced by it.
+    questions' writes are fenced by it, the outbox sends for the people it owns. `bot_id` is the bot whose
+    outbox it is (its token's number).
 
     Raises:
         AuditUnsealed: with a key, the audit chain has rows but no seal (`bot.store.audit_seal`).
@@ -96,6 +104,7 @@ async def open_store(
         raise StoreUnavailable(f"database {display_url(url)}: {failure_reason(exc)}", file=file) from exc
     log: AuditLog | None = None  # set once the chain may be written: only then is a checkpoint signed at stop
     writer = StoreWriter(engine)
+    outbox = OutboxStore(engine, writer, bot_id=bot_id, fleet=fleet)
     try:
         opened = AuditLog(
             engine, None if storage.secret_key is None else AuditKeys(storage.secret_key.get()), writer
@@ -121,9 +130,11 @@ async def open_store(
             signins,
             note,
             factors=None if key is None else FactorStore(engine, key.get(), log=log),
+            outbox=outbox,
         )
     finally:
         with anyio.CancelScope(shield=True):
+            await outbox.settle()  # what was sent is marked so: a restart does not send it again
             try:
                 if log is not None:
                     await log.checkpoint()  # the chain's length and head at stop, signed
@@ -196,4 +207,8 @@ async def open_configured_store(
             await stack.enter_async_context(
                 claim_instance(config.storage.url.get(), polling_bot=bot_id if polling else None)
             )
-        yield await stack.enter_async_context(open_store(config.storage, config.audit.content, fleet=fleet))
+        yield await stack.enter_async_context(
+            open_store(
+                config.storage, config.audit.content, fleet=fleet, bot_id=config.bot_id() if claim else 0
+            )
+        )

@@ -39,6 +39,7 @@ __all__ = [
     "oauth_consents",
     "oauth_pending",
     "oauth_tokens",
+    "outbox",
     "people",
     "remembered_decisions",
     "rounds",
@@ -465,3 +466,18 @@ oauth_tokens = Table(
     Column("rotated", Float, comment="a refresh token: Unix time it was exchanged (presented again: replay)"),
 )
 Index("ix_oauth_tokens_grant_id", oauth_tokens.c.grant_id)
+outbox = Table(
+    "outbox",
+    metadata,
+    Column(
+        "instance", String(36), primary_key=True, comment="the process that wrote it (a uuid4 per process)"
+    ),
+    Column("seq", BigInteger, primary_key=True, comment="its order among that process's messages"),
+    Column("bot_id", BigInteger, nullable=False, comment="the bot that sends it (its token's number)"),
+    Column("user_id", BigInteger, nullable=False, comment="the person it is for: their owner sends it"),
+    Column("partition", Integer, nullable=False, comment="user_id % PARTITIONS"),
+    Column("method", String(64), nullable=False, comment="the Bot API method, e.g. sendMessage"),
+    Column("params", Text, nullable=False, comment="JSON: the method's parameters"),
+    Column("written", Float, nullable=False, comment="Unix time it was written (orders processes' messages)"),
+)
+Index("ix_outbox_bot_id", outbox.c.bot_id, outbox.c.partition)

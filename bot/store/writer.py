@@ -18,7 +18,8 @@ batch is one synchronous function over SQLAlchemy Core (one `executemany` per ki
 - elsewhere (PostgreSQL on asyncpg, SQLite in memory), through the async engine's `AsyncConnection.run_sync`.
 
 A part (the audit log, the kept questions) stages its rows in the open transaction and learns afterwards
-whether they were committed (`Part`).
+whether they were committed (`Part`). A part with writes nobody waits for (the outbox's deletes of sent
+messages) rides along with whatever transaction comes next (`Rider`, `carry`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from sqlalchemy.sql.dml import UpdateBase
 from bot.store.engine import sqlite_pragmas
 from bot.store.group import GroupCommit
 
-__all__ = ["Part", "Prepared", "StoreWriter"]
+__all__ = ["Part", "Prepared", "Rider", "StoreWriter"]
 
 _ATTEMPTS: Final = 10
 _SQLITE_BUSY: Final = frozenset({5, 6})
@@ -56,6 +57,14 @@ class Part(Protocol):
     def rolled_back(self, exc: SQLAlchemyError, attempt: int) -> bool:
         """The transaction that held this part's rows failed with `exc`: whether the same batch may succeed
         when tried again (another process took the audit's places in the chain)."""
+        ...
+
+
+class Rider(Part, Protocol):
+    """A part with writes nobody waits for: they go with whichever transaction the writer commits next."""
+
+    def riding(self) -> Sequence[Any]:
+        """The items to write with this transaction (taken: the part holds them no more)."""
         ...
 
 
@@ -122,6 +131,7 @@ class StoreWriter:
             event.listen(self._sync, "connect", sqlite_pragmas)
             self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-writer")
         self._commits: GroupCommit[_Job, Any] = GroupCommit(self._write)
+        self._riders: list[Rider] = []
         self.transactions = 0
         """Transactions committed so far (read by bench and tests)."""
 
@@ -129,6 +139,10 @@ class StoreWriter:
     def sync_engine(self) -> Engine:
         """The engine whose connections run the writes (for SQLAlchemy's events)."""
         return self.engine.sync_engine if self._sync is None else self._sync
+
+    def carry(self, rider: Rider) -> None:
+        """Let `rider`'s pending writes go with every transaction from now on (`Rider.riding`)."""
+        self._riders.append(rider)
 
     async def submit(self, part: Part, item: Any) -> Any:
         """Commit `item` of `part` with whatever else is queued; its result.
@@ -179,6 +193,9 @@ class StoreWriter:
         parts: dict[Part, list[Any]] = {}
         for job in batch:
             parts.setdefault(job.part, []).append(job.item)
+        for rider in self._riders:  # after the jobs: a part's results for its jobs come first
+            for item in rider.riding():
+                parts.setdefault(rider, []).append(item)
         for attempt in range(_ATTEMPTS):
 
             def stage(conn: Connection, attempt: int = attempt) -> list[Callable[[], Sequence[Any]]]:

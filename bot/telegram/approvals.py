@@ -28,6 +28,7 @@ from bot.telegram.approval_cards import (
     request_line,
 )
 from bot.telegram.callback_data import Action, Button
+from bot.telegram.flood import Withdrawn, kept_for
 from bot.telegram.render import NAME_CLIP, TITLE_CLIP, Screen, esc
 from bot.telegram.second_factor import SecondFactors
 from bot.telegram.surface import TelegramSurface
@@ -112,7 +113,7 @@ class TelegramApprovals:
         for chat_id, message_id in record.cards:
             try:
                 await self.surface.edit(chat_id, message_id, screen)
-            except TelegramError as exc:
+            except (TelegramError, Withdrawn) as exc:
                 logger.info("approval card %s/%s could not be edited: %s", chat_id, message_id, exc)
 
     async def waiting(self, record: ApprovalRecord) -> int | None:
@@ -131,11 +132,16 @@ class TelegramApprovals:
                 f"{agent_note(record.ask)}: " + esc(verdict.text if verdict is not None else "no decision")
             )
         try:
-            await self.surface.edit(record.ask.origin.chat_id, notice, Screen(text))
-        except TelegramError as exc:
+            with kept_for(record.ask.origin.user_id):  # an approval's outcome: in the outbox until sent
+                await self.surface.edit(record.ask.origin.chat_id, notice, Screen(text))
+        except (TelegramError, Withdrawn) as exc:
             logger.info("the notice of approval %s could not be edited: %s", record.id, exc)
 
     async def decided(self, record: ApprovalRecord, verdict: Verdict, waiting: bool) -> None:
+        with kept_for(record.ask.origin.user_id):  # an approval's outcome: in the outbox until sent
+            await self._decided(record, verdict, waiting)
+
+    async def _decided(self, record: ApprovalRecord, verdict: Verdict, waiting: bool) -> None:
         title = f"{record.ask.server} · {record.ask.tool}"
         if verdict.approved and record.ask.question is None and orphaned(record, waiting):
             # An agent's call approved after a restart is not run (the service's rule): the cards and the
@@ -179,8 +185,9 @@ class TelegramApprovals:
         ask = record.ask
         arguments = dict(ask.content or {})
         outcome = await self.hub.call_tool(ask.server, ask.tool, arguments, ask.origin, approved=verdict)
-        for text in result_messages(f"{ask.server} · {ask.tool}", outcome):
-            await self._notify(record, text)
+        with kept_for(ask.origin.user_id):  # the approved call's result: in the outbox until sent
+            for text in result_messages(f"{ask.server} · {ask.tool}", outcome):
+                await self._notify(record, text)
 
     async def remind(self, user_id: int, records: Sequence[ApprovalRecord]) -> None:
         try:
@@ -202,5 +209,5 @@ class TelegramApprovals:
     async def _notify(self, record: ApprovalRecord, text: str) -> None:
         try:
             await self.surface.send(record.ask.origin.chat_id, Screen(text))
-        except TelegramError as exc:
+        except (TelegramError, Withdrawn) as exc:
             logger.info("the requester of approval %s could not be told: %s", record.id, exc)

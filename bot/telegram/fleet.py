@@ -6,7 +6,8 @@ of a fleet on PostgreSQL, `AloneRestore` for a process on its own.
 
 At start an instance restores only the kept questions of the users it owns (never another live instance's).
 Whenever it takes more partitions later (another instance died, stalled or gave them back), it runs the restart
-path for those users only: kept cards placed again from their saved progress, 2026-07-28 rounds resumed, legacy
+path for those users only: the messages other processes kept for them and did not send (`bot.telegram.outbox`),
+kept cards placed again from their saved progress, 2026-07-28 rounds resumed, legacy
 ones ended with Run again; and the approval service adopts their waits. Takes are handled one after the other, in
 order, by one task, so a take during the start's own restore waits for it.
 """
@@ -25,8 +26,10 @@ from bot.core import KeptQuestion, Observer, PromptRegistry, RoundBook
 from bot.servers.hub import Hub
 from bot.store import Store
 from bot.store.fleet import Partitions, partition_of
+from bot.store.outbox import OutboxStore
 from bot.store.postgres_fleet import PostgresFleet
 from bot.telegram.approvals import TelegramApprovals
+from bot.telegram.outbox import resend
 from bot.telegram.restore import restore_kept
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolRunner
@@ -49,8 +52,10 @@ class Takeovers:
         observer: Observer | None,
         servers: set[str],
         adopt: Callable[[Callable[[int], bool]], Awaitable[None]] | None = None,
+        outbox: OutboxStore | None = None,
     ) -> None:
         self._partitions = partitions
+        self._outbox = outbox
         self._book = book
         self._surface = surface
         self._runner = runner
@@ -95,6 +100,8 @@ class Takeovers:
             # A card this process still shows (its partition came back after a lost lock session) stays as it is.
             return ours(question.origin.user_id) and self._prompts.get(question.token) is None
 
+        if self._outbox is not None:  # first what was on its way to them: results, settling edits
+            await resend(self._outbox, self._surface.bot, tg, taken)
         resumed = await restore_kept(
             self._book, self._surface, self._runner, self._observer, tg, servers=self._servers, owns=takes
         )
@@ -117,7 +124,8 @@ class FleetPart(Protocol):
 
 
 class AloneRestore:
-    """A process on its own: at start, every kept question taken back up."""
+    """A process on its own: at start, what the process before left in the outbox sent, and every kept question
+    taken back up."""
 
     def __init__(self, store: Store | None, surface: TelegramSurface, runner: ToolRunner, hub: Hub) -> None:
         self._store = store
@@ -127,6 +135,8 @@ class AloneRestore:
 
     async def start(self, tg: TaskGroup, done: anyio.Event) -> None:
         if self._store is not None:
+            if self._store.outbox is not None:  # what a kill left unsent: results, settling edits
+                await resend(self._store.outbox, self._surface.bot, tg)
             servers = set(self._hub.server_names())
             await restore_kept(
                 self._store.rounds, self._surface, self._runner, self._store.observer, tg, servers=servers
@@ -182,6 +192,7 @@ class InFleet:
             store.observer,
             set(hub.server_names()),
             None if approvals is None else approvals.service.adopt,
+            store.outbox,
         )
 
     async def start(self, tg: TaskGroup, done: anyio.Event) -> None:

@@ -24,6 +24,13 @@ here: the fleet's overall place is booked only once a request's turn came here, 
 for the fleet waits in this instance's own queue. When the database cannot be reached, these buckets alone
 decide until it is back.
 
+A request made `kept_for(user_id)` (a call's result, the edit that settles a card, an approval's outcome) must
+reach its person: with an outbox (`bot.store.outbox.OutboxStore`) it is written there before it waits for its
+turn, and marked sent once Telegram answered it (or refused it for good, or it was withdrawn as moot). A kept
+request whose person this process no longer acts for once its turn came (another instance took them over) is not
+sent here (`Elsewhere`): the new owner sends what the outbox holds (`bot.telegram.outbox`), as a bot started again
+after a kill does. (A request for someone the process did not own to begin with goes unkept, as its caller chose.)
+
 Ours rather than PTB's `AIORateLimiter` because that one has no bucket for a private chat's own limit (about
 one message a second); with room in its buckets, a request here costs a few comparisons.
 """
@@ -31,17 +38,20 @@ one message a second); with room in its buckets, a request here costs a few comp
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 import anyio
+from telegram import TelegramObject
 from telegram.constants import FloodLimit
-from telegram.error import RetryAfter
+from telegram.error import RetryAfter, TelegramError
 from telegram.ext import BaseRateLimiter
 
 from bot.errors import ToolnexusError
@@ -125,6 +135,16 @@ _UNLESS: ContextVar[Callable[[], bool] | None] = ContextVar("flood_unless", defa
 _AFTER_CARDS: ContextVar[bool] = ContextVar("flood_after_cards", default=False)
 
 
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    user_id: int
+    key: Any = None
+    """The request's row when it is kept already (sent again from the outbox by the person's new owner)."""
+
+
+_KEPT: ContextVar[_Kept | None] = ContextVar("flood_kept", default=None)
+
+
 class FleetBudget(Protocol):
     """Buckets shared by every instance of the bot (`bot.store.budget.TelegramBudget`; alone, `ALONE_BUDGET`)."""
 
@@ -142,8 +162,29 @@ class FleetBudget(Protocol):
         ...
 
 
+class Outbox(Protocol):
+    """Where requests that must reach their person are kept until Telegram answered (`bot.store.outbox`)."""
+
+    async def acts_for(self, user_id: int) -> bool:
+        """Whether this process may send for `user_id` now (in a fleet, it owns them and its hold is fresh)."""
+        ...
+
+    async def keep(self, user_id: int, method: str, params: str) -> Any:
+        """Write a request down before it waits (`params` as JSON); its key, or None when it could not be."""
+        ...
+
+    def sent(self, key: Any) -> None:
+        """The request was answered, or will never go: nobody is to send it again."""
+        ...
+
+
 class Withdrawn(ToolnexusError):
     """A request made inside `unless(withdraw)` whose `withdraw()` held when its turn came: it was not sent."""
+
+
+class Elsewhere(Withdrawn):
+    """A request made `kept_for` a person this process no longer acts for: not sent here, and left in the outbox
+    for the person's owner."""
 
 
 @contextmanager
@@ -166,6 +207,29 @@ def unless(withdraw: Callable[[], bool]) -> Iterator[None]:
         yield
     finally:
         _UNLESS.reset(token)
+
+
+@contextmanager
+def kept_for(user_id: int) -> Iterator[None]:
+    """Requests made inside this block must reach `user_id` (a result, a settling edit, an approval's outcome):
+    kept in the outbox until Telegram answered them, so that whoever owns the person after a kill sends them;
+    not sent by a process that no longer acts for the person (`Elsewhere`)."""
+    token = _KEPT.set(_Kept(user_id))
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+
+
+@contextmanager
+def resending(user_id: int, key: Any) -> Iterator[None]:
+    """The request made inside this block is one the outbox kept as `key` (another process's, not marked sent):
+    sent as `kept_for` would, and marked sent once Telegram answered it."""
+    token = _KEPT.set(_Kept(user_id, key))
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
 
 
 @contextmanager
@@ -319,6 +383,7 @@ class FloodLimiter(BaseRateLimiter[int]):
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         fleet: FleetBudget = ALONE_BUDGET,
         in_flight: int = IN_FLIGHT,
+        outbox: Outbox | None = None,
     ) -> None:
         self._overall = (
             _Bucket(overall_burst, overall_burst / overall_per_s, late_share=OVERALL_LATE_SHARE)
@@ -367,6 +432,8 @@ class FloodLimiter(BaseRateLimiter[int]):
         self._fleet_gate = anyio.Lock(fast_acquire=True)
         """One request at a time books the fleet's overall place and waits for it: the others wait here, in
         this instance's order, and the fleet's places go to the instances in turn."""
+        self._outbox = outbox
+        """Where requests made `kept_for` are kept until answered (None: nowhere, e.g. no database)."""
 
     async def initialize(self) -> None:
         """Nothing to set up: buckets are made as chats appear."""
@@ -383,6 +450,44 @@ class FloodLimiter(BaseRateLimiter[int]):
         data: dict[str, Any],
         rate_limit_args: int | None,
     ) -> Any:
+        kept, outbox = _KEPT.get(), self._outbox
+        if kept is None or outbox is None:
+            return await self._process(callback, args, kwargs, endpoint, data, rate_limit_args)
+        key = kept.key
+        if not await outbox.acts_for(kept.user_id):
+            if key is not None:
+                raise Elsewhere(endpoint)  # the person's owner sends it
+            # Not this process's person (an agent's call waiting here): sent unkept, as its caller chose to.
+            return await self._process(callback, args, kwargs, endpoint, data, rate_limit_args)
+        if key is None:
+            params = _json(data)
+            key = None if params is None else await outbox.keep(kept.user_id, endpoint, params)
+        if key is None:  # not kept (the database out of reach, parameters not JSON): sent all the same
+            return await self._process(callback, args, kwargs, endpoint, data, rate_limit_args)
+        try:
+            answer = await self._process(
+                callback, args, kwargs, endpoint, data, rate_limit_args, kept.user_id
+            )
+        except Elsewhere:
+            raise  # the person's owner sends it from the outbox
+        except (Withdrawn, TelegramError):
+            outbox.sent(key)  # moot, or refused for good: nobody is to send it again
+            raise
+        outbox.sent(key)
+        return answer
+
+    async def _process(
+        self,
+        callback: Callable[..., Coroutine[Any, Any, Any]],
+        args: Any,
+        kwargs: dict[str, Any],
+        endpoint: str,
+        data: dict[str, Any],
+        rate_limit_args: int | None,
+        owner: int | None = None,
+    ) -> Any:
+        """The request once its turn came; `owner`: it is kept for this person, and goes only while this
+        process acts for them (`Elsewhere`)."""
         card, withdraw = _CARD.get(), _UNLESS.get()
         if _AFTER_CARDS.get():
             withdraw = self._after_cards(withdraw)
@@ -407,6 +512,12 @@ class FloodLimiter(BaseRateLimiter[int]):
                 try:
                     if withdraw is not None and withdraw():  # looked at once more after the wait for a slot
                         raise Withdrawn(endpoint)
+                    if (
+                        owner is not None
+                        and self._outbox is not None
+                        and not await self._outbox.acts_for(owner)
+                    ):
+                        raise Elsewhere(endpoint)
                     if not overall:
                         return await callback(*args, **kwargs)
                     with on_written(went := await self._within_second()):
@@ -649,6 +760,20 @@ class FloodLimiter(BaseRateLimiter[int]):
                     del buckets[stale]
             bucket = buckets[key] = _Bucket(*limit)
         return bucket
+
+
+def _json(data: dict[str, Any]) -> str | None:
+    """A request's parameters as JSON for the outbox; None when one of them is not JSON (a file to upload)."""
+    try:
+        return json.dumps(data, default=_plain, ensure_ascii=False, separators=(",", ":"))
+    except TypeError:
+        return None
+
+
+def _plain(value: object) -> Any:
+    if isinstance(value, TelegramObject):
+        return value.to_dict()
+    raise TypeError(type(value).__name__)
 
 
 def _seconds(delay: dt.timedelta | float) -> float:

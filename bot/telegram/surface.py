@@ -21,7 +21,7 @@ from bot.core.permission import ANSWERED_BY
 from bot.telegram.access import Access
 from bot.telegram.bot import CardBot
 from bot.telegram.callback_data import Action, Button, unpack
-from bot.telegram.flood import card_first
+from bot.telegram.flood import card_first, kept_for
 from bot.telegram.fold import FOLD_GRACE_S, Folds
 from bot.telegram.render import (
     LONG_TEXT_CLIP,
@@ -209,7 +209,8 @@ class TelegramSurface:
             screen = settled_screen(card, outcome)
             self._forget(card)
         if card.message_id is not None:
-            resent = await self.edit(card.chat_id, card.message_id, screen)
+            with kept_for(prompt.origin.user_id):  # the edit that settles a card is in the outbox until sent
+                resent = await self.edit(card.chat_id, card.message_id, screen)
             if resent is not None and prompt.token in self.cards:
                 self._place(card, resent)
 

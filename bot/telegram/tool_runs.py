@@ -33,7 +33,7 @@ from bot.servers.hub import Flight, Hub, Unavailable
 from bot.store.errors import StoreUnavailable
 from bot.telegram.access import Access
 from bot.telegram.callback_data import Action, Button, Kind
-from bot.telegram.flood import Withdrawn, after_cards, unless
+from bot.telegram.flood import Elsewhere, Withdrawn, after_cards, kept_for, unless
 from bot.telegram.render import (
     NAME_CLIP,
     TEXT_CLIP,
@@ -454,7 +454,11 @@ class ToolRunner:
             return
         if await self.prompts.fence.acts_for(origin.user_id):
             again = [[self._run_again(tool.server, tool.name, args, origin)]] if outcome.again else None
-            await self._show(status, outcome, again)
+            try:
+                with kept_for(origin.user_id):  # in the outbox until sent: a kill loses no result
+                    await self._show(status, outcome, again)
+            except Elsewhere:
+                logger.info("the result of a call of user %s is left to their new owner", origin.user_id)
 
     async def _keep_status(self, status: _Status) -> None:
         """Send the status message, or edit it to the latest progress (one edit a second at most); ends when

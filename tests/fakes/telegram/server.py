@@ -66,6 +66,9 @@ class FakeTelegram(World):
         """Held (`hang`) calls whose client gave up (closed the connection) before the fake answered."""
         self.webhook_attempts: list[tuple[int, int | None]] = []
         """Webhook deliveries with `retry`: (update_id, HTTP status, or None when nobody answered), in order."""
+        self._holding: set[str] = set()
+        self.held: Counter[str] = Counter()
+        """Calls held now (`hold`), by method (lower case)."""
         self._outbox: list[JSON] = []
         self._outbox_changed = asyncio.Event()
         self._outbox_task: asyncio.Task[None] | None = None
@@ -159,6 +162,37 @@ class FakeTelegram(World):
         self._faults.add(method, Fault(status, text, retry_after, hang, times))
 
     # --- webhooks -------------------------------------------------------------------------------------
+
+    def hold(self, method: str) -> None:
+        """A Bot API server slow to answer: from now on every call of `method` is held, neither carried out nor
+        answered, until `release` (then each is carried out and answered in turn) or until its client gives up
+        (closes the connection: the call never happened, and is listed in `abandoned`). `held` counts them."""
+        self._holding.add(method.lower())
+
+    def release(self, method: str) -> None:
+        """Carry out and answer the calls of `method` held so far (`hold`), and hold no more."""
+        self._holding.discard(method.lower())
+        self.notify()
+
+    async def _held(self, method: str, params: JSON, request: Request) -> bool:
+        """Hold a call (`hold`) until released (True) or given up by its client (False)."""
+        key = method.lower()
+        gone = asyncio.ensure_future(_disconnected(request))
+        self.held[key] += 1
+        self.notify()
+        try:
+            while not self.closing and key in self._holding:
+                if gone.done():
+                    self.abandoned.append((method, params))
+                    return False
+                changed = asyncio.ensure_future(self.next_change())
+                await asyncio.wait({gone, changed}, return_when=asyncio.FIRST_COMPLETED)
+                changed.cancel()
+            return True
+        finally:
+            self.held[key] -= 1
+            gone.cancel()
+            self.notify()
 
     async def post_update_to(self, url: str, update: JSON, *, secret_token: str | None = None) -> int:
         """POST an Update as Telegram does to a webhook; returns the HTTP status."""
@@ -300,6 +334,8 @@ class FakeTelegram(World):
             implementation = self._api.lookup(method)
             if implementation is None:
                 raise ApiReject(404, "Not Found: method not found")
+            if method.lower() in self._holding and not await self._held(method, params, request):
+                return JSONResponse({"ok": False, "error_code": 499, "description": "abandoned"})
             fault = self._faults.take(method)
             if fault is not None:
                 if fault.hang:
