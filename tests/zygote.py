@@ -508,10 +508,8 @@ def _serve(control: socket.socket, servers: socket.socket) -> _Request | None:
                         os.close(unused)
                     connection.close()
                     continue
-                child = _fork(request, connection, fds, children, poller)
+                child = _fork(request, connection, fds, children, poller, (control, servers))
                 if child is not None:
-                    control.close()
-                    servers.close()
                     return child
                 continue
             if fd != control.fileno():
@@ -526,11 +524,14 @@ def _serve(control: socket.socket, servers: socket.socket) -> _Request | None:
             if not message:
                 return None
             child = _fork(
-                _Request(**json.loads(message)), socket.socket(fileno=fds[0]), fds[1:], children, poller
+                _Request(**json.loads(message)),
+                socket.socket(fileno=fds[0]),
+                fds[1:],
+                children,
+                poller,
+                (control, servers),
             )
             if child is not None:
-                control.close()
-                servers.close()
                 return child
 
 
@@ -540,13 +541,18 @@ def _fork(
     stdio: list[int],
     children: dict[int, tuple[int, socket.socket]],
     poller: select.poll,
+    own: tuple[socket.socket, ...],
 ) -> _Request | None:
     """Fork the child of `request` with `stdio` as its fds 0, 1, 2: in the child its request, in the zygote None
-    (the child's pid and pidfd sent on `connection`, its exit status later)."""
+    (the child's pid and pidfd sent on `connection`, its exit status later). `own`: the zygote's own sockets, which
+    the child closes before its descriptors take their numbers (closed after, one of them could close a passed
+    descriptor that took its number)."""
     assert threading.active_count() == 1, "the zygote forks only while it has one thread"
     pid = os.fork()
     if pid == 0:
         connection.close()
+        for mine in own:
+            mine.close()
         for pidfd, (_pid, other) in children.items():
             os.close(pidfd)
             other.close()
