@@ -1,0 +1,108 @@
+"""Questions a server sends as tasks (2025-11-25 experimental tasks), end to end: the real bot against the fake Bot
+API and real stdio servers on the reference TypeScript SDK: server-everything 2026.8.31's
+`trigger-elicitation-request-async`, and `tests/fakes/servers/task_questions.mjs`, which reports every status its
+polls saw and cancels a question."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.conformance.suite import CACHE, NODE, missing
+from tests.telegram.harness import bot_scene, is_result, result_body
+
+pytestmark = pytest.mark.anyio
+
+EVERYTHING = CACHE / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+TASK_QUESTIONS = os.path.join(os.path.dirname(__file__), "..", "fakes", "servers", "task_questions.mjs")
+
+
+@pytest.fixture(autouse=True)
+def _installed() -> None:
+    why = missing() or (None if EVERYTHING.exists() else f"not installed: {EVERYTHING}")
+    if why is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+def _servers(seen: Path | None = None) -> dict[str, dict[str, object]]:
+    tq = [TASK_QUESTIONS, str(CACHE), *([] if seen is None else [str(seen)])]
+    return {
+        "ev": {"command": str(NODE), "args": [str(EVERYTHING), "stdio"], "protocol": "legacy"},
+        "tq": {"command": str(NODE), "args": tq, "protocol": "legacy"},
+    }
+
+
+async def _until_seen(seen: Path, status: str) -> None:
+    """Wait (bounded) until the server's polls have seen `status`: it appends each new one to `seen`, a file of
+    another process, which no event of ours announces, so it is re-read."""
+    path = anyio.Path(seen)
+    with anyio.fail_after(20):
+        while not (await path.exists() and status in (await path.read_text()).split()):  # noqa: ASYNC110
+            await anyio.sleep(0.05)
+
+
+async def test_server_everythings_async_question_is_answered_on_the_phone_and_its_poll_sees_the_answer() -> (
+    None
+):
+    """`trigger-elicitation-request-async`: the bot declares task-augmented elicitations, so the tool is offered; the
+    question comes as a task and shows as a card; the person answers; the server's `tasks/get` poll sees
+    `completed`, its `tasks/result` gets the answer, and the tool's result reaches the chat."""
+    async with bot_scene(servers=_servers()) as s:
+        call = await s.alice.send("/call ev trigger-elicitation-request-async")
+        card = await s.fake.wait_for(lambda m: "Your Name" in m.text and bool(m.buttons), timeout=30)
+        await s.alice.send("Ada", reply_to=card)
+        card = await s.fake.wait_for(lambda m: "Blue" in m.buttons, timeout=10)
+        await s.alice.press(card, "Blue")
+        card = await s.fake.wait_for(lambda m: "Yes" in m.buttons and "Terms" in m.text, timeout=10)
+        await s.alice.press(card, "Yes")
+        review = await s.fake.wait_for(lambda m: "Please review" in m.text and "✅ Submit" in m.buttons)
+        await s.alice.press(review, "✅ Submit")
+        result = await s.fake.wait_for(lambda m: is_result(m, call), timeout=30)
+        body = result_body(result)
+        assert "[COMPLETED] User provided the requested information!" in body
+        assert (
+            "- Name: Ada" in body and "- Favorite Color: Blue" in body and "- Agreed to terms: true" in body
+        )
+        assert re.search(r"^Task created: \S+$", body, re.MULTILINE)
+        assert re.search(r"^Poll \d+: completed$", body, re.MULTILINE)  # the poll that saw the answer
+
+
+async def test_a_question_sent_as_a_task_moves_from_working_to_input_required_to_completed(
+    tmp_path: Path,
+) -> None:
+    """The task the bot answers with starts `working`, is `input_required` while its card waits, `completed` once
+    the person answered; `tasks/result` is the person's answer as an ElicitResult."""
+    seen = tmp_path / "seen"
+    async with bot_scene(servers=_servers(seen)) as s:
+        call = await s.alice.send("/call tq watch-question")
+        card = await s.fake.wait_for(lambda m: "Which colour?" in m.text and "Red" in m.buttons, timeout=30)
+        await _until_seen(seen, "input_required")  # the person answers once the server has seen them asked
+        await s.alice.press(card, "Red")
+        review = await s.fake.wait_for(lambda m: "✅ Submit" in m.buttons)
+        await s.alice.press(review, "✅ Submit")
+        result = await s.fake.wait_for(lambda m: is_result(m, call), timeout=30)
+        seen = json.loads(result_body(result))
+        assert seen["statuses"] == ["working", "input_required", "completed"]
+        assert seen["result"]["action"] == "accept" and seen["result"]["content"] == {"colour": "Red"}
+        assert seen["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"]
+
+
+async def test_a_server_that_cancels_its_task_ends_the_card_and_gets_no_answer() -> None:
+    """`tasks/cancel` while the card waits: the task is `cancelled` (and stays so), the card loses its buttons,
+    and `tasks/result` is an error, not an answer."""
+    async with bot_scene(servers=_servers()) as s:
+        call = await s.alice.send("/call tq cancel-question")
+        result = await s.fake.wait_for(lambda m: is_result(m, call), timeout=30)
+        seen = json.loads(result_body(result))
+        assert seen["statuses"][-1] == "input_required"
+        assert seen["cancel"] == "cancelled" and seen["after"] == "cancelled"
+        assert "cancelled" in seen["result"]["error"]
+        card = await s.fake.wait_for(lambda m: "Which colour?" in m.text and not m.buttons, timeout=10)
+        assert "Red" not in card.buttons
