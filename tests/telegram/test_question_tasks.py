@@ -94,9 +94,22 @@ async def test_a_question_sent_as_a_task_moves_from_working_to_input_required_to
         assert seen["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"]
 
 
+async def test_tasks_result_asked_before_the_answer_waits_for_it() -> None:
+    """A server that asks `tasks/result` at once, without polling, gets the person's answer once they give it."""
+    async with bot_scene(servers=_servers()) as s:
+        call = await s.alice.send("/call tq await-question")
+        card = await s.fake.wait_for(lambda m: "Which colour?" in m.text and "Blue" in m.buttons, timeout=30)
+        await s.alice.press(card, "Blue")
+        review = await s.fake.wait_for(lambda m: "✅ Submit" in m.buttons)
+        await s.alice.press(review, "✅ Submit")
+        result = await s.fake.wait_for(lambda m: is_result(m, call), timeout=30)
+        answer = json.loads(result_body(result))["result"]
+        assert answer["action"] == "accept" and answer["content"] == {"colour": "Blue"}
+
+
 async def test_a_server_that_cancels_its_task_ends_the_card_and_gets_no_answer() -> None:
-    """`tasks/cancel` while the card waits: the task is `cancelled` (and stays so), the card loses its buttons,
-    and `tasks/result` is an error, not an answer."""
+    """`tasks/cancel` while the card waits: the task is `cancelled` (and stays so), the card loses its buttons and
+    says the server cancelled it, and `tasks/result` is an error, not an answer."""
     async with bot_scene(servers=_servers()) as s:
         call = await s.alice.send("/call tq cancel-question")
         result = await s.fake.wait_for(lambda m: is_result(m, call), timeout=30)
@@ -104,5 +117,6 @@ async def test_a_server_that_cancels_its_task_ends_the_card_and_gets_no_answer()
         assert seen["statuses"][-1] == "input_required"
         assert seen["cancel"] == "cancelled" and seen["after"] == "cancelled"
         assert "cancelled" in seen["result"]["error"]
+        assert "Task not found" in seen["unknown"]["error"]  # a task id the bot never gave
         card = await s.fake.wait_for(lambda m: "Which colour?" in m.text and not m.buttons, timeout=10)
-        assert "Red" not in card.buttons
+        assert "Cancelled by the server" in card.text

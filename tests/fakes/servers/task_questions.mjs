@@ -6,8 +6,11 @@
 // Tools:
 //   watch-question   asks one question as a task; polls tasks/get every 100 ms, noting each new status, until
 //                    the task ends; then fetches tasks/result. Result: JSON {statuses, result}.
+//   await-question   asks one question as a task and at once asks tasks/result, which waits for the answer.
+//                    Result: JSON {result}.
 //   cancel-question  asks one question as a task; polls until the bot shows it (input_required), then sends
-//                    tasks/cancel, tasks/get and tasks/result. Result: JSON {statuses, cancel, after, result}.
+//                    tasks/cancel, tasks/get and tasks/result, and tasks/get for an unknown task.
+//                    Result: JSON {statuses, cancel, after, result, unknown}.
 import { appendFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -67,6 +70,18 @@ server.registerTool("watch-question", { description: "ask a question as a task a
   return { content: [{ type: "text", text: JSON.stringify({ statuses, result }) }] };
 });
 
+server.registerTool("await-question", { description: "ask a question as a task, await its result", inputSchema: {} }, async (_args, extra) => {
+  const created = await extra.sendRequest(QUESTION, CreateTaskResultSchema);
+  const taskId = created.task.taskId;
+  // No polling: tasks/result is asked at once and is answered when the task ends (the spec's blocking fetch).
+  const result = await attempt(() =>
+    extra.sendRequest({ method: "tasks/result", params: { taskId } }, ElicitResultSchema.passthrough(), {
+      timeout: 600000,
+    }),
+  );
+  return { content: [{ type: "text", text: JSON.stringify({ result }) }] };
+});
+
 server.registerTool("cancel-question", { description: "ask a question as a task, then cancel it", inputSchema: {} }, async (_args, extra) => {
   const created = await extra.sendRequest(QUESTION, CreateTaskResultSchema);
   const taskId = created.task.taskId;
@@ -85,7 +100,10 @@ server.registerTool("cancel-question", { description: "ask a question as a task,
   const result = await attempt(() =>
     extra.sendRequest({ method: "tasks/result", params: { taskId } }, ElicitResultSchema.passthrough()),
   );
-  const body = { statuses, cancel: cancel.status ?? cancel, after: after.status ?? after, result };
+  const unknown = await attempt(() =>
+    extra.sendRequest({ method: "tasks/get", params: { taskId: "no-such-task" } }, GetTaskResultSchema),
+  );
+  const body = { statuses, cancel: cancel.status ?? cancel, after: after.status ?? after, result, unknown };
   return { content: [{ type: "text", text: JSON.stringify(body) }] };
 });
 
