@@ -14,7 +14,9 @@ import anyio
 import pytest
 
 from tests.conformance.suite import CACHE, NODE, missing
+from tests.fakes.telegram import FakeTelegram
 from tests.telegram.harness import bot_scene, is_result, result_body
+from tests.telegram.test_restart import ALICE, bot_process, current_card, kill
 
 pytestmark = pytest.mark.anyio
 
@@ -120,3 +122,44 @@ async def test_a_server_that_cancels_its_task_ends_the_card_and_gets_no_answer()
         assert "Task not found" in seen["unknown"]["error"]  # a task id the bot never gave
         card = await s.fake.wait_for(lambda m: "Which colour?" in m.text and not m.buttons, timeout=10)
         assert "Cancelled by the server" in card.text
+
+
+async def _gone(pid: int) -> bool:
+    """Whether process `pid` ended within 20 s (another process's: no event of ours announces it)."""
+    with anyio.move_on_after(20):
+        while True:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            await anyio.sleep(0.1)
+    return False
+
+
+async def test_a_question_sent_as_a_task_over_stdio_dies_with_the_killed_bot_and_its_card_offers_run_again(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL while a task's card waits: the stdio server (whose tool polls the task) ends with the bot, so no
+    poll outlives it; after the restart the card says the question was lost, with Run again."""
+    seen = tmp_path / "seen"
+    async with FakeTelegram() as fake:
+        alice = fake.user(id=ALICE, first_name="Alice")
+        config = tmp_path / "bot.toml"
+        args = json.dumps([TASK_QUESTIONS, str(CACHE), str(seen)])
+        config.write_text(
+            f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{fake.base_url}"\n'
+            f'allowed_users = [{ALICE}]\n[storage]\nurl = "sqlite:///{tmp_path / "bot.db"}"\n'
+            f'[servers.tq]\ncommand = "{NODE}"\nargs = {args}\nprotocol = "legacy"\n'
+        )
+        async with bot_process(config, fake) as bot:
+            await alice.send("/call tq watch-question")
+            card = await current_card(fake, "Which colour?")
+            await _until_seen(seen, "input_required")
+            server_pid = int(seen.read_text().split()[1])  # its first line: "pid N"
+            await kill(bot)
+            assert await _gone(server_pid)
+        async with bot_process(config, fake):
+            await fake.wait_for(
+                lambda m: m is card and "the server's question was lost" in m.text, timeout=30
+            )
+            assert card.buttons == ["🔁 Run again"]

@@ -2,7 +2,8 @@
 // experimental tasks) and reports what it saw, for tests of the bot as the receiver of such questions.
 //
 // Run: node task_questions.mjs <folder holding node_modules/@modelcontextprotocol/sdk> (.cache/conformance) [SEEN]
-// where SEEN, if given, is a file each new status a poll sees is appended to (a line each), as it is seen.
+// where SEEN, if given, is a file this process's id (`pid N`) and then each new status a poll sees are appended
+// to (a line each), as they happen.
 // Tools:
 //   watch-question   asks one question as a task; polls tasks/get every 100 ms, noting each new status, until
 //                    the task ends; then fetches tasks/result. Result: JSON {statuses, result}.
@@ -37,6 +38,7 @@ const QUESTION = {
 const ENDED = new Set(["completed", "failed", "cancelled"]);
 const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const seen = process.argv[3];
+if (seen) appendFileSync(seen, `pid ${process.pid}\n`);
 const note = (statuses, status) => {
   if (status === statuses.at(-1)) return;
   statuses.push(status);
