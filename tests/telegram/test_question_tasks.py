@@ -14,7 +14,8 @@ import anyio
 import pytest
 
 from tests.conformance.suite import CACHE, NODE, missing
-from tests.fakes.telegram import FakeTelegram
+from tests.fakes.telegram import FakeTelegram, FakeUser, Msg
+from tests.ports import free_port
 from tests.telegram.harness import bot_scene, is_result, result_body
 from tests.telegram.test_restart import ALICE, bot_process, current_card, kill
 
@@ -59,13 +60,7 @@ async def test_server_everythings_async_question_is_answered_on_the_phone_and_it
     async with bot_scene(servers=_servers()) as s:
         call = await s.alice.send("/call ev trigger-elicitation-request-async")
         card = await s.fake.wait_for(lambda m: "Your Name" in m.text and bool(m.buttons), timeout=30)
-        await s.alice.send("Ada", reply_to=card)
-        card = await s.fake.wait_for(lambda m: "Blue" in m.buttons, timeout=10)
-        await s.alice.press(card, "Blue")
-        card = await s.fake.wait_for(lambda m: "Yes" in m.buttons and "Terms" in m.text, timeout=10)
-        await s.alice.press(card, "Yes")
-        review = await s.fake.wait_for(lambda m: "Please review" in m.text and "✅ Submit" in m.buttons)
-        await s.alice.press(review, "✅ Submit")
+        await _answer_everythings_form(s.fake, s.alice, card)
         result = await s.fake.wait_for(lambda m: is_result(m, call), timeout=30)
         body = result_body(result)
         assert "[COMPLETED] User provided the requested information!" in body
@@ -124,6 +119,28 @@ async def test_a_server_that_cancels_its_task_ends_the_card_and_gets_no_answer()
         assert "Cancelled by the server" in card.text
 
 
+def _bot_config(tmp_path: Path, fake: FakeTelegram, server: str) -> Path:
+    """The installed bot's config: the fake Bot API, a SQLite store, and `server` (a `[servers.X]` table)."""
+    config = tmp_path / "bot.toml"
+    config.write_text(
+        f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{fake.base_url}"\n'
+        f'allowed_users = [{ALICE}]\n[storage]\nurl = "sqlite:///{tmp_path / "bot.db"}"\n{server}'
+    )
+    return config
+
+
+async def _answer_everythings_form(fake: FakeTelegram, alice: FakeUser, card: Msg) -> None:
+    """Fill server-everything's async question (name, colour, terms) and submit it."""
+    after = card.message_id  # (a card of a killed bot may still stand above)
+    await alice.send("Ada", reply_to=card)
+    card = await fake.wait_for(lambda m: m.message_id > after and "Blue" in m.buttons, timeout=10)
+    await alice.press(card, "Blue")
+    card = await fake.wait_for(lambda m: m.message_id > after and "Yes" in m.buttons and "Terms" in m.text)
+    await alice.press(card, "Yes")
+    review = await fake.wait_for(lambda m: m.message_id > after and "✅ Submit" in m.buttons)
+    await alice.press(review, "✅ Submit")
+
+
 async def _gone(pid: int) -> bool:
     """Whether process `pid` ended within 20 s (another process's: no event of ours announces it)."""
     with anyio.move_on_after(20):
@@ -144,12 +161,9 @@ async def test_a_question_sent_as_a_task_over_stdio_dies_with_the_killed_bot_and
     seen = tmp_path / "seen"
     async with FakeTelegram() as fake:
         alice = fake.user(id=ALICE, first_name="Alice")
-        config = tmp_path / "bot.toml"
         args = json.dumps([TASK_QUESTIONS, str(CACHE), str(seen)])
-        config.write_text(
-            f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{fake.base_url}"\n'
-            f'allowed_users = [{ALICE}]\n[storage]\nurl = "sqlite:///{tmp_path / "bot.db"}"\n'
-            f'[servers.tq]\ncommand = "{NODE}"\nargs = {args}\nprotocol = "legacy"\n'
+        config = _bot_config(
+            tmp_path, fake, f'[servers.tq]\ncommand = "{NODE}"\nargs = {args}\nprotocol = "legacy"\n'
         )
         async with bot_process(config, fake) as bot:
             await alice.send("/call tq watch-question")
@@ -163,3 +177,48 @@ async def test_a_question_sent_as_a_task_over_stdio_dies_with_the_killed_bot_and
                 lambda m: m is card and "the server's question was lost" in m.text, timeout=30
             )
             assert card.buttons == ["🔁 Run again"]
+
+
+async def test_server_everythings_async_question_over_http_is_lost_with_the_killed_bot_and_run_again_answers_it(
+    tmp_path: Path,
+) -> None:
+    """Streamable HTTP: the server outlives the bot, but its polls travel on the stream of the call that asked, which
+    dies with the bot (the bot comes back on a new session). After a SIGKILL and a restart the card says the
+    question was lost; Run again asks anew, and that answer reaches the server's poll and the chat."""
+    port = free_port()
+    env = {**os.environ, "PORT": str(port)}
+    command = [str(NODE), str(EVERYTHING), "streamableHttp"]
+    async with FakeTelegram() as fake, await anyio.open_process(command, env=env, stdout=None) as server:
+        try:
+            assert server.stderr is not None
+            with anyio.fail_after(20):  # it says when it listens
+                heard = ""
+                async for chunk in server.stderr:
+                    heard += chunk.decode()
+                    if "listening on port" in heard:
+                        break
+            alice = fake.user(id=ALICE, first_name="Alice")
+            url = f"http://127.0.0.1:{port}/mcp"
+            config = _bot_config(tmp_path, fake, f'[servers.ev]\nurl = "{url}"\nprotocol = "legacy"\n')
+            async with bot_process(config, fake) as bot:
+                await alice.send("/call ev trigger-elicitation-request-async")
+                card = await current_card(fake, "Your Name")
+                await alice.send("Ada", reply_to=card)  # its next step comes after the card's place was kept
+                await fake.wait_for(lambda m: "Blue" in m.buttons, timeout=10)
+                await kill(bot)
+            async with bot_process(config, fake):
+                await fake.wait_for(
+                    lambda m: m is card and "the server's question was lost" in m.text, timeout=30
+                )
+                await alice.press(card, "🔁 Run again", timeout=30)
+                again = await fake.wait_for(
+                    lambda m: m is not card and "Your Name" in m.text and bool(m.buttons), timeout=30
+                )
+                await _answer_everythings_form(fake, alice, again)
+                result = await fake.wait_for(lambda m: "[COMPLETED]" in m.text, timeout=30)
+                assert "- Name: Ada" in result.text and re.search(
+                    r"^Poll \d+: completed$", result.text, re.MULTILINE
+                )
+        finally:
+            server.terminate()
+            await server.wait()
