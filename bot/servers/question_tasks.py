@@ -18,17 +18,20 @@ Tasks live as long as the session (a stdio server dies with the bot anyway; see 
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+
+logger = logging.getLogger(__name__)
 
 RELATED_TASK: Final = "io.modelcontextprotocol/related-task"
 """The `_meta` key that ties a message to a task (2025-11-25)."""
@@ -40,8 +43,8 @@ CAPABILITY: Final[dict[str, Any]] = {"requests": {"elicitation": {"create": {}}}
 """What the bot declares under `capabilities.tasks` at `initialize`: task-augmented elicitations, and
 `tasks/cancel` (no `tasks/list`: a server polls the tasks it was given)."""
 
-Status = Literal["working", "input_required", "completed", "failed", "cancelled"]
-TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
+Status = types.TaskStatus
+TERMINAL: Final[frozenset[Status]] = frozenset({"completed", "failed", "cancelled"})
 
 
 def related_task(meta: Mapping[str, Any] | None) -> str | None:
@@ -150,19 +153,23 @@ class QuestionTasks:
         )
 
     async def _result_when_done(self, task: QuestionTask, request_id: types.RequestId, write: Any) -> None:
-        """`tasks/result` waits for the answer (the spec's blocking fetch), then sends it or its error."""
+        """`tasks/result` waits for the answer (the spec's blocking fetch), then sends it or its error (unless
+        the session ended meanwhile: then nobody is left to send it to)."""
         await task.done.wait()
         outcome = task.outcome or {}
-        if "result" in outcome:
-            meta = dict(outcome["result"].get("_meta") or {}) | {RELATED_TASK: {"taskId": task.task_id}}
-            await _reply(write, request_id, outcome["result"] | {"_meta": meta})
-        elif "error" in outcome:
-            error = outcome["error"]
-            await _error(write, request_id, error.get("code", types.INTERNAL_ERROR), error.get("message", ""))
-        else:
-            await _error(
-                write, request_id, types.INVALID_PARAMS, f"Task {task.task_id} was cancelled: no result"
-            )
+        try:
+            if "result" in outcome:
+                meta = dict(outcome["result"].get("_meta") or {}) | {RELATED_TASK: {"taskId": task.task_id}}
+                await _reply(write, request_id, outcome["result"] | {"_meta": meta})
+            elif "error" in outcome:
+                error = outcome["error"]
+                code = error.get("code", types.INTERNAL_ERROR)
+                await _error(write, request_id, code, error.get("message", ""))
+            else:
+                message = f"Task {task.task_id} was cancelled: no result"
+                await _error(write, request_id, types.INVALID_PARAMS, message)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            logger.debug("tasks/result for %s: the session ended before the answer", task.task_id)
 
     async def _cancel(
         self, task: QuestionTask, request_id: types.RequestId, write: Any
