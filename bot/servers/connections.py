@@ -26,6 +26,7 @@ from mcp_types import ElicitRequestParams, ElicitResult, ErrorData, Implementati
 
 from bot.config import ServerConfig
 from bot.core import ToolInfo
+from bot.servers.question_tasks import QuestionTasks
 from bot.servers.signin_errors import SignInFailed
 from bot.servers.stdio import StdioProcess
 
@@ -239,6 +240,8 @@ class Connection:
         self.error: str | None = None
         self.tools: list[ToolInfo] | None = None
         """The server's tool list, cached until `notifications/tools/list_changed`."""
+        self.question_tasks = QuestionTasks()
+        """The questions this session's server sent as tasks (declared, polled and answered on its transport)."""
         self.finished = anyio.Event()
         """Set once the owner task has left the session and the hub has aborted its prompts."""
         self._stop = anyio.Event()
@@ -355,7 +358,7 @@ class Connection:
             target = self._transport(self.server)
             self._process = target if isinstance(target, StdioProcess) else None
             client = Client(
-                _watched(target, self._eof) if _is_transport(target) else target,
+                self.question_tasks.streams(_watched(target, self._eof)) if _is_transport(target) else target,
                 elicitation_callback=self._elicit,
                 message_handler=self._message,
                 mode=self.server.protocol.value,

@@ -31,6 +31,7 @@ from bot.core.permission import Permission
 from bot.servers.connections import Connection
 from bot.servers.keeper import RoundKeeper
 from bot.servers.limits import Limits, Refusal
+from bot.servers.question_tasks import related_task
 from mapping import (
     Answer,
     FormSpec,
@@ -199,7 +200,7 @@ class Elicitations:
     ) -> ElicitResult | ErrorData:
         """The SDK's elicitation callback for one session: both protocol eras arrive here."""
         try:
-            return await self._elicit(conn, params)
+            return await self._elicit(conn, params, task=related_task(ctx.meta))
         except anyio.get_cancelled_exc_class():
             raise
         except Exception:
@@ -232,7 +233,12 @@ class Elicitations:
             logger.debug("transport message from %s: %r", conn.server.name, message)
 
     async def _elicit(
-        self, conn: Connection, params: ElicitRequestParams, keeper: Keeper | None = None
+        self,
+        conn: Connection,
+        params: ElicitRequestParams,
+        keeper: Keeper | None = None,
+        *,
+        task: str | None = None,
     ) -> ElicitResult | ErrorData:
         askers = self._askers(conn)
         # The cap counts one person's questions: a whole unshared session, or on a shared session (everyone's)
@@ -248,7 +254,7 @@ class Elicitations:
                 await (
                     anyio.lowlevel.checkpoint()
                 )  # the round's other tasks, already started, count themselves
-            return await self._ask(conn, params, keeper, askers, counted)
+            return await self._ask(conn, params, keeper, askers, counted, task)
         finally:
             conn.prompt_opened(-1)
             if counted is not None:
@@ -261,8 +267,10 @@ class Elicitations:
         keeper: Keeper | None,
         askers: list[Caller],
         counted: Caller | None,
+        task: str | None = None,
     ) -> ElicitResult | ErrorData:
-        """Admit the question (`admit`), then show it to its person and send back their (vetted) answer."""
+        """Admit the question (`admit`), then show it to its person and send back their (vetted) answer; a
+        question the server sent as `task` shows the server `input_required` while its card waits."""
         origin = askers[0].origin if askers else self._owner(conn)
         wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
         limited = None
@@ -306,7 +314,9 @@ class Elicitations:
             asked.set()  # calls waiting for this shared legacy session learn why
         if conn.gone.is_set():  # asked just before the server went: shown, and settled so at once
             self.prompts.abort(prompt, Outcome.SERVER_GONE)
+        conn.question_tasks.mark(task, "input_required", "waiting for the person's answer")
         answer = await self._ask_for(prompt, askers)
+        conn.question_tasks.mark(task, "working")
         result = answer_to_elicit_result(answer)
         if request.kind is RequestKind.AUTHORIZATION and result["action"] == "accept":
             result = {"action": "accept"}  # URL mode: consent only, no content on the wire
