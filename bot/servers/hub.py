@@ -443,7 +443,8 @@ class Hub:
             escalate_after_s=rule.escalate_after_s,
             escalate_to=rule.escalate_to,
         )
-        if origin.agent is None:
+        if origin.agent is None or origin.task is not None:
+            # A task's request outlives its wait: the task is kept, and whoever carries the approval out runs it.
             return await self.approver.decide(ask)
         return await _until_the_agent_goes(self.approver, ask)
 

@@ -1,0 +1,108 @@
+"""Agents' calls as tasks (MCP 2025-11-25 tasks) through the gateway, end to end: the SDK's own `Client` is the agent
+(it sends `tools/call` with `task` and polls `tasks/get` / `tasks/result` as typed requests); approvers tap on the
+fake Bot API; the store is a SQLite file; the bot is restarted in process on the same database (a new bot process's
+parts, the old ones stopped as `s.stop` stops them), as the approvals' restart test does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import httpx
+import mcp_types as types
+import pytest
+from mcp import Client, MCPError
+
+from bot.web.gateway import GATEWAY_PATH
+from tests.telegram.harness import ALICE_ID
+from tests.web.agents import agent, make_token, text_of
+from tests.web.test_gateway_approvals import DEPLOY, ops_scene
+
+pytestmark = pytest.mark.anyio
+
+LEGACY = "2025-11-25"
+
+
+async def call_as_task(
+    port: int, token: str, name: str, arguments: dict[str, object]
+) -> types.CreateTaskResult:
+    """`tools/call` with `task`, as JSON-RPC over HTTP on a session of its own: the SDK's client validates every
+    2025-11-25 `tools/call` result as a `CallToolResult`, so it cannot receive the `CreateTaskResult` (the task
+    belongs to the token, not the session: the SDK's `Client` polls it on another session)."""
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    url = f"http://127.0.0.1:{port}{GATEWAY_PATH}"
+    async with httpx.AsyncClient(trust_env=False, timeout=30, headers=headers) as http:
+        hello = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+        started = await http.post(
+            url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+        )
+        session = {"Mcp-Session-Id": started.headers["mcp-session-id"], "Mcp-Protocol-Version": LEGACY}
+        await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+        params = {"name": name, "arguments": arguments, "task": {"ttl": 600_000}}
+        body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+        answer = await http.post(url, json=body, headers=session)
+    data = [line[5:] for line in answer.text.splitlines() if line.startswith("data:")] or [answer.text]
+    message = json.loads(data[-1])
+    return types.CreateTaskResult.model_validate(message["result"], by_name=False)
+
+
+async def get_task(client: Client, task_id: str) -> types.GetTaskResult:
+    request = types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id))
+    return await client.session.send_request(request, types.GetTaskResult)
+
+
+async def task_result(client: Client, task_id: str) -> types.CallToolResult:
+    request = types.GetTaskPayloadRequest(params=types.GetTaskPayloadRequestParams(task_id=task_id))
+    return await client.session.send_request(request, types.CallToolResult)
+
+
+async def polled(client: Client, task_id: str) -> types.GetTaskResult:
+    """`tasks/get` at the task's poll interval until it is terminal (bounded)."""
+    with anyio.fail_after(30):
+        while True:
+            task = await get_task(client, task_id)
+            if task.status in ("completed", "failed", "cancelled"):
+                return task
+            await anyio.sleep((task.poll_interval or 1000) / 1000)
+
+
+async def test_an_agents_task_approved_after_a_restart_runs_once_and_the_agents_poll_gets_the_result(
+    tmp_path: Path,
+) -> None:
+    """The agent calls the deploy (2 of 3 approvers) as a task: it gets the task at once, `working`. Bob approves;
+    the bot stops and a new bot process starts on the same database. Carol's approval on the old card runs the
+    deploy exactly once, and the agent, polling the new process, sees the task completed and gets the server's
+    result; another token of the same person cannot read the task."""
+    async with ops_scene(tmp_path) as o:
+        s = o.s
+        token = await make_token(o.url, ALICE_ID, "ci-bot")
+        created = await call_as_task(o.port, token, "prod__deploy", DEPLOY)
+        async with agent(o.port, token, mode="legacy") as client:
+            assert created.task.status == "working" and created.task.ttl == 600_000
+            card = await s.fake.wait_for(lambda m: o.card(m) and bool(m.reply_markup))
+            assert "Alice (agent ci-bot) asks to call deploy on prod" in card.text
+            assert (await get_task(client, created.task.task_id)).status == "working"
+        await s.bob.press(card, "✅ Approve")
+        await s.fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text)
+        s.stop.set()
+        with anyio.fail_after(20):
+            await s.stopped.wait()
+        assert o.ledger.calls == []
+
+        async with ops_scene(tmp_path, world=o) as again:
+            answer = await again.carol.press(card, "✅ Approve")
+            assert not answer.show_alert, answer.text
+            async with agent(again.port, token, mode="legacy") as client:
+                done = await polled(client, created.task.task_id)
+                result = await task_result(client, created.task.task_id)
+            other = await make_token(again.url, ALICE_ID, "other-bot")
+            async with agent(again.port, other, mode="legacy") as stranger:
+                with pytest.raises(MCPError) as refused:
+                    await get_task(stranger, created.task.task_id)
+            settled = await s.fake.wait_for(lambda m: m is card and not m.reply_markup)
+    assert done.status == "completed"
+    assert text_of(result) == "deployed web 1.2.3" and not result.is_error
+    assert o.ledger.calls == [("deploy", DEPLOY)]
+    assert refused.value.code == -32602
+    assert "not run" not in settled.text.lower()
