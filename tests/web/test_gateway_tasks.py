@@ -1,11 +1,13 @@
 """Agents' calls as tasks (MCP 2025-11-25 tasks) through the gateway, end to end: the SDK's own `Client` is the agent
-(it sends `tools/call` with `task` and polls `tasks/get` / `tasks/result` as typed requests); approvers tap on the
-fake Bot API; the store is a SQLite file; the bot is restarted in process on the same database (a new bot process's
-parts, the old ones stopped as `s.stop` stops them), as the approvals' restart test does."""
+polling `tasks/get` / `tasks/result` as typed requests (the task-augmented `tools/call` itself is sent as JSON-RPC:
+see `call_as_task`); approvers tap on the fake Bot API; the store is a SQLite file. The bot is restarted in process
+on the same database (its parts stopped as `s.stop` stops them), and, as the installed `toolnexus-bot`, SIGKILLed
+and started again."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import anyio
@@ -15,9 +17,13 @@ import pytest
 from mcp import Client, MCPError
 
 from bot.web.gateway import GATEWAY_PATH
+from tests.fakes.telegram import FakeTelegram
+from tests.ports import free_port
 from tests.telegram.harness import ALICE_ID
+from tests.telegram.test_approvals_restart import BOB_ID, CAROL_ID, DAVE_ID, EXE, OPS, REPO, ledger_lines
 from tests.web.agents import agent, make_token, text_of
 from tests.web.test_gateway_approvals import DEPLOY, ops_scene
+from tests.zygote import open_bot, server_toml
 
 pytestmark = pytest.mark.anyio
 
@@ -45,6 +51,18 @@ async def call_as_task(
     data = [line[5:] for line in answer.text.splitlines() if line.startswith("data:")] or [answer.text]
     message = json.loads(data[-1])
     return types.CreateTaskResult.model_validate(message["result"], by_name=False)
+
+
+async def serving(port: int) -> None:
+    """Until the endpoint on `port` answers (a process just started), bounded."""
+    with anyio.fail_after(60):
+        while True:
+            try:
+                async with httpx.AsyncClient(trust_env=False, timeout=5) as http:
+                    await http.get(f"http://127.0.0.1:{port}/healthz")
+                return
+            except httpx.TransportError:
+                await anyio.sleep(0.2)
 
 
 async def get_task(client: Client, task_id: str) -> types.GetTaskResult:
@@ -106,3 +124,65 @@ async def test_an_agents_task_approved_after_a_restart_runs_once_and_the_agents_
     assert o.ledger.calls == [("deploy", DEPLOY)]
     assert refused.value.code == -32602
     assert "not run" not in settled.text.lower()
+
+
+async def test_an_agents_task_survives_a_sigkill_between_two_approvals_and_runs_once(tmp_path: Path) -> None:
+    """The installed bot, gateway on: the agent's deploy task waits for 2 of 3 approvers; Bob approves; the bot is
+    SIGKILLed (no shutdown of any kind) and started again on the same database; Carol approves on the old card: the
+    stdio server (a new process of it) receives the deploy once, and the agent's poll of the new process gets the
+    server's result."""
+    db, ledger, config = tmp_path / "bot.db", tmp_path / "ledger.jsonl", tmp_path / "bot.toml"
+    port = free_port()
+    async with FakeTelegram() as fake:
+        alice = fake.user(id=ALICE_ID, first_name="Alice")
+        bob = fake.user(id=BOB_ID, first_name="Bob")
+        carol = fake.user(id=CAROL_ID, first_name="Carol")
+        dave = fake.user(id=DAVE_ID, first_name="Dave")
+        fake.group(OPS, title="On-call", members=[alice, bob, carol, dave])
+        config.write_text(
+            f'[telegram]\ntoken = "${{TELEGRAM_BOT_TOKEN}}"\napi_base_url = "{fake.base_url}"\n'
+            f"allowed_users = [{ALICE_ID}, {BOB_ID}]\n"
+            f'[storage]\nurl = "sqlite:///{db}"\n'
+            f'[web]\nlisten = "127.0.0.1"\nport = {port}\npublic_url = "https://bot.example.com"\n'
+            "[gateway]\nenabled = true\n"
+            "[servers.prod]\n"
+            + server_toml("tests.fakes.servers.ledger", str(ledger))
+            + f'[[approvals]]\nservers = ["prod"]\ntools = ["deploy"]\napprovers = [{BOB_ID}, {CAROL_ID}, {DAVE_ID}]\n'
+            f"quorum = 2\nchat = {OPS}\n"
+        )
+        env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token}
+        command = [str(EXE), "--config", str(config)]
+
+        first = await open_bot(command, env=env, cwd=REPO, stdout=None, stderr=None)
+        second = None
+        try:
+            await fake.wait_for_call("setMyCommands", timeout=30)
+            await serving(port)
+            token = await make_token(f"sqlite:///{db}", ALICE_ID, "ci-bot")
+            created = await call_as_task(port, token, "prod__deploy", DEPLOY)
+            assert created.task.status == "working"
+            card = await fake.wait_for(lambda m: m.chat_id == OPS and bool(m.reply_markup), timeout=30)
+            await bob.press(card, "✅ Approve", timeout=30)
+            await fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text, timeout=30)
+            first.kill()  # SIGKILL: no shutdown of any kind
+            await first.wait()
+            assert ledger_lines(ledger) == []
+
+            second = await open_bot(command, env=env, cwd=REPO, stdout=None, stderr=None)
+            await serving(port)
+            answer = await carol.press(card, "✅ Approve", timeout=60)
+            assert not answer.show_alert, answer.text
+            async with agent(port, token, mode="legacy") as client:
+                done = await polled(client, created.task.task_id)
+                result = await task_result(client, created.task.task_id)
+            second.terminate()
+            with anyio.fail_after(15):
+                assert await second.wait() == 0
+        finally:
+            for proc in (first, second):
+                if proc is not None and proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+    assert done.status == "completed"
+    assert text_of(result) == "deployed web 1.2.3" and not result.is_error
+    assert ledger_lines(ledger) == [{"tool": "deploy", "arguments": DEPLOY}]
