@@ -272,7 +272,9 @@ class Hub:
                 finally:
                     flight.approval = False
             if not verdict.approved:
-                outcome = failure(CallStatus.REFUSED, verdict.text)
+                # A task's request ended by its requester (/cancel) ends the task as cancelled, not refused.
+                ended = origin.task is not None and verdict.status is ApprovalStatus.CANCELLED
+                outcome = failure(CallStatus.CANCELLED if ended else CallStatus.REFUSED, verdict.text)
                 self._ended(origin, outcome)
                 log_call(origin, name, tool, outcome, anyio.current_time() - started)
                 return outcome

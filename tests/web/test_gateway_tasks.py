@@ -186,3 +186,51 @@ async def test_an_agents_task_survives_a_sigkill_between_two_approvals_and_runs_
     assert done.status == "completed"
     assert text_of(result) == "deployed web 1.2.3" and not result.is_error
     assert ledger_lines(ledger) == [{"tool": "deploy", "arguments": DEPLOY}]
+
+
+async def cancel_task(client: Client, task_id: str) -> types.CancelTaskResult:
+    request = types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id))
+    return await client.session.send_request(request, types.CancelTaskResult)
+
+
+async def test_an_agent_cancelling_its_task_ends_the_approval_request_and_a_late_approval_runs_nothing(
+    tmp_path: Path,
+) -> None:
+    """`tasks/cancel` while the task waits for approvers (Bob has approved): the task is cancelled, the request ends
+    as its requester's doing (the card says so, without buttons), Carol's late tap runs nothing, and a second
+    `tasks/cancel` of the now terminal task is refused."""
+    async with ops_scene(tmp_path) as o:
+        s = o.s
+        token = await make_token(o.url, ALICE_ID, "ci-bot")
+        created = await call_as_task(o.port, token, "prod__deploy", DEPLOY)
+        card = await s.fake.wait_for(lambda m: o.card(m) and bool(m.reply_markup))
+        late = card.button("✅ Approve").callback_data
+        await s.bob.press(card, "✅ Approve")
+        await s.fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text)
+        async with agent(o.port, token, mode="legacy") as client:
+            cancelled = await cancel_task(client, created.task.task_id)
+            ended = await s.fake.wait_for(lambda m: m is card and not m.reply_markup, timeout=15)
+            answer = await o.carol.press_data(card, late)
+            after = await get_task(client, created.task.task_id)
+            with pytest.raises(MCPError) as again:
+                await cancel_task(client, created.task.task_id)
+    assert cancelled.status == "cancelled" and after.status == "cancelled"
+    assert "Cancelled: nothing was sent" in ended.text, ended.text
+    assert answer.show_alert and o.ledger.calls == []
+    assert again.value.code == -32602
+
+
+async def test_cancel_in_the_chat_cancels_an_agents_task_waiting_for_approvers(tmp_path: Path) -> None:
+    """Alice's /cancel in her private chat ends her agent's task that waits for approvers: the task is cancelled
+    and the approval request ends; nothing runs."""
+    async with ops_scene(tmp_path) as o:
+        s = o.s
+        token = await make_token(o.url, ALICE_ID, "ci-bot")
+        created = await call_as_task(o.port, token, "prod__deploy", DEPLOY)
+        card = await s.fake.wait_for(lambda m: o.card(m) and bool(m.reply_markup))
+        await s.alice.send("/cancel")
+        await s.fake.wait_for(lambda m: m is card and not m.reply_markup, timeout=15)
+        async with agent(o.port, token, mode="legacy") as client:
+            done = await polled(client, created.task.task_id)
+    assert done.status == "cancelled", done
+    assert o.ledger.calls == []
