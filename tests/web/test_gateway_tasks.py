@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
@@ -31,7 +32,7 @@ LEGACY = "2025-11-25"
 
 
 async def call_as_task(
-    port: int, token: str, name: str, arguments: dict[str, object]
+    port: int, token: str, name: str, arguments: Mapping[str, object]
 ) -> types.CreateTaskResult:
     """`tools/call` with `task`, as JSON-RPC over HTTP on a session of its own: the SDK's client validates every
     2025-11-25 `tools/call` result as a `CallToolResult`, so it cannot receive the `CreateTaskResult` (the task
@@ -45,7 +46,7 @@ async def call_as_task(
         )
         session = {"Mcp-Session-Id": started.headers["mcp-session-id"], "Mcp-Protocol-Version": LEGACY}
         await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
-        params = {"name": name, "arguments": arguments, "task": {"ttl": 600_000}}
+        params = {"name": name, "arguments": dict(arguments), "task": {"ttl": 600_000}}
         body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
         answer = await http.post(url, json=body, headers=session)
     data = [line[5:] for line in answer.text.splitlines() if line.startswith("data:")] or [answer.text]
