@@ -23,6 +23,7 @@ from sqlalchemy import Row, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.core import CallStatus, ToolOutcome
+from bot.store.agents import AgentStore
 from bot.store.errors import unavailable_as
 from bot.store.tables import gateway_tasks
 
@@ -73,8 +74,12 @@ class GatewayTask:
 class GatewayTaskStore:
     """The `gateway_tasks` table of one database. `clock` is Unix time."""
 
-    def __init__(self, engine: AsyncEngine, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, engine: AsyncEngine, agents: AgentStore, clock: Callable[[], float] = time.time
+    ) -> None:
         self.engine = engine
+        self.agents = agents
+        """The agent tokens: a task whose token no longer works is not run (`runnable`)."""
         self.clock = clock
 
     @unavailable_as("storing a gateway task")
@@ -110,6 +115,17 @@ class GatewayTaskStore:
         if row is None or (token_id is not None and row.token_id != token_id):
             return None
         return _task(row)
+
+    async def runnable(self, task_id: str) -> GatewayTask | None:
+        """The task, if its call may still run: `working`, and the agent token that made it still works (not
+        revoked or expired: a task whose token ended is failed so, and None returned)."""
+        task = await self.get(task_id, None)
+        if task is None or task.state.terminal:
+            return None
+        if await self.agents.live_one(task.token_id) is None:
+            await self.finish(task.id, TaskState.FAILED, message="the agent's access ended")
+            return None
+        return task
 
     @unavailable_as("reading the gateway tasks")
     async def of_token(self, token_id: int) -> list[GatewayTask]:

@@ -121,7 +121,7 @@ async def open_store(
             agents,
             InboxStore(engine),
             GrantStore(engine, agents, log),
-            GatewayTaskStore(engine),
+            GatewayTaskStore(engine, agents),
             signins,
             note,
             factors=None if key is None else FactorStore(engine, key.get(), log=log),

@@ -19,6 +19,7 @@ from telegram.error import TelegramError
 
 from bot.approvals import AGENT_GONE, GONE, STOPPING, ApprovalService, orphaned
 from bot.core.approvals import ApprovalRecord, ApprovalStatus, Verdict, Vote, names
+from bot.errors import StoreUnavailable
 from bot.servers.hub import Hub
 from bot.store.gateway_tasks import GatewayTaskStore
 from bot.telegram.approval_cards import (
@@ -190,18 +191,25 @@ class TelegramApprovals:
         ask = record.ask
         task = ask.origin.task
         if task is not None:
-            kept = None if self.tasks is None else await self.tasks.get(task, None)
-            if kept is None or kept.state.terminal:
+            try:
+                kept = None if self.tasks is None else await self.tasks.runnable(task)
+            except StoreUnavailable:
+                logger.exception("could not read the task of approval %s", record.id)
+                kept = None
+            if kept is None:
                 await self._notify(
                     record,
                     f"⚠️ <b>{esc(f'{ask.server} · {ask.tool}', TITLE_CLIP)}</b>{agent_note(ask)}: approved, but "
-                    "the agent's task was cancelled or has expired; not run",
+                    "the agent's task was cancelled or has expired, or its access ended; not run",
                 )
                 return
         arguments = dict(ask.content or {})
         outcome = await self.hub.call_tool(ask.server, ask.tool, arguments, ask.origin, approved=verdict)
         if task is not None and self.tasks is not None:
-            await self.tasks.settle(task, outcome)
+            try:
+                await self.tasks.settle(task, outcome)
+            except StoreUnavailable:
+                logger.exception("could not keep the result of approval %s's task", record.id)
         for text in result_messages(f"{ask.server} · {ask.tool}", outcome):
             await self._notify(record, text)
 

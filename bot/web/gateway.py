@@ -611,14 +611,18 @@ class Gateway:
     ) -> None:
         """A task's call, its outcome kept for the agent. When the process stops meanwhile nothing is written: the
         task stays `working`, and a call waiting for approvers is run by whoever carries the approval out."""
-        with anyio.CancelScope() as scope:
+        done: ToolOutcome | types.CallToolResult | None = None
+        with self.guard.call(caller) as ending, anyio.CancelScope() as scope:
             self._running[task.id] = (scope, origin)
             try:
-                done = await self._task_work(origin, caller, name, arguments)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._end_with_access, task, ending)
+                    done = await self._task_work(origin, caller, name, arguments)
+                    tg.cancel_scope.cancel()
             finally:
                 del self._running[task.id]
-        if scope.cancelled_caught:
-            return  # by the agent (`tasks/cancel` wrote it)
+        if done is None:
+            return  # cancelled: by the agent (`tasks/cancel` wrote it), or its access ended (written too)
         approver = self.hub.approver
         if approver is not None and approver.unavailable() is not None:
             return  # stopping: its approval request stays in the store for the next process
@@ -643,6 +647,17 @@ class Gateway:
         if target is None:
             return _text(f"unknown tool: {name}", error=True)
         return await self.hub.call_tool(target[0], target[1], arguments, origin)
+
+    async def _end_with_access(self, task: GatewayTask, ending: Ending) -> None:
+        """When the task's token loses its access (revoked, expired, its person no longer allowed), the task fails
+        so and its call ends (its approval request for everyone: it is never run)."""
+        await ending.event.wait()
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.tasks.finish(task.id, TaskState.FAILED, message=ending.line)
+            except StoreUnavailable:
+                logger.warning("gateway: a task's end was not kept: the database is unavailable")
+            await self._cancel_task(task)
 
     async def _cancel_task(self, task: GatewayTask) -> None:
         """`tasks/cancel` of a task whose call runs here: its approval request ends for everyone (as its

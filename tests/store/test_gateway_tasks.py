@@ -19,7 +19,7 @@ async def test_a_task_is_kept_for_its_ttl_read_only_by_its_token_settled_once_an
 ) -> None:
     now = [1000.0]
     async with open_store(StorageConfig(url=Secret(f"sqlite:///{tmp_path / 'bot.db'}"))) as store:
-        tasks = GatewayTaskStore(store.engine, clock=lambda: now[0])
+        tasks = GatewayTaskStore(store.engine, store.agents, clock=lambda: now[0])
         task = await tasks.create(7, 1001, "ci-bot", "prod__deploy", ttl_ms=60_000)
         assert await tasks.get(task.id, 8) is None
         assert [t.id for t in await tasks.of_token(7)] == [task.id] and await tasks.of_token(8) == []

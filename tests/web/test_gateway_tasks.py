@@ -17,12 +17,15 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError
 
+from bot.config import Secret, StorageConfig
+from bot.store import open_store
+from bot.store.gateway_tasks import TaskState
 from bot.web.gateway import GATEWAY_PATH
 from tests.fakes.telegram import FakeTelegram
 from tests.ports import free_port
 from tests.telegram.harness import ALICE_ID
 from tests.telegram.test_approvals_restart import BOB_ID, CAROL_ID, DAVE_ID, EXE, OPS, REPO, ledger_lines
-from tests.web.agents import agent, make_token, text_of
+from tests.web.agents import agent, make_token, revoke, text_of
 from tests.web.test_gateway_approvals import DEPLOY, ops_scene
 from tests.zygote import open_bot, server_toml
 
@@ -234,4 +237,32 @@ async def test_cancel_in_the_chat_cancels_an_agents_task_waiting_for_approvers(t
         async with agent(o.port, token, mode="legacy") as client:
             done = await polled(client, created.task.task_id)
     assert done.status == "cancelled", done
+    assert o.ledger.calls == []
+
+
+async def test_an_agents_task_whose_token_was_revoked_before_the_approval_after_a_restart_is_not_run(
+    tmp_path: Path,
+) -> None:
+    """Bob approves the agent's deploy task; the bot stops; Alice revokes the agent's token; a new bot process starts
+    and Carol approves on the old card: the deploy is not run (a revoked token's work ends), Alice is told so, and
+    the task failed (read through the store: the revoked token may read nothing)."""
+    async with ops_scene(tmp_path) as o:
+        s = o.s
+        token = await make_token(o.url, ALICE_ID, "ci-bot")
+        created = await call_as_task(o.port, token, "prod__deploy", DEPLOY)
+        card = await s.fake.wait_for(lambda m: o.card(m) and bool(m.reply_markup))
+        await s.bob.press(card, "✅ Approve")
+        await s.fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text)
+        s.stop.set()
+        with anyio.fail_after(20):
+            await s.stopped.wait()
+        await revoke(o.url, ALICE_ID, "ci-bot")
+
+        async with ops_scene(tmp_path, world=o) as again:
+            await again.carol.press(card, "✅ Approve")
+            told = await s.fake.wait_for(lambda m: m.chat_id == ALICE_ID and "not run" in m.text)
+        async with open_store(StorageConfig(url=Secret(o.url))) as store:
+            kept = await store.tasks.get(created.task.task_id, None)
+    assert "its access ended" in told.text and "(agent ci-bot)" in told.text
+    assert kept is not None and kept.state is TaskState.FAILED
     assert o.ledger.calls == []
