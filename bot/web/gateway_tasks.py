@@ -27,7 +27,7 @@ import mcp_types as types
 from mcp import MCPError
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
 
 from bot.store.gateway_tasks import GatewayTask, GatewayTaskStore, TaskState
 
@@ -70,6 +70,13 @@ def task_of(task: GatewayTask) -> types.Task:
 def ttl_of(asked: types.TaskMetadata) -> int:
     """The task's time to live: as the agent asked, within `MAX_TTL_MS`."""
     return DEFAULT_TTL_MS if asked.ttl is None else max(1, min(asked.ttl, MAX_TTL_MS))
+
+
+def _legacy(ctx: ServerRequestContext[Any, Any]) -> None:
+    """`tasks/*` as 2025-11-25 has them; at 2026-07-28 they are the tasks extension's (not served here): the
+    method is not found, as for a server without tasks."""
+    if ctx.protocol_version != LEGACY:
+        raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=ctx.method)
 
 
 def _not_found() -> MCPError:
@@ -125,6 +132,7 @@ def task_handlers(
     async def get(
         ctx: ServerRequestContext[Any, Any], params: types.GetTaskRequestParams
     ) -> types.GetTaskResult:
+        _legacy(ctx)
         task = await tasks.get(params.task_id, token())
         if task is None:
             raise _not_found()
@@ -135,6 +143,7 @@ def task_handlers(
     ) -> dict[str, Any]:
         """The call's result once the task is terminal: this request waits until then (the spec's blocking
         `tasks/result`), reading the store every poll interval."""
+        _legacy(ctx)
         while True:
             task = await tasks.get(params.task_id, token())
             if task is None:
@@ -153,11 +162,13 @@ def task_handlers(
     async def list_tasks(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
     ) -> types.ListTasksResult:
+        _legacy(ctx)
         return types.ListTasksResult(tasks=[task_of(task) for task in await tasks.of_token(token())])
 
     async def cancel_task(
         ctx: ServerRequestContext[Any, Any], params: types.CancelTaskRequestParams
     ) -> types.CancelTaskResult:
+        _legacy(ctx)
         task = await tasks.get(params.task_id, token())
         if task is None:
             raise _not_found()
