@@ -26,6 +26,7 @@ from tests.ports import free_port
 from tests.telegram.harness import ALICE_ID
 from tests.telegram.test_approvals_restart import BOB_ID, CAROL_ID, DAVE_ID, EXE, OPS, REPO, ledger_lines
 from tests.web.agents import agent, make_token, revoke, text_of
+from tests.web.test_gateway import submit
 from tests.web.test_gateway_approvals import DEPLOY, ops_scene
 from tests.zygote import open_bot, server_toml
 
@@ -266,3 +267,26 @@ async def test_an_agents_task_whose_token_was_revoked_before_the_approval_after_
     assert "its access ended" in told.text and "(agent ci-bot)" in told.text
     assert kept is not None and kept.state is TaskState.FAILED
     assert o.ledger.calls == []
+
+
+async def test_an_agents_question_as_a_task_is_answered_on_the_phone_and_the_poll_gets_the_answer(
+    tmp_path: Path,
+) -> None:
+    """`ask_person` as a task: the agent has its task at once and lists it; Alice answers Yes on her phone (and submits); the
+    task completes and `tasks/result` is the tool's own result (`action: accept`, the typed answer)."""
+    async with ops_scene(tmp_path, approvals=[]) as o:
+        s = o.s
+        token = await make_token(o.url, ALICE_ID, "ci-bot")
+        created = await call_as_task(o.port, token, "ask_person", {"message": "Ship it?"})
+        card = await s.fake.wait_for(
+            lambda m: m.chat_id == ALICE_ID and "Ship it?" in m.text and bool(m.buttons)
+        )
+        async with agent(o.port, token, mode="legacy") as client:
+            listed = await client.session.send_request(types.ListTasksRequest(), types.ListTasksResult)
+            await s.alice.press(card, "Yes")
+            await submit(s, card)
+            done = await polled(client, created.task.task_id)
+            result = await task_result(client, created.task.task_id)
+    assert [t.task_id for t in listed.tasks] == [created.task.task_id]
+    assert done.status == "completed"
+    assert result.structured_content == {"action": "accept", "content": {"answer": True}}
