@@ -20,6 +20,10 @@ An agent that goes away mid-call (it cancels the call, or the connection carryin
 cards as its doing ("your agent stopped waiting"); the server hears `cancel`, then the call is cancelled. A
 request's body is bounded (`MAX_BODY`, 413 past it), after the token check.
 
+A call may be made as a task (2025-11-25 tasks; `bot.web.gateway_tasks`): the agent gets the task at once and polls
+it, from this process or another; the call runs in the gateway's task group, its result kept in the store. A call
+waiting for approvers names its task in the approval request, so an approval granted after a restart runs it.
+
 Hosted agents that cannot paste a token sign in with OAuth instead (`bot.web.gateway_oauth`, `[gateway] oauth`):
 the access tokens issued there (`tnx_at_...`) pass the same verifier, which reads them from the store, and act as
 the person who allowed them, through their grant (a token row like any other: revoked, it stops them at once).
@@ -624,8 +628,9 @@ class Gateway:
         if done is None:
             return  # cancelled: by the agent (`tasks/cancel` wrote it), or its access ended (written too)
         approver = self.hub.approver
-        if approver is not None and approver.unavailable() is not None:
-            return  # stopping: its approval request stays in the store for the next process
+        stopping = approver is not None and approver.unavailable() is not None
+        if stopping and isinstance(done, ToolOutcome) and done.status is CallStatus.REFUSED:
+            return  # its wait for approvers ended with the process: the request stays for the next one
         try:
             if isinstance(done, types.CallToolResult):
                 await self.tasks.finish(task.id, TaskState.COMPLETED, wire(done))
