@@ -290,3 +290,26 @@ async def test_an_agents_question_as_a_task_is_answered_on_the_phone_and_the_pol
     assert [t.task_id for t in listed.tasks] == [created.task.task_id]
     assert done.status == "completed"
     assert result.structured_content == {"action": "accept", "content": {"answer": True}}
+
+
+async def test_revoking_an_agents_token_fails_its_task_waiting_for_approvers_and_ends_the_request(
+    tmp_path: Path,
+) -> None:
+    """The agent's deploy task waits for approvers (Bob has approved); Alice's agent token is revoked: the task
+    fails (its line says the token was revoked), the request ends for everyone and Carol's late tap runs nothing."""
+    async with ops_scene(tmp_path) as o:
+        s = o.s
+        token = await make_token(o.url, ALICE_ID, "ci-bot")
+        created = await call_as_task(o.port, token, "prod__deploy", DEPLOY)
+        card = await s.fake.wait_for(lambda m: o.card(m) and bool(m.reply_markup))
+        late = card.button("✅ Approve").callback_data
+        await s.bob.press(card, "✅ Approve")
+        await s.fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text)
+        await revoke(o.url, ALICE_ID, "ci-bot")
+        await s.fake.wait_for(lambda m: m is card and not m.reply_markup, timeout=15)
+        answer = await o.carol.press_data(card, late)
+        async with open_store(StorageConfig(url=Secret(o.url))) as store:
+            kept = await store.tasks.get(created.task.task_id, None)
+    assert kept is not None and kept.state is TaskState.FAILED
+    assert kept.message is not None and "this agent token was revoked" in kept.message
+    assert answer.show_alert and o.ledger.calls == []
