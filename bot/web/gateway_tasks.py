@@ -7,8 +7,7 @@ that waits for approvers keeps its task's id with its approval request (`Origin.
 the approvers decide, the request stays in the store, and whoever carries the approval out later (after a restart,
 or a takeover) runs the call and keeps its result for the task (`GatewayTaskStore.settle`), so the agent's poll gets it.
 
-Where the SDK falls short: its low-level `Server` has no task support (the experimental tasks of its v1 are gone),
-and its per-version result sieve validates every 2025-11-25 `tools/call` result as a `CallToolResult`, so a
+Where the SDK falls short: its low-level `Server` has no task support, and its per-version result sieve validates every 2025-11-25 `tools/call` result as a `CallToolResult`, so a
 `CreateTaskResult` cannot come from the `tools/call` handler. The task is made in a `Server.middleware`
 (`TaskMiddleware`), which the runner trusts with its own result; `tasks/*` are served with `add_request_handler`
 (they are not among the SDK's spec methods); the `tasks` capability is added by overriding `get_capabilities`.
@@ -84,10 +83,13 @@ def _not_found() -> MCPError:
 
 
 class TaskingServer(Server[Any]):
-    """The SDK's low-level `Server`, declaring the 2025-11-25 `tasks` capability (list, cancel, `tools/call`)."""
+    """The SDK's low-level `Server`, declaring the 2025-11-25 `tasks` capability (list, cancel, `tools/call`) in the
+    handshake; not at 2026-07-28 (`server/discover`), where tasks are an extension's, not served here."""
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
         capabilities = super().get_capabilities(*args, **kwargs)
+        if kwargs.get("protocol_version") not in (None, LEGACY):
+            return capabilities
         tasks = types.ServerTasksCapability(
             list=types.TasksListCapability(),
             cancel=types.TasksCancelCapability(),

@@ -272,7 +272,8 @@ async def test_an_agents_task_whose_token_was_revoked_before_the_approval_after_
 async def test_an_agents_question_as_a_task_is_answered_on_the_phone_and_the_poll_gets_the_answer(
     tmp_path: Path,
 ) -> None:
-    """`ask_person` as a task: the agent has its task at once and lists it; Alice answers Yes on her phone (and submits); the
+    """`ask_person` as a task (the gateway declares `tasks` for `tools/call`; `ask_person` may be a task,
+    `notify_person` not): the agent has its task at once and lists it; Alice answers Yes on her phone (and submits); the
     task completes and `tasks/result` is the tool's own result (`action: accept`, the typed answer)."""
     async with ops_scene(tmp_path, approvals=[]) as o:
         s = o.s
@@ -282,11 +283,16 @@ async def test_an_agents_question_as_a_task_is_answered_on_the_phone_and_the_pol
             lambda m: m.chat_id == ALICE_ID and "Ship it?" in m.text and bool(m.buttons)
         )
         async with agent(o.port, token, mode="legacy") as client:
+            declared = client.server_capabilities.tasks
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
             listed = await client.session.send_request(types.ListTasksRequest(), types.ListTasksResult)
             await s.alice.press(card, "Yes")
             await submit(s, card)
             done = await polled(client, created.task.task_id)
             result = await task_result(client, created.task.task_id)
+    assert declared is not None and declared.requests is not None and declared.requests.tools is not None
+    asking, telling = tools["ask_person"].execution, tools["notify_person"].execution
+    assert asking is not None and asking.task_support == "optional" and telling is None
     assert [t.task_id for t in listed.tasks] == [created.task.task_id]
     assert done.status == "completed"
     assert result.structured_content == {"action": "accept", "content": {"answer": True}}
