@@ -36,8 +36,10 @@ def orphaned(record: ApprovalRecord, waiting: bool) -> bool:
     """An agent's request decided where no call waits for it (after a restart): not run. The agent's HTTP call
     ended with the process that took it, so nobody would get the result, and the agent may well have tried
     again meanwhile: running it now could run it twice. A person's call is run instead (`run_approved`): its
-    result goes to the chat it was asked in."""
-    return record.ask.origin.agent is not None and not waiting
+    result goes to the chat it was asked in. An agent's call made as a task (`Origin.task`) is not orphaned: the
+    task is kept in the store, so it is run (`run_approved`) and its result kept for the agent's poll."""
+    origin = record.ask.origin
+    return origin.agent is not None and origin.task is None and not waiting
 
 
 def verdict_of(record: ApprovalRecord, name_of: Callable[[int], str] | None = None) -> Verdict:

@@ -142,7 +142,11 @@ def bot_parts(process: Process[TelegramFront], refusals: Refusals) -> BotParts:
         if service is None or store is None or store.factors is None
         else SecondFactors(store.factors, service, surface)
     )
-    approvals = None if service is None else TelegramApprovals(service, surface, hub, codes)
+    approvals = (
+        None
+        if service is None
+        else TelegramApprovals(service, surface, hub, codes, tasks=None if store is None else store.tasks)
+    )
     runner = ToolRunner(hub, prompts, surface, front.allowed)
     buttons = ToolButtons(lists=process.shares.tool_lists)
     place = fleet_place(process.fleet, store, prompts, runner, surface, hub, approvals)
@@ -283,6 +287,7 @@ def _gateway(parts: BotParts) -> tuple[Gateway, Hooks] | None:
         parts.store.agents,
         allows=allows,
         desk=desk,
+        tasks=parts.store.tasks,
         version=_version(),
         grants=parts.store.grants if parts.config.gateway.oauth else None,
     )

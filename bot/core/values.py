@@ -20,6 +20,9 @@ class Origin:
     agent: str | None = None
     """The agent that called on this person's behalf through the gateway (its token's name); None: the
     person in the chat. An agent's questions still go to the person (`chat_id` is their private chat)."""
+    task: str | None = None
+    """The gateway task this agent's call runs as (kept in the store: its approval outlives the process, and
+    whoever carries the approval out runs the call and keeps its result for the agent's poll); None: no task."""
 
     @property
     def is_private(self) -> bool:

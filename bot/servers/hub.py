@@ -272,7 +272,9 @@ class Hub:
                 finally:
                     flight.approval = False
             if not verdict.approved:
-                outcome = failure(CallStatus.REFUSED, verdict.text)
+                # A task's request ended by its requester (/cancel) ends the task as cancelled, not refused.
+                ended = origin.task is not None and verdict.status is ApprovalStatus.CANCELLED
+                outcome = failure(CallStatus.CANCELLED if ended else CallStatus.REFUSED, verdict.text)
                 self._ended(origin, outcome)
                 log_call(origin, name, tool, outcome, anyio.current_time() - started)
                 return outcome
@@ -443,7 +445,8 @@ class Hub:
             escalate_after_s=rule.escalate_after_s,
             escalate_to=rule.escalate_to,
         )
-        if origin.agent is None:
+        if origin.agent is None or origin.task is not None:
+            # A task's request outlives its wait: the task is kept, and whoever carries the approval out runs it.
             return await self.approver.decide(ask)
         return await _until_the_agent_goes(self.approver, ask)
 

@@ -139,6 +139,7 @@ class ApprovalStore:
                     created_at=record.created_at,
                     # Written only when asked for: a tap-only request is stored as the version before stored it.
                     **({} if ask.factor is Factor.TAP else {"second_factor": ask.factor.value}),
+                    **({} if ask.origin.task is None else {"task": ask.origin.task}),
                     **_nudges(record),
                 )
             )
@@ -450,7 +451,7 @@ def _record(row: dict[str, Any], votes: list[dict[str, Any]]) -> ApprovalRecord:
     )
     approvers = frozenset(int(u) for u in json.loads(row["approvers"]))
     ask = ApprovalAsk(
-        origin=Origin(chat_id=row["chat_id"], user_id=row["user_id"], agent=row["agent"]),
+        origin=Origin(chat_id=row["chat_id"], user_id=row["user_id"], agent=row["agent"], task=row["task"]),
         requester=row["user_name"],
         server=row["server"],
         tool=row["tool"],

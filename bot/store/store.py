@@ -27,6 +27,7 @@ from bot.store.engine import (
 )
 from bot.store.errors import StoreUnavailable
 from bot.store.factors import FactorStore
+from bot.store.gateway_tasks import GatewayTaskStore
 from bot.store.grants import GrantStore
 from bot.store.inbox import InboxStore
 from bot.store.instances import claim_instance
@@ -65,6 +66,8 @@ class Store:
     """The ids of updates delivered to the webhook, so a redelivery is handled once."""
     grants: GrantStore
     """The gateway's OAuth clients, consent requests and issued tokens (as hashes); grants are `agents`' rows."""
+    tasks: GatewayTaskStore
+    """The gateway's tasks: agents' calls answered at once with a task they poll."""
     signins: SignInStore | None = None
     """Per-person OAuth tokens, when `[storage] secret_key` is set."""
     audit_note: str | None = None
@@ -127,6 +130,7 @@ async def open_store(
             agents,
             InboxStore(engine),
             GrantStore(engine, agents, log),
+            GatewayTaskStore(engine, agents),
             signins,
             note,
             factors=None if key is None else FactorStore(engine, key.get(), log=log),

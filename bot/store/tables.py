@@ -31,6 +31,7 @@ __all__ = [
     "code_prompts",
     "fleet_instances",
     "fleet_partitions",
+    "gateway_tasks",
     "metadata",
     "miniapp_answers",
     "miniapp_launches",
@@ -165,6 +166,9 @@ approvals = Table(
     Column("escalate_at", Float, comment="Unix time escalate_to join the approvers; null: never"),
     Column("escalate_to", Text, comment="JSON list of user ids who join the approvers at escalate_at"),
     Column("escalated_at", String(32)),
+    Column(
+        "task", String(36), comment="the gateway task (gateway_tasks.id) the agent's call runs as; null: none"
+    ),
 )
 Index("ix_approvals_status", approvals.c.status)
 
@@ -481,3 +485,24 @@ outbox = Table(
     Column("written", Float, nullable=False, comment="Unix time it was written (orders processes' messages)"),
 )
 Index("ix_outbox_bot_id", outbox.c.bot_id, outbox.c.partition)
+
+gateway_tasks = Table(
+    "gateway_tasks",
+    metadata,
+    Column("id", String(36), primary_key=True, comment="the task id the agent polls (a uuid4)"),
+    Column(
+        "token_id", Integer, nullable=False, comment="the agent token (agent_tokens.id): only it may read"
+    ),
+    Column("user_id", BigInteger, nullable=False, comment="the person the agent acts as"),
+    Column("agent", String(32), nullable=False, comment="the agent's name"),
+    Column(
+        "tool", String(512), nullable=False, comment="the gateway tool called (<server>__<tool>, ask_person)"
+    ),
+    Column("status", String(16), nullable=False, comment="working, completed, failed, cancelled"),
+    Column("message", Text, comment="the status line (why it failed or was cancelled)"),
+    Column("result", Text, comment="JSON: the CallToolResult once completed"),
+    Column("created", Float, nullable=False, comment="Unix time"),
+    Column("updated", Float, nullable=False, comment="Unix time of the last status change"),
+    Column("ttl_ms", Integer, nullable=False, comment="kept this long from created, then deleted"),
+)
+Index("ix_gateway_tasks_token_id", gateway_tasks.c.token_id)

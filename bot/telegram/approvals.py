@@ -19,7 +19,9 @@ from telegram.error import TelegramError
 
 from bot.approvals import AGENT_GONE, GONE, STOPPING, ApprovalService, orphaned
 from bot.core.approvals import ApprovalRecord, ApprovalStatus, Verdict, Vote, names
+from bot.errors import StoreUnavailable
 from bot.servers.hub import Hub
+from bot.store.gateway_tasks import GatewayTaskStore
 from bot.telegram.approval_cards import (
     agent_note,
     approval_screen,
@@ -45,11 +47,19 @@ class TelegramApprovals:
     hub closes. `hub` runs the calls approved after a restart."""
 
     def __init__(
-        self, service: ApprovalService, surface: TelegramSurface, hub: Hub, codes: SecondFactors | None = None
+        self,
+        service: ApprovalService,
+        surface: TelegramSurface,
+        hub: Hub,
+        codes: SecondFactors | None = None,
+        *,
+        tasks: GatewayTaskStore | None = None,
     ) -> None:
         self.service = service
         self.surface = surface
         self.hub = hub
+        self.tasks = tasks
+        """The gateway's tasks: an agent's call made as a task, approved after a restart, keeps its result there."""
         self.codes = codes
         """Asks an approver for the one-time code an approval needs (`second_factor`); None: no key to keep
         authenticator secrets with (a rule asking for one is a config error then)."""
@@ -182,9 +192,30 @@ class TelegramApprovals:
             )
 
     async def run_approved(self, record: ApprovalRecord, verdict: Verdict) -> None:
+        """Run the approved call; its result goes to the requester's chat, and for an agent's task (`Origin.task`)
+        to the task, for the agent's poll (not run when the task was cancelled or is gone meanwhile)."""
         ask = record.ask
+        task = ask.origin.task
+        if task is not None:
+            try:
+                kept = None if self.tasks is None else await self.tasks.runnable(task)
+            except StoreUnavailable:
+                logger.exception("could not read the task of approval %s", record.id)
+                kept = None
+            if kept is None:
+                await self._notify(
+                    record,
+                    f"⚠️ <b>{esc(f'{ask.server} · {ask.tool}', TITLE_CLIP)}</b>{agent_note(ask)}: approved, but "
+                    "the agent's task was cancelled or has expired, or its access ended; not run",
+                )
+                return
         arguments = dict(ask.content or {})
         outcome = await self.hub.call_tool(ask.server, ask.tool, arguments, ask.origin, approved=verdict)
+        if task is not None and self.tasks is not None:
+            try:
+                await self.tasks.settle(task, outcome)
+            except StoreUnavailable:
+                logger.exception("could not keep the result of approval %s's task", record.id)
         with kept_for(ask.origin.user_id):  # the approved call's result: in the outbox until sent
             for text in result_messages(f"{ask.server} · {ask.tool}", outcome):
                 await self._notify(record, text)

@@ -20,6 +20,10 @@ An agent that goes away mid-call (it cancels the call, or the connection carryin
 cards as its doing ("your agent stopped waiting"); the server hears `cancel`, then the call is cancelled. A
 request's body is bounded (`MAX_BODY`, 413 past it), after the token check.
 
+A call may be made as a task (2025-11-25 tasks; `bot.web.gateway_tasks`): the agent gets the task at once and polls
+it, from this process or another; the call runs in the gateway's task group, its result kept in the store. A call
+waiting for approvers names its task in the approval request, so an approval granted after a restart runs it.
+
 Hosted agents that cannot paste a token sign in with OAuth instead (`bot.web.gateway_oauth`, `[gateway] oauth`):
 the access tokens issued there (`tnx_at_...`) pass the same verifier, which reads them from the store, and act as
 the person who allowed them, through their grant (a token row like any other: revoked, it stops them at once).
@@ -42,7 +46,8 @@ from urllib.parse import urlsplit
 
 import anyio
 import mcp_types as types
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
+from mcp import MCPError
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken
@@ -51,6 +56,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import INTERNAL_ERROR
 from pydantic import AnyHttpUrl
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
@@ -64,8 +70,10 @@ from bot.core.permission import Client, Permission
 from bot.errors import StoreUnavailable
 from bot.servers.elicitation import form_of
 from bot.servers.hub import Flight, Hub, ProgressSink, Unavailable
+from bot.store.gateway_tasks import GatewayTask, GatewayTaskStore, TaskState, agent_result, wire
 from bot.store.grants import ACCESS_PREFIX, GrantStore
 from bot.web.gateway_guard import SESSION_IDLE_S, Caller, Ending, Guard
+from bot.web.gateway_tasks import TaskingServer, TaskMiddleware, task_handlers
 from bot.web.hooks import FALLBACK, PermissionDesk
 from mapping import MappingError, answer_to_elicit_result, elicitation_to_request
 
@@ -91,8 +99,6 @@ PERMISSION_PROMPT: Final = "permission_prompt"
 the gateway): its input is `tool_name`, `input` and `tool_use_id`; its result's text is the JSON
 `{"behavior": "allow", "updatedInput": <input>}` or `{"behavior": "deny", "message": "..."}` (Claude Code's
 headless docs, "--permission-prompt-tool"; checked against 2.1.332)."""
-PROTOCOL_META: Final = "io.modelcontextprotocol/"
-"""The prefix of `_meta` keys the protocol reserves for itself (a backend's are not the gateway's to repeat)."""
 NOTIFY_CLIP: Final = 1000
 """Characters of an agent's `notify_person` line shown in the chat."""
 GONE_KEY: Final = "toolnexus.gone"
@@ -101,6 +107,9 @@ MAX_BODY: Final = 4 << 20
 """Bytes of one request to `/mcp`; a bigger one gets 413 before the transport reads it (the SDK's own
 `RequestBodyLimitMiddleware`: by Content-Length, then counted as it arrives). Named here so the bound is the
 bot's, not whatever the SDK's default becomes; a tool call's arguments and answers are far smaller."""
+
+MAY_BE_TASK: Final = types.ToolExecution(task_support="optional")
+"""A tool that may wait for a person: an agent may call it as a task (`bot.web.gateway_tasks`)."""
 
 _ASK_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
@@ -153,6 +162,7 @@ _BUILT_IN: Final = (
         "`action` (accept, decline or cancel) and, when accepted, `content` typed as the schema says.",
         input_schema=_ASK_SCHEMA,
         output_schema=_ASK_OUTPUT,
+        execution=MAY_BE_TASK,
         annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
     ),
     types.Tool(
@@ -168,6 +178,7 @@ _BUILT_IN: Final = (
         description="Claude Code's --permission-prompt-tool: asks the person on their phone whether the agent may "
         "use `tool_name` with `input`; returns Claude Code's JSON answer (behavior allow or deny).",
         input_schema=_PERMISSION_SCHEMA,
+        execution=MAY_BE_TASK,
         annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
     ),
 )
@@ -225,6 +236,10 @@ def _caller() -> tuple[int, int, str]:
     return caller.token_id, caller.user_id, caller.agent
 
 
+def _token_id() -> int:
+    return _the_caller().token_id
+
+
 def _the_caller() -> Caller:
     access = get_access_token()
     assert access is not None
@@ -237,21 +252,6 @@ def _text(
     return types.CallToolResult(
         content=[types.TextContent(text=text)], is_error=error, structured_content=structured
     )
-
-
-def _result(outcome: ToolOutcome) -> types.CallToolResult:
-    """What the agent gets: the server's own result when there is one, else the bot's line as an error.
-
-    The server's `_meta` keys under the protocol's own prefix (`io.modelcontextprotocol/serverInfo` and the
-    like) describe the backend's connection, not the gateway's: they are dropped; other keys pass through."""
-    if isinstance(outcome.source, types.CallToolResult):
-        meta = outcome.source.meta
-        if meta is None or not any(key.startswith(PROTOCOL_META) for key in meta):
-            return outcome.source
-        kept = {key: value for key, value in meta.items() if not key.startswith(PROTOCOL_META)}
-        return outcome.source.model_copy(update={"meta": kept or None})
-    text = outcome.text or f"the call ended: {outcome.status.value}"
-    return _text(text, error=outcome.status is not CallStatus.OK)
 
 
 def _answer(results: list[types.CallToolResult], ending: Ending) -> types.CallToolResult:
@@ -339,21 +339,27 @@ class Gateway:
         *,
         allows: Callable[[int], bool],
         desk: PermissionDesk,
+        tasks: GatewayTaskStore,
         version: str = "",
         clock: Callable[[], float] = anyio.current_time,
         grants: GrantStore | None = None,
     ) -> None:
         """`allows`: the access rules a `/call` in the chat obeys (whether a person may use the bot), asked on
-        every request; `desk`: decides the agents' permission prompts (`permission_prompt`); `grants`: with OAuth
-        on, the store of the tokens it issues."""
+        every request; `desk`: decides the agents' permission prompts (`permission_prompt`); `tasks`: the store
+        of agents' calls made as tasks; `grants`: with OAuth on, the store of the tokens it issues."""
         assert config.web is not None and config.web.public_url is not None  # the config requires it
         self.config = config
         self.hub = hub
         self.prompts = prompts
         self.agents = agents
         self.desk = desk
+        self.tasks = tasks
         self._clock = clock
-        self.server: Server[Any] = Server(
+        self._running: dict[str, tuple[anyio.CancelScope, Origin]] = {}
+        """The tasks whose calls run in this process: their scope, and the origin their approval requests name."""
+        self._tg: TaskGroup | None = None
+        """Where tasks' calls run: while `run` runs (they end with it; what they wait for in the store stays)."""
+        self.server: Server[Any] = TaskingServer(
             "toolnexus-bot",
             version=version,
             title="toolnexus-bot gateway",
@@ -363,6 +369,9 @@ class Gateway:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
+        self.server.middleware.append(TaskMiddleware(self._start_task))
+        for method, (params_type, handler) in task_handlers(tasks, _token_id, self._cancel_task).items():
+            self.server.add_request_handler(method, params_type, handler)
         self.manager = StreamableHTTPSessionManager(
             app=self.server,
             security_settings=self._security(),
@@ -409,9 +418,13 @@ class Gateway:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The transport's sessions live while this runs (cancel it to stop; open calls end with it), and the
         guard watches the busy tokens."""
-        async with self.manager.run():
-            task_status.started()
-            await self.guard.run()
+        async with self.manager.run(), anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                task_status.started()
+                await self.guard.run()
+            finally:
+                self._tg = None
 
     # -- tools/list ------------------------------------------------------------------------------------
 
@@ -438,6 +451,7 @@ class Gateway:
                     annotations=None
                     if info.annotations is None
                     else types.ToolAnnotations.model_validate(info.annotations),
+                    execution=MAY_BE_TASK,
                 )
                 for info in infos
             ]
@@ -476,7 +490,9 @@ class Gateway:
         server, tool = target
 
         async def call(progress: ProgressSink, flight: Flight) -> types.CallToolResult:
-            return _result(await self.hub.call_tool(server, tool, arguments, origin, progress, flight=flight))
+            return agent_result(
+                await self.hub.call_tool(server, tool, arguments, origin, progress, flight=flight)
+            )
 
         return await self._kept_alive(ctx, origin, call, (server, tool))
 
@@ -568,6 +584,98 @@ class Gateway:
                 raise
             tg.cancel_scope.cancel()
         return _answer(results, ending)
+
+    # -- tasks ---------------------------------------------------------------------------------------------
+
+    async def _start_task(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, ttl_ms: int
+    ) -> GatewayTask:
+        """A task-augmented call (`bot.web.gateway_tasks`): kept as a task, then run in the gateway's task group
+        (not the request's: the agent polls for the result, from this process or another)."""
+        caller = _the_caller()
+        tg = self._tg
+        if tg is None:
+            raise MCPError(code=INTERNAL_ERROR, message="the gateway is stopping")
+        try:
+            await self.agents.used(caller.token_id)
+        except StoreUnavailable:
+            logger.warning("gateway: a call by an agent was not counted: the database is unavailable")
+        try:
+            task = await self.tasks.create(caller.token_id, caller.user_id, caller.agent, params.name, ttl_ms)
+        except StoreUnavailable as exc:
+            raise MCPError(
+                code=INTERNAL_ERROR, message="the task could not be kept: the database is unavailable"
+            ) from exc
+        origin = Origin(caller.user_id, caller.user_id, agent=caller.agent, task=task.id)
+        tg.start_soon(self._run_task, task, origin, caller, params.name, dict(params.arguments or {}))
+        return task
+
+    async def _run_task(
+        self, task: GatewayTask, origin: Origin, caller: Caller, name: str, arguments: dict[str, Any]
+    ) -> None:
+        """A task's call, its outcome kept for the agent. When the process stops meanwhile nothing is written: the
+        task stays `working`, and a call waiting for approvers is run by whoever carries the approval out."""
+        done: ToolOutcome | types.CallToolResult | None = None
+        with self.guard.call(caller) as ending, anyio.CancelScope() as scope:
+            self._running[task.id] = (scope, origin)
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._end_with_access, task, ending)
+                    done = await self._task_work(origin, caller, name, arguments)
+                    tg.cancel_scope.cancel()
+            finally:
+                del self._running[task.id]
+        if done is None:
+            return  # cancelled: by the agent (`tasks/cancel` wrote it), or its access ended (written too)
+        approver = self.hub.approver
+        stopping = approver is not None and approver.unavailable() is not None
+        if stopping and isinstance(done, ToolOutcome) and done.status is CallStatus.REFUSED:
+            return  # its wait for approvers ended with the process: the request stays for the next one
+        try:
+            if isinstance(done, types.CallToolResult):
+                await self.tasks.finish(task.id, TaskState.COMPLETED, wire(done))
+            else:
+                await self.tasks.settle(task.id, done)
+        except StoreUnavailable:
+            logger.warning("gateway: a task's result was not kept: the database is unavailable")
+
+    async def _task_work(
+        self, origin: Origin, caller: Caller, name: str, arguments: dict[str, Any]
+    ) -> ToolOutcome | types.CallToolResult:
+        if name == NOTIFY_PERSON:
+            return await self._notify_person(origin, arguments)
+        if name == ASK_PERSON:
+            return await self._ask_person(origin, arguments)
+        if name == PERMISSION_PROMPT:
+            return await self._permission_prompt(caller, arguments)
+        target = self._split(name)
+        if target is None:
+            return _text(f"unknown tool: {name}", error=True)
+        return await self.hub.call_tool(target[0], target[1], arguments, origin)
+
+    async def _end_with_access(self, task: GatewayTask, ending: Ending) -> None:
+        """When the task's token loses its access (revoked, expired, its person no longer allowed), the task fails
+        so and its call ends (its approval request for everyone: it is never run)."""
+        await ending.event.wait()
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.tasks.finish(task.id, TaskState.FAILED, message=ending.line)
+            except StoreUnavailable:
+                logger.warning("gateway: a task's end was not kept: the database is unavailable")
+            await self._cancel_task(task)
+
+    async def _cancel_task(self, task: GatewayTask) -> None:
+        """`tasks/cancel` of a task whose call runs here: its approval request ends for everyone (as its
+        requester's doing), then the call is cancelled. A call running elsewhere runs on; its task stays
+        cancelled (its result is not kept)."""
+        running = self._running.get(task.id)
+        if running is None:
+            return
+        scope, origin = running
+        approver = self.hub.approver
+        if approver is not None:
+            approver.cancel(lambda other: other is origin)
+        scope.cancel()
 
     # -- the bot's own tools ---------------------------------------------------------------------------
 

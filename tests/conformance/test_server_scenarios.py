@@ -24,8 +24,17 @@ Expected to fail (strict xfail), as they cannot apply to a gateway:
 * `server-stateless` (2026-07-28): all its checks pass but two, which want a tool that needs a client capability
   the agent did not declare (`test_missing_capability`, sampling); no gateway tool needs one (see sampling).
 
+* the tasks extension's scenarios (`tasks-*`, 2026-07-28, run with the suite's `--force`): the gateway serves the
+  2025-11-25 tasks (docs/tasks.md), not `io.modelcontextprotocol/tasks`. Checks that pass today: `wire-schema-valid`
+  (every scenario), `tasks-sync-tool-call`, `sep-2663-server-rejects-undeclared-client`,
+  `tasks-headers-reject-mismatched-method`, `sep-2663-legacy-task-param-ignored` (a 2026-07-28 call's `task` param
+  makes no task), `tasks-immediate-result-shortcut`, `tasks-result-type-complete-on-non-task-responses`,
+  `sep-2663-tasks-result-removed-method-not-found` and `tasks-removed-tasks-list` (the 2025-11-25 `tasks/*` are
+  not served at 2026-07-28); every other check fails for want of the extension (so does
+  `sep-2663-tasks-get-invalid-task-id-32602`: `tasks/get` is not found at 2026-07-28, -32601, not -32602). `tasks-status-notifications` is skipped by the suite itself.
+
 Not run at all: `input-required-result-*` (the 2026-07-28 form of a server asking the agent: the same reason as
-elicitation), `sep-2164-resource-not-found` (resources), and the suite's extensions (tasks, skills).
+elicitation), `sep-2164-resource-not-found` (resources), and the skills extension.
 
 The suite comes from the npm registry (`.cache/conformance`, installed by `.ci/run`); where it is missing the
 tests skip, except in CI (CI=true), where they fail.
@@ -91,6 +100,24 @@ NO_CAPABILITY_TOOL = (
     "two checks want a tool needing a client capability the agent did not declare (test_missing_capability);"
     " no gateway tool needs one"
 )
+NO_TASKS_2026 = (
+    "the gateway serves the 2025-11-25 tasks (a tools/call carrying `task`), not the 2026-07-28 tasks extension"
+    " (io.modelcontextprotocol/tasks: server-directed tasks, tasks/update, the result inlined in tasks/get)"
+)
+SUITE_SKIPS = "the suite skips it itself (its subscriptions/listen harness is pending): every check SKIPPED"
+TASKS_2026 = (
+    "tasks-lifecycle",
+    "tasks-capability-negotiation",
+    "tasks-wire-fields",
+    "tasks-request-state-removal",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-dispatch-and-envelope",
+    "tasks-required-task-error",
+    "tasks-mrtr-composition",
+)
+"""The suite's tasks extension scenarios (they want the reference fixtures `greet`, `slow_compute`, `failing_job`,
+`protocol_error_job` to be served as tasks by the server the agent talks to)."""
 NOT_SERVED = ("completion-complete", "resources-list", "prompts-list")
 """One scenario of each family the gateway does not serve, in each era (the rest fail alike)."""
 ELICITING = {
@@ -107,6 +134,8 @@ class Case:
     spec: str
     name: str
     xfail: str | None = None
+    extension: bool = False
+    """An extension's scenario (the suite runs it only when forced)."""
 
     @property
     def id(self) -> str:
@@ -124,6 +153,8 @@ CASES: list[Case] = [
     *(Case(NEXT, spec, name, TOOLS_ONLY) for spec in (LEGACY, MODERN) for name in NOT_SERVED),
     Case(NEXT, MODERN, "caching", TOOLS_ONLY),
     Case(NEXT, MODERN, "server-stateless", NO_CAPABILITY_TOOL),
+    *(Case(NEXT, MODERN, name, NO_TASKS_2026, extension=True) for name in TASKS_2026),
+    Case(NEXT, MODERN, "tasks-status-notifications", SUITE_SKIPS, extension=True),
 ]
 
 
@@ -189,6 +220,7 @@ async def test_server_scenario(case: Case, gateway: Gateway, tmp_path: Path) -> 
             tmp_path / "out",
             token=gateway.token,
             prefix=SERVER + "__",
+            force=case.extension,
         )
     if asked is not None and not cards:  # not an AssertionError: an xfail must not absorb it
         pytest.fail("the server's question never reached the person")

@@ -4,7 +4,7 @@ a virtual one.
 
 What is proven: a decision taken on B wakes the call waiting on A (through the bus, or the sweep after the bus
 connects), and the call runs once, there; a decision nobody carried out (its waiter died with A) is carried out
-once by the new owner's `adopt`; two processes racing to carry one decision out run it once; a waiter whose
+once by the new owner's `adopt` (an agent's call only when made as a task: its origin names the task); two processes racing to carry one decision out run it once; a waiter whose
 deadline passes after another process ran the call does not run it again.
 """
 
@@ -198,6 +198,27 @@ async def test_an_agents_call_whose_waiter_died_is_said_gone_on_adoption_not_run
         await b.service.adopt(alice)
         record = await b.store.approvals.get(approval_id)
     assert shown_b.told == [(ApprovalStatus.APPROVED, False)] and shown_b.ran == []
+    assert record is not None and record.ran_by == "B"
+
+
+async def test_an_agents_task_whose_waiter_died_runs_once_when_the_new_owner_adopts_it(
+    postgresql_url: str,
+) -> None:
+    """An agent's call made as a task (its origin names the task) is kept, not gone: on the takeover the new owner
+    runs it once (the host keeps the result for the task), with the task's id, as for a person's call."""
+    clock, shown_a, shown_b = Clock(), Shown(), Shown()
+    tasks = ask(origin=Origin(chat_id=ALICE.chat_id, user_id=ALICE.user_id, agent="ci-bot", task="task-1"))
+    async with instance(postgresql_url, "B", clock, shown_b, nobody) as b:
+        async with instance(postgresql_url, "A", clock, shown_a, alice) as a:
+            approval_id = await asked_then_died(a, tasks)
+        await approved(b.service, approval_id)
+        assert shown_b.ran == []
+        await b.service.adopt(alice)
+        await shown_b.until(lambda: shown_b.ran != [])
+        await b.service.adopt(alice)
+        record = await b.store.approvals.get(approval_id)
+    (ran,) = shown_b.ran
+    assert ran.id == approval_id and ran.ask.origin.task == "task-1" and ran.ask.origin.agent == "ci-bot"
     assert record is not None and record.ran_by == "B"
 
 
