@@ -104,7 +104,6 @@ class AgentCalls(Protocol):
 class _Slot:
     call: AgentCall
     claimed: bool = False
-    withdrawn: bool = False
     left: Outcome | None = None
     result: dict[str, Any] | None = None
     settled: anyio.Event = field(default_factory=anyio.Event)
@@ -138,7 +137,7 @@ class LocalAgentCalls:
         if slot is None:
             return False
         if not slot.claimed:
-            slot.withdrawn = slot.claimed = True
+            slot.claimed = True  # withdrawn: a late claim finds nothing
             slot.settled.set()
             return True
         slot.left = why
