@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import asyncpg
@@ -61,17 +62,19 @@ async def owner_and_other(fleet: Fleet, user_id: int) -> tuple[FleetBot, FleetBo
     return owner, next(bot for bot in fleet.bots if bot is not owner)
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_an_agent_s_call_through_the_instance_that_does_not_own_its_person_is_answered_on_the_phone(
-    tmp_path: Path, postgresql_url: str
+    tmp_path: Path, postgresql_url: str, mode: Literal["auto", "legacy"]
 ) -> None:
-    """Alice's agent calls `confirm` through the instance that does not own her: the call is handed to her owner,
-    whose card she answers on her phone (her taps reach whichever instance, and go to the owner); the server
-    gets her answer once and the result returns to the agent on the instance it called."""
+    """Alice's agent (2026-07-28, or in a 2025-11-25 session) calls `confirm` through the instance that does not
+    own her: the call is handed to her owner, whose card she answers on her phone (her taps reach whichever
+    instance, and go to the owner); the server gets her answer once and the result returns to the agent on the
+    instance it called."""
     async with fleet_scene(tmp_path, postgresql_url, n=2, config=GATEWAY) as fleet:
         _, other = await owner_and_other(fleet, ALICE)
         token = await make_token(fleet.store_url, ALICE, "claude")
         got: list[types.CallToolResult] = []
-        async with agent(other.port, token) as client, anyio.create_task_group() as tg:
+        async with agent(other.port, token, mode) as client, anyio.create_task_group() as tg:
 
             async def call() -> None:
                 got.append(await client.call_tool("d__confirm", {"action": "deploy"}))
