@@ -165,3 +165,35 @@ async def test_an_agent_s_call_whose_instance_is_killed_ends_for_the_agent_and_i
         assert failed
         assert [r["action"] for r in fleet.received("confirm")] in ([], ["cancel"])
         assert owner.alive
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_an_agent_cancelling_its_call_through_the_other_instance_ends_the_card_on_the_owner(
+    tmp_path: Path, postgresql_url: str, mode: Literal["auto", "legacy"]
+) -> None:
+    """Alice's agent calls `confirm` through the instance that does not own her and cancels the call while her
+    card waits on her owner: the card says her agent stopped waiting, the server gets no answer but `cancel`, and
+    the agent's next call through the same instance works."""
+    async with fleet_scene(tmp_path, postgresql_url, n=2, config=GATEWAY) as fleet:
+        _, other = await owner_and_other(fleet, ALICE)
+        token = await make_token(fleet.store_url, ALICE, "claude")
+        async with agent(other.port, token, mode) as client:
+            got: list[types.CallToolResult] = []
+            async with anyio.create_task_group() as tg:
+
+                async def call() -> None:
+                    got.append(await client.call_tool("d__confirm", {"action": "deploy"}))
+
+                tg.start_soon(call)
+                card = await fleet.fake.wait_for(
+                    lambda m: "Really deploy?" in m.text and bool(m.buttons), timeout=WAIT_S
+                )
+                tg.cancel_scope.cancel()
+            assert got == []
+            await fleet.fake.wait_for(
+                lambda m: m is card and "your agent stopped waiting" in m.text and not m.buttons,
+                timeout=WAIT_S,
+            )
+            assert not (await client.call_tool("d__stamp", {"n": 1})).is_error
+        assert [r["action"] for r in fleet.received("confirm")] in ([], ["cancel"])
+        assert stamps(fleet) == [1]
