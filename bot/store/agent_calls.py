@@ -56,7 +56,7 @@ LEFT_TOPIC: Final = "agent_call_left"
 SWEEP_S: Final = 2.0
 """Calls nobody claimed are looked at again this often (a takeover moved their person, a wake-up was lost)."""
 KEEP_S: Final = 3600.0
-"""Ended calls are deleted once this old."""
+"""Calls not running are deleted once this old."""
 WITHDRAWN_LINE: Final = "the call was withdrawn before it ran"
 
 _ALIVE: Final = (
@@ -114,7 +114,7 @@ class FleetAgentCalls:
             await conn.execute(
                 delete(agent_calls).where(
                     agent_calls.c.created < now - KEEP_S,
-                    agent_calls.c.state.in_(("done", "withdrawn", "lost")),
+                    agent_calls.c.state != "claimed",  # a call unclaimed for an hour: nobody waits for it
                 )
             )
             await conn.execute(
