@@ -39,9 +39,7 @@ settings.load_profile("toolnexus")
 SLOWEST_FIRST = (
     "tests/store/test_fleet.py",  # a minute with the network to PostgreSQL cut
     "tests/fleet/test_fleet.py",
-    # Before any test that runs the command in process (tests.inprocess): after tests/store/test_engine.py's in
-    # the same worker, an agent's first request to a fleet bot was seen to hang under uvloop (not understood).
-    "tests/fleet/test_fleet_agents.py",
+    "tests/fleet/test_fleet_agents.py",  # seven pairs of bots started, about 10 s each
     # Between the files that mostly wait (on a stopped instance, a drain, a restart), files that keep the cores
     # busy: four workers all waiting at once left both cores idle for 40 s (2026-12-07, a timeline of a CI run).
     "tests/test_bench.py",
