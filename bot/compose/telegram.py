@@ -20,9 +20,11 @@ from telegram.ext import Application, ApplicationBuilder
 from bot.compose.process import Process, open_process
 from bot.config import Config, ServerConfig, TelegramMode
 from bot.core import PromptRegistry
+from bot.core.agent_calls import AgentCalls, LocalAgentCalls
 from bot.core.fleet import Fleet
 from bot.servers.hub import Hub
 from bot.store import Store
+from bot.store.agent_calls import FleetAgentCalls
 from bot.store.fleet_state import Shares
 from bot.store.inbox import InboxStore
 from bot.store.postgres_fleet import PostgresFleet
@@ -288,6 +290,8 @@ def _gateway(parts: BotParts) -> tuple[Gateway, Hooks] | None:
         allows=allows,
         desk=desk,
         tasks=parts.store.tasks,
+        owners=parts.fleet,
+        calls=_agent_calls(parts.fleet, parts.store),
         version=_version(),
         grants=parts.store.grants if parts.config.gateway.oauth else None,
     )
@@ -304,6 +308,14 @@ def _oauth(
     grants = store.grants
     authority = GatewayAuthority(grants, ClientDocuments(grants, documents), issuer, issuer + GATEWAY_PATH)
     return oauth_routes(authority, bot_username)
+
+
+def _agent_calls(fleet: Fleet, store: Store) -> AgentCalls:
+    """How agents' calls reach their person's owner: in a fleet, in rows woken by its bus (any instance may
+    receive an agent's request); alone, in memory (this process owns everyone, and runs every call itself)."""
+    if not isinstance(fleet, PostgresFleet):
+        return LocalAgentCalls()
+    return FleetAgentCalls(store.engine, fleet.bus, fleet.partitions.bot_id, fleet.partitions.instance)
 
 
 def _version() -> str:

@@ -261,6 +261,7 @@ class Partitions:
         """Heartbeat until cancelled, connecting again after a loss. Started (`task_status`) after the first
         heartbeat (or the first failed attempt: the bot runs on owning nothing, and tries again)."""
         started = False
+        logger.info("partitions: this is instance %s of the fleet", self.instance)
         try:
             while True:
                 try:

@@ -63,6 +63,7 @@ __all__ = [
     "Announcements",
     "MiniAppRelay",
     "PendingSignIns",
+    "RowWaiters",
     "Shares",
     "ToolLists",
     "shares_of",
@@ -132,7 +133,7 @@ class Announcements:
                         tg.start_soon(handle, one)
 
 
-class _Wakeups:
+class RowWaiters:
     """Waiters on row ids, woken by a bus topic (and all of them after a reconnect: they may have missed one)."""
 
     def __init__(self, bus: Bus, topic: str) -> None:
@@ -206,7 +207,7 @@ class MiniAppRelay:
         self.bus = bus
         self.clock = clock
         self._heard = Announcements(bus, ANSWER_TOPIC)
-        self._done = _Wakeups(bus, ANSWER_DONE_TOPIC)
+        self._done = RowWaiters(bus, ANSWER_DONE_TOPIC)
 
     @unavailable_as("recording a Mini App launch")
     async def use(self, launch: str, expires: float) -> bool:
@@ -348,7 +349,7 @@ class PendingSignIns:
         self.clock = clock
         self._sealer = Sealer(secret_key)
         self._heard = Announcements(bus, SIGNIN_TOPIC)
-        self._done = _Wakeups(bus, SIGNIN_DONE_TOPIC)
+        self._done = RowWaiters(bus, SIGNIN_DONE_TOPIC)
 
     @unavailable_as("recording a pending sign-in")
     async def opened(self, state: str, user_id: int, server: str, expires: float) -> None:

@@ -22,6 +22,7 @@ from sqlalchemy import (
 )
 
 __all__ = [
+    "agent_calls",
     "agent_tokens",
     "approval_votes",
     "approvals",
@@ -363,6 +364,34 @@ miniapp_launches = Table(
     Column("expires", Float, nullable=False, comment="Unix time after which the launch is too old anyway"),
 )
 Index("ix_miniapp_launches_expires", miniapp_launches.c.expires)
+
+agent_calls = Table(
+    "agent_calls",
+    metadata,
+    Column(
+        "id",
+        String(36),
+        primary_key=True,
+        comment="a uuid4; the payload of the bus topics 'agent_call(_done)'",
+    ),
+    Column("bot_id", BigInteger, nullable=False),
+    Column(
+        "user_id", BigInteger, nullable=False, comment="the person the agent acts for (whose owner runs it)"
+    ),
+    Column("token_id", Integer, nullable=False, comment="the agent token that made the call"),
+    Column("agent", String(32), nullable=False, comment="the token's name"),
+    Column("name", Text, nullable=False, comment="the tool as the agent called it"),
+    Column("arguments", Text, nullable=False, comment="JSON"),
+    Column(
+        "receiver", String(36), nullable=False, comment="the instance whose agent waits (fleet_instances)"
+    ),
+    Column("runner", String(36), comment="the instance that claimed it"),
+    Column("state", String(16), nullable=False, comment="sent, claimed, done, withdrawn, lost"),
+    Column("left_as", String(32), comment="why its agent left while it ran (an Outcome value)"),
+    Column("result", Text, comment="JSON: the CallToolResult"),
+    Column("created", Float, nullable=False, comment="Unix time"),
+)
+Index("ix_agent_calls_state", agent_calls.c.bot_id, agent_calls.c.state)
 
 miniapp_answers = Table(
     "miniapp_answers",

@@ -14,6 +14,11 @@ calls' cards say so; the agent gets an error). The agent then acts as the token'
   `[[approvals]]` rules, `[limits]` and the audit apply; every question the server asks becomes a card in the
   person's private chat, and only the final result goes back to the agent (never a server's question).
 
+In a fleet any instance takes an agent's request, but a call runs on the instance that owns its person (where
+their cards, taps, sessions and `[limits]` are): one that does not own them hands the call over
+(`bot.core.agent_calls.AgentCalls`, in rows woken by the fleet's bus) and answers the agent with the result that
+comes back; each instance also runs the calls handed to it. Alone the process owns everyone and runs every call.
+
 While a call waits (for the person, approvers or the server), the agent gets a progress notification every
 `[gateway] keepalive_s` when it asked for progress, so clients that reset their timeout on progress keep waiting.
 An agent that goes away mid-call (it cancels the call, or the connection carrying it drops) ends the call's open
@@ -40,7 +45,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -65,7 +71,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bot.config import Config
 from bot.core import AgentBook, CallStatus, Origin, Outcome, Progress, PromptRegistry, ToolOutcome
+from bot.core.agent_calls import AgentCall, AgentCalls, Ended
 from bot.core.agents import GATEWAY_PATH, AgentToken
+from bot.core.ownership import Ownership
 from bot.core.permission import Client, Permission
 from bot.errors import StoreUnavailable
 from bot.servers.elicitation import form_of
@@ -254,6 +262,13 @@ def _text(
     )
 
 
+def _handed_back(ended: Ended) -> types.CallToolResult:
+    """A handed-over call's end, as its agent gets it."""
+    if ended.result is None:
+        return _text(ended.line, error=True)
+    return types.CallToolResult.model_validate(ended.result)
+
+
 def _answer(results: list[types.CallToolResult], ending: Ending) -> types.CallToolResult:
     """What a call gives its agent: the result, or why there is none (its access ended: even if the work had
     just finished, the agent hears why)."""
@@ -297,20 +312,37 @@ def _gone_event(ctx: ServerRequestContext[Any]) -> anyio.Event | None:
     return gone if isinstance(gone, anyio.Event) else None
 
 
+Report = Callable[[int, str], Awaitable[None]]
+"""Sends one progress notification (its rising count, its line) to an agent."""
+
+
+def _to_agent(ctx: ServerRequestContext[Any]) -> Report:
+    """Progress for the agent whose request `ctx` handles (the SDK sends it only when the agent asked for it)."""
+
+    async def report(count: int, message: str) -> None:
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await ctx.session.report_progress(count, None, message)  # the agent may have gone
+
+    return report
+
+
+async def _nowhere(count: int, message: str) -> None:
+    """The progress of a call handed over from another instance: its agent is not connected here."""
+
+
 class _Progress:
     """An agent's progress notifications for one call: the server's progress and a beat while it waits, as one
-    rising count (the spec wants each notification's `progress` above the last)."""
+    rising count (the spec wants each notification's `progress` above the last), through `report`."""
 
-    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
-        self._ctx = ctx
+    def __init__(self, report: Report) -> None:
+        self._report = report
         self._count = 0
         self._lock = anyio.Lock()
 
     async def _send(self, message: str) -> None:
         async with self._lock:
             self._count += 1
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await self._ctx.session.report_progress(self._count, None, message)  # the agent may have gone
+            await self._report(self._count, message)
 
     async def forward(self, progress: Progress) -> None:
         """The server's progress, passed on."""
@@ -327,6 +359,21 @@ class _Progress:
             )
 
 
+@dataclass(eq=False, slots=True)
+class _Departure:
+    """How a running call hears that its agent is gone: `event` is set, `why` says how (AGENT_CANCELLED: it
+    cancelled, its connection dropped, or the instance holding its request died; AGENT_REVOKED: its access
+    ended)."""
+
+    why: Outcome = Outcome.AGENT_CANCELLED
+    event: anyio.Event = field(default_factory=anyio.Event)
+
+    def go(self, why: Outcome) -> None:
+        if not self.event.is_set():
+            self.why = why
+            self.event.set()
+
+
 class Gateway:
     """`/mcp` for agents. Serve `routes()` on the web endpoint and run `run` in the bot's task group."""
 
@@ -340,13 +387,17 @@ class Gateway:
         allows: Callable[[int], bool],
         desk: PermissionDesk,
         tasks: GatewayTaskStore,
+        owners: Ownership,
+        calls: AgentCalls,
         version: str = "",
         clock: Callable[[], float] = anyio.current_time,
         grants: GrantStore | None = None,
     ) -> None:
         """`allows`: the access rules a `/call` in the chat obeys (whether a person may use the bot), asked on
         every request; `desk`: decides the agents' permission prompts (`permission_prompt`); `tasks`: the store
-        of agents' calls made as tasks; `grants`: with OAuth on, the store of the tokens it issues."""
+        of agents' calls made as tasks; `grants`: with OAuth on, the store of the tokens it issues; `owners`:
+        whose calls run here (this process owns the person; alone, everyone's); `calls`: how the others' are
+        handed to their owner, and theirs to this process."""
         assert config.web is not None and config.web.public_url is not None  # the config requires it
         self.config = config
         self.hub = hub
@@ -354,6 +405,8 @@ class Gateway:
         self.agents = agents
         self.desk = desk
         self.tasks = tasks
+        self.owners = owners
+        self.calls = calls
         self._clock = clock
         self._running: dict[str, tuple[anyio.CancelScope, Origin]] = {}
         """The tasks whose calls run in this process: their scope, and the origin their approval requests name."""
@@ -416,11 +469,13 @@ class Gateway:
         return [Route(GATEWAY_PATH, endpoint=app)]
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """The transport's sessions live while this runs (cancel it to stop; open calls end with it), and the
-        guard watches the busy tokens."""
+        """The transport's sessions live while this runs (cancel it to stop; open calls end with it), the guard
+        watches the busy tokens, calls handed over by other instances for people this one owns run here, and so do
+        agents' tasks."""
         async with self.manager.run(), anyio.create_task_group() as tg:
             self._tg = tg
             try:
+                await tg.start(self.calls.serve, self._take)
                 task_status.started()
                 await self.guard.run()
             finally:
@@ -468,33 +523,139 @@ class Gateway:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        token_id, user_id, agent = _caller()
-        origin = Origin(user_id, user_id, agent=agent)
+        """Runs here when this process owns the caller's person (alone: always); otherwise handed to their owner,
+        where their cards, taps, sessions and `[limits]` are (`_hand_over`)."""
+        caller = _the_caller()
         arguments = dict(params.arguments or {})
         try:
-            await self.agents.used(token_id)
+            await self.agents.used(caller.token_id)
         except StoreUnavailable:
             logger.warning("gateway: a call by an agent was not counted: the database is unavailable")
-        if params.name == NOTIFY_PERSON:
+        if not self.owners.owns(caller.user_id):
+            return await self._hand_over(ctx, caller, params.name, arguments)
+        gone = _gone_event(ctx)
+        departures = [] if gone is None else [_Departure(event=gone)]
+        return await self._run(caller, params.name, arguments, _Progress(_to_agent(ctx)), departures)
+
+    async def _run(
+        self,
+        caller: Caller,
+        name: str,
+        arguments: dict[str, Any],
+        progress: _Progress,
+        departures: Sequence[_Departure],
+    ) -> types.CallToolResult:
+        """The tool `name` called by `caller`'s agent, on this process (which owns its person)."""
+        origin = Origin(caller.user_id, caller.user_id, agent=caller.agent)
+        if name == NOTIFY_PERSON:
             return await self._notify_person(origin, arguments)
-        if params.name == ASK_PERSON:
-            return await self._kept_alive(ctx, origin, lambda _, __: self._ask_person(origin, arguments))
-        if params.name == PERMISSION_PROMPT:
-            caller = _the_caller()
+        if name == ASK_PERSON:
             return await self._kept_alive(
-                ctx, origin, lambda _, __: self._permission_prompt(caller, arguments)
+                caller, origin, progress, departures, lambda _, __: self._ask_person(origin, arguments)
             )
-        target = self._split(params.name)
+        if name == PERMISSION_PROMPT:
+            return await self._kept_alive(
+                caller, origin, progress, departures, lambda _, __: self._permission_prompt(caller, arguments)
+            )
+        target = self._split(name)
         if target is None:
-            return _text(f"unknown tool: {params.name}", error=True)
+            return _text(f"unknown tool: {name}", error=True)
         server, tool = target
 
-        async def call(progress: ProgressSink, flight: Flight) -> types.CallToolResult:
+        async def call(sink: ProgressSink, flight: Flight) -> types.CallToolResult:
             return agent_result(
-                await self.hub.call_tool(server, tool, arguments, origin, progress, flight=flight)
+                await self.hub.call_tool(server, tool, arguments, origin, sink, flight=flight)
             )
 
-        return await self._kept_alive(ctx, origin, call, (server, tool))
+        return await self._kept_alive(caller, origin, progress, departures, call, (server, tool))
+
+    # -- calls handed between instances ---------------------------------------------------------------
+
+    async def _hand_over(
+        self, ctx: ServerRequestContext[Any], caller: Caller, name: str, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        """A call of a person another instance owns: handed to it (`AgentCalls`), the result awaited here, where
+        the agent's request is. Meanwhile the agent gets a beat every `keepalive_s` (the server's own progress
+        stays with the call's instance). When the agent goes (it cancels, its connection drops, its access ends)
+        the call is left: not run if nobody claimed it yet, else ended by its instance as the agent's doing."""
+        try:
+            key = await self.calls.send(
+                AgentCall(caller.token_id, caller.user_id, caller.agent, name, arguments)
+            )
+        except StoreUnavailable:
+            logger.warning(
+                "gateway: an agent's call could not be handed to its person's instance: database down"
+            )
+            return _text(
+                "toolnexus-bot: the call could not reach the bot instance serving this person (its database is "
+                "unavailable); try again",
+                error=True,
+            )
+        logger.info(
+            "gateway: a call of agent %s of user %s handed to the instance that owns them",
+            caller.agent,
+            caller.user_id,
+        )
+        progress = _Progress(_to_agent(ctx))
+        ended: list[Ended] = []
+
+        async def leave_on(event: anyio.Event, why: Outcome) -> None:
+            await event.wait()
+            await self._leave(key, why)
+
+        with self.guard.call(caller) as ending:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(progress.beat, self.config.gateway.keepalive_s, lambda: False)
+                tg.start_soon(leave_on, ending.event, Outcome.AGENT_REVOKED)
+                gone = _gone_event(ctx)
+                if gone is not None:
+                    tg.start_soon(leave_on, gone, Outcome.AGENT_CANCELLED)
+                try:
+                    ended.append(await self.calls.result(key))
+                except anyio.get_cancelled_exc_class():
+                    with anyio.CancelScope(shield=True):
+                        await self._leave(key, Outcome.AGENT_CANCELLED)
+                    raise
+                tg.cancel_scope.cancel()
+        if ending.event.is_set():
+            return _text(ending.line, error=True)
+        return _handed_back(ended[0])
+
+    async def _leave(self, key: str, why: Outcome) -> None:
+        try:
+            await self.calls.leave(key, why)
+        except StoreUnavailable:
+            logger.warning("gateway: a handed-over call could not be told its agent left: database down")
+
+    async def _take(self, key: str, user_id: int) -> None:
+        """A call handed over by another instance: run here when this process owns its person and claims it first
+        (one instance, once), until it ends or nobody waits for it (its agent left, or the instance holding its
+        request died: the call then ends as when its agent goes, its cards saying so); its result goes back."""
+        if not self.owners.owns(user_id):
+            return
+        try:
+            call = await self.calls.claim(key)
+        except StoreUnavailable:
+            logger.warning("gateway: a handed-over call could not be claimed: the database is unavailable")
+            return
+        if call is None:
+            return
+        caller = Caller(call.token_id, call.user_id, call.agent)
+        departure = _Departure()
+
+        async def watch() -> None:
+            departure.go(await self.calls.watch(key))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            result = await self._run(caller, call.name, call.arguments, _Progress(_nowhere), [departure])
+            tg.cancel_scope.cancel()
+        try:
+            await self.calls.settle(key, result.model_dump(mode="json", by_alias=True, exclude_none=True))
+        except StoreUnavailable:
+            logger.warning(
+                "gateway: a handed-over call's result could not be written: the database is unavailable"
+            )
 
     def _split(self, name: str) -> tuple[str, str] | None:
         """(server, tool) of `<server>__<tool>`; a server name may hold `__` itself, so the longest match wins."""
@@ -507,35 +668,38 @@ class Gateway:
 
     async def _kept_alive(
         self,
-        ctx: ServerRequestContext[Any],
+        caller: Caller,
         origin: Origin,
+        progress: _Progress,
+        departures: Sequence[_Departure],
         work: Callable[[ProgressSink, Flight], Awaitable[types.CallToolResult]],
         target: tuple[str, str] | None = None,
     ) -> types.CallToolResult:
         """`work` given a sink for the server's progress, with a beat every `keepalive_s` meanwhile: both reach the
-        agent as one rising count (the spec wants each notification's `progress` above the last). The SDK sends
-        them only when the agent asked for progress (a `progressToken`); otherwise it drops them.
+        agent (`progress`) as one rising count (the spec wants each notification's `progress` above the last). The
+        SDK sends them only when the agent asked for progress (a `progressToken`); otherwise it drops them.
 
         `work` runs shielded from the request's cancellation, so that when the agent goes away (it cancels: the
-        SDK cancels this handler; or its connection drops, which in 2025-11-25 the SDK lets the handler outlive)
-        the call's open cards end first, as the agent's doing (`Hub.abandon`), and only then is `work` cancelled.
-        If the call (of `target`, server and tool) had asked the person something before, they are told that its
-        result reaches nobody: their answer is not lost without a word.
+        SDK cancels this handler; its connection drops, which in 2025-11-25 the SDK lets the handler outlive; or,
+        for a call handed over, the instance holding its request says so: `departures`) the call's open cards end
+        first, as the agent's doing (`Hub.abandon`), and only then is `work` cancelled. If the call (of `target`,
+        server and tool) had asked the person something before, they are told that its result reaches nobody:
+        their answer is not lost without a word.
         """
-        with self.guard.call(_the_caller()) as ending:
-            return await self._guarded(ctx, origin, work, target, ending)
+        with self.guard.call(caller) as ending:
+            return await self._guarded(origin, progress, departures, work, target, ending)
 
     async def _guarded(
         self,
-        ctx: ServerRequestContext[Any],
         origin: Origin,
+        progress: _Progress,
+        departures: Sequence[_Departure],
         work: Callable[[ProgressSink, Flight], Awaitable[types.CallToolResult]],
         target: tuple[str, str] | None,
         ending: Ending,
     ) -> types.CallToolResult:
         """`_kept_alive`'s body; `ending` is set when the token's access ends: the call then ends as when its agent
         leaves, its cards saying the agent's access was revoked, and the agent gets `ending.line` as an error."""
-        progress = _Progress(ctx)
         flight = Flight()
         results: list[types.CallToolResult] = []
         ran = anyio.Event()
@@ -566,6 +730,10 @@ class Gateway:
             await event.wait()
             await leave(why)
 
+        async def leave_when(departure: _Departure) -> None:
+            await departure.event.wait()
+            await leave(departure.why)
+
         async with anyio.create_task_group() as tg:
             tg.start_soon(
                 progress.beat,
@@ -574,9 +742,8 @@ class Gateway:
             )
             tg.start_soon(run)
             tg.start_soon(leave_on, ending.event, Outcome.AGENT_REVOKED)
-            gone = _gone_event(ctx)
-            if gone is not None:
-                tg.start_soon(leave_on, gone, Outcome.AGENT_CANCELLED)
+            for departure in departures:
+                tg.start_soon(leave_when, departure)
             try:
                 await ran.wait()
             except anyio.get_cancelled_exc_class():
