@@ -809,6 +809,8 @@ class Gateway:
     async def _task_work(
         self, origin: Origin, caller: Caller, name: str, arguments: dict[str, Any]
     ) -> ToolOutcome | types.CallToolResult:
+        if not self.owners.owns(caller.user_id):
+            return await self._handed_task(caller, name, arguments)
         if name == NOTIFY_PERSON:
             return await self._notify_person(origin, arguments)
         if name == ASK_PERSON:
@@ -819,6 +821,40 @@ class Gateway:
         if target is None:
             return _text(f"unknown tool: {name}", error=True)
         return await self.hub.call_tool(target[0], target[1], arguments, origin)
+
+    async def _handed_task(
+        self, caller: Caller, name: str, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        """A task's call of a person another instance owns: handed to it as any such call is (`_hand_over`: their
+        cards, taps, sessions and `[limits]` are there), its result awaited here, where the task runs. Cancelled
+        (the task was cancelled, or its access ended), the call is left: not run if nobody claimed it yet, else
+        ended by its instance as the agent's doing. The owner runs it as a call, not as this task: an approval
+        it waits for does not outlive that instance's restart as the task's own would."""
+        try:
+            key = await self.calls.send(
+                AgentCall(caller.token_id, caller.user_id, caller.agent, name, arguments)
+            )
+        except StoreUnavailable:
+            logger.warning(
+                "gateway: a task's call could not be handed to its person's instance: database down"
+            )
+            return _text(
+                "toolnexus-bot: the call could not reach the bot instance serving this person (its database is "
+                "unavailable)",
+                error=True,
+            )
+        logger.info(
+            "gateway: a task's call of agent %s of user %s handed to the instance that owns them",
+            caller.agent,
+            caller.user_id,
+        )
+        try:
+            ended = await self.calls.result(key)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._leave(key, Outcome.AGENT_CANCELLED)
+            raise
+        return _handed_back(ended)
 
     async def _end_with_access(self, task: GatewayTask, ending: Ending) -> None:
         """When the task's token loses its access (revoked, expired, its person no longer allowed), the task fails
