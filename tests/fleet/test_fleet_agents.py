@@ -25,6 +25,7 @@ from bot.store.engine import database_url
 from bot.store.fleet import PARTITIONS, partition_of
 from tests.fleet.scene import ALICE, Fleet, FleetBot, fleet_scene, stamps
 from tests.web.agents import agent, make_token, revoke, text_of
+from tests.web.test_gateway_tasks import call_as_task, polled, task_result
 
 pytestmark = pytest.mark.anyio
 
@@ -92,6 +93,32 @@ async def test_an_agent_s_call_through_the_instance_that_does_not_own_its_person
         assert fleet.received("confirm") == [{"tool": "confirm", "action": "accept", "data": {"sure": True}}]
         await other.logged("handed to the instance that owns them")
         assert not fleet.fake.unexpected_errors, fleet.fake.unexpected_errors
+
+
+async def test_an_agent_s_task_through_the_instance_that_does_not_own_its_person_is_answered_on_the_phone(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """Alice's agent makes its call a task (2025-11-25) through the instance that does not own her: the task is
+    answered at once, the call handed to her owner, whose card she answers; the agent's poll on the instance it
+    called gets the server's result, and the server got her answer once."""
+    async with fleet_scene(tmp_path, postgresql_url, n=2, config=GATEWAY) as fleet:
+        _, other = await owner_and_other(fleet, ALICE)
+        token = await make_token(fleet.store_url, ALICE, "claude")
+        created = await call_as_task(other.port, token, "d__confirm", {"action": "deploy"})
+        card = await fleet.fake.wait_for(
+            lambda m: "Really deploy?" in m.text and bool(m.buttons), timeout=WAIT_S
+        )
+        await fleet.alice.press(card, "Yes", timeout=WAIT_S)
+        await fleet.fake.wait_for(lambda m: m is card and "Submit" in str(m.buttons), timeout=WAIT_S)
+        answer = await fleet.alice.press(card, "✅ Submit", timeout=WAIT_S)
+        assert not answer.show_alert, answer.text
+        async with agent(other.port, token, "legacy") as client:
+            done = await polled(client, created.task.task_id)
+            result = await task_result(client, created.task.task_id)
+        assert done.status == "completed"
+        assert not result.is_error and text_of(result) == "deploy: done"
+        assert fleet.received("confirm") == [{"tool": "confirm", "action": "accept", "data": {"sure": True}}]
+        await other.logged("a task's call of agent claude")
 
 
 async def test_a_per_agent_limit_of_one_lets_exactly_one_call_through_across_two_instances(
