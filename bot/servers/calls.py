@@ -1,7 +1,8 @@
 """Tool calls on pooled sessions: the call's own clock, -32042 authorization rounds, /cancel and shutdown.
 
 A 2026-07-28 call's `input_required` rounds are driven by `bot.servers.rounds` (kept in the store, resumable
-after a restart); a 2025-era call's questions come through the SDK's callback.
+after a restart); a 2025-era call's questions come through the SDK's callback. A call to a tool that allows or
+requires tasks (2025-11-25) is made as a task and polled (`bot.servers.tasks`).
 
 Async, does I/O (MCP requests through `bot.servers.pool`). Outcomes are `ToolOutcome` values, never exceptions.
 """
@@ -36,6 +37,7 @@ from bot.servers.elicitation import Caller, Elicitations
 from bot.servers.pool import Pool, Unavailable
 from bot.servers.results import failure, outcome_of_result
 from bot.servers.rounds import Resumed, Rounds, elicit_result, untagged_result
+from bot.servers.tasks import makes_task, run_as_task
 from mapping import Answer, MappingError, answer_to_elicit_result, elicitation_to_request
 
 logger = logging.getLogger(__name__)
@@ -321,9 +323,17 @@ class Calls:
         progress: ProgressFnT,
         meta: types.RequestParamsMeta | None,
     ) -> types.CallToolResult:
-        """2025 eras: one request; the server's questions come through the SDK's callback meanwhile."""
-        assert conn.client is not None
-        return await conn.client.call_tool(call.tool, arguments, progress_callback=progress, meta=meta)
+        """2025 eras: one request; the server's questions come through the SDK's callback meanwhile. A tool that
+        allows or requires tasks is called as a task (`bot.servers.tasks`): its status messages are its progress."""
+        client = conn.client
+        assert client is not None
+        if await makes_task(client, call.tool, conn.tools):
+
+            async def on_status(status: Progress) -> None:
+                await progress(status.progress, status.total, status.message)
+
+            return await run_as_task(client.session, call.tool, arguments, on_status, meta)
+        return await client.call_tool(call.tool, arguments, progress_callback=progress, meta=meta)
 
     async def _authorize(
         self, call: _Call, elicitations: list[types.ElicitRequestURLParams]

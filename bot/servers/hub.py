@@ -221,6 +221,7 @@ class Hub:
                         annotations=None
                         if t.annotations is None
                         else t.annotations.model_dump(by_alias=True, mode="json", exclude_none=True),
+                        task_support=None if t.execution is None else t.execution.task_support,
                     )
                     for t in tools
                 ]
