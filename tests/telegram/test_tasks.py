@@ -49,3 +49,25 @@ async def test_a_research_task_shows_its_stages_asks_its_question_once_and_its_r
         assert said(status, "Synthesizing findings") or said(status, "Requesting clarification")
         asked = [m for m in s.fake.messages(s.alice) if "multiple interpretations" in m.text]
         assert asked == [card]
+
+
+async def test_cancel_stops_a_running_task_and_the_result_says_cancelled() -> None:
+    """/cancel while the research task works (no question out): the call ends cancelled (the server hears
+    `tasks/cancel`: tests/servers/test_tasks.py)."""
+    async with bot_scene(servers=SERVERS, timeout_s=60) as s:
+        call = await s.alice.send("/call everything simulate-research-query topic=tides")
+        await s.fake.wait_for(lambda m: "Gathering sources" in m.text, 20)
+        await s.alice.send("/cancel")
+        result = await s.fake.wait_for(lambda m: is_result(m, call), 20)
+        assert result.text.startswith("⏹") and "cancelled" in result.text
+
+
+async def test_a_long_running_operation_shows_its_progress_and_its_result_arrives() -> None:
+    """trigger-long-running-operation (no task support: an ordinary call) reports progress on its status line,
+    then its result arrives."""
+    async with bot_scene(servers=SERVERS, timeout_s=60) as s:
+        call = await s.alice.send("/call everything trigger-long-running-operation duration=2 steps=2")
+        result = await s.fake.wait_for(lambda m: is_result(m, call), 20)
+        assert "Long running operation completed. Duration: 2 seconds, Steps: 2." in result.text
+        status = await s.fake.wait_for(lambda m: said(m, "50%"))
+        assert said(status, "Running")
