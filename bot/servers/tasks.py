@@ -13,7 +13,8 @@ refuses a `CreateTaskResult` (its error carries the raw result, which is read ba
 does); `tasks/get`, `tasks/result` and `tasks/cancel` go through `ClientSession.send_request`. Its
 `ClientExtension` result claims are keyed by a 2026-07-28 `resultType` and so cannot claim a 2025-11-25 task.
 
-Task ids are not kept in the store: a task lives as long as its call (see docs/tasks.md).
+A person's task is kept in the store (`TaskBook`) until its result is shown: after a restart the next process
+polls it again (`follow_task`); a process that leaves it (`leaving`) does not cancel it (docs/tasks.md).
 
 Async, does I/O (MCP requests on a borrowed session).
 """
@@ -34,7 +35,7 @@ from pydantic import ValidationError
 
 from bot.core import Progress, ToolInfo
 
-__all__ = ["created_task", "makes_task", "run_as_task"]
+__all__ = ["created_task", "follow_task", "makes_task", "run_as_task"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,10 @@ CANCEL_GRACE_S: Final = 5.0
 TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
 
 StatusSink = Callable[[Progress], Awaitable[None]]
+Created = Callable[[types.Task], Awaitable[None]]
+"""Told of the task once its server made it (the call keeps it in the store)."""
+Leaving = Callable[[], bool]
+"""Whether the process leaves the task to the next one: a call stopped then does not cancel it."""
 
 _REQUEST_FAILED: Final = (
     MCPError,
@@ -106,6 +111,8 @@ async def run_as_task(
     arguments: dict[str, object] | None,
     on_status: StatusSink,
     meta: types.RequestParamsMeta | None = None,
+    created: Created | None = None,
+    leaving: Leaving = lambda: False,
 ) -> types.CallToolResult:
     """Call `tool` as a task and return its result once the task ended; raises as a request does (`classify`).
 
@@ -116,16 +123,35 @@ async def run_as_task(
             name=tool, arguments=arguments, task=types.TaskMetadata(), _meta=meta
         )
     )
+    made: types.CreateTaskResult | None = None
     try:
         return await session.send_request(request, types.CallToolResult)
     except ValidationError as exc:
-        created = created_task(exc)
-        if created is None:
+        made = created_task(exc)
+        if made is None:
             raise
-    return await _follow(session, created.task, on_status)
+    if created is not None:
+        await created(made.task)
+    return await _follow(session, made.task, on_status, leaving)
 
 
-async def _follow(session: ClientSession, task: types.Task, on_status: StatusSink) -> types.CallToolResult:
+async def follow_task(
+    session: ClientSession, task_id: str, on_status: StatusSink, leaving: Leaving
+) -> types.CallToolResult:
+    """Poll a task made before (by the process before a restart) until it ended; its result."""
+    task: types.Task = await _get(session, task_id)
+    return await _follow(session, task, on_status, leaving)
+
+
+async def _get(session: ClientSession, task_id: str) -> types.GetTaskResult:
+    return await session.send_request(
+        types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id)), types.GetTaskResult
+    )
+
+
+async def _follow(
+    session: ClientSession, task: types.Task, on_status: StatusSink, leaving: Leaving
+) -> types.CallToolResult:
     """Poll the task until it ended, its questions asked once (through `tasks/result`); its result."""
     task_id = task.task_id
     fetched: list[types.CallToolResult] = []
@@ -168,17 +194,14 @@ async def _follow(session: ClientSession, task: types.Task, on_status: StatusSin
                 if ended.is_set():
                     break
                 try:
-                    task = await session.send_request(
-                        types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id)),
-                        types.GetTaskResult,
-                    )
+                    task = await _get(session, task_id)
                 except _REQUEST_FAILED as exc:
                     failure.append(exc)
                     tg.cancel_scope.cancel()
                     break
         done = True
     finally:
-        if not done:
+        if not done and not leaving():
             await _cancel(session, task_id)
     if failure:
         raise failure[0]

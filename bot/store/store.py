@@ -32,6 +32,7 @@ from bot.store.inbox import InboxStore
 from bot.store.instances import claim_instance
 from bot.store.observer import AuditObserver
 from bot.store.rounds import RoundStore
+from bot.store.tasks import TaskStore
 from bot.store.tokens import SignInStore
 from bot.store.writer import StoreWriter
 
@@ -70,6 +71,8 @@ class Store:
     """What the audit chain is worth when that needs saying (no key): the bot logs it once it runs."""
     factors: FactorStore | None = None
     """Approvers' authenticator secrets (`second_factor = "totp"`), when `[storage] secret_key` is set."""
+    tasks: TaskStore | None = None
+    """Tool calls made as tasks, until their result reached their person (polled again after a restart)."""
 
     async def audit_sign_in(self, event: str, user_id: int, server: str, detail: dict[str, str]) -> None:
         """Record a sign-in, a refresh failure or a logout (`bot.servers.oauth.SignInAudit`); never raises."""
@@ -121,6 +124,7 @@ async def open_store(
             signins,
             note,
             factors=None if key is None else FactorStore(engine, key.get(), log=log),
+            tasks=TaskStore(engine),
         )
     finally:
         with anyio.CancelScope(shield=True):

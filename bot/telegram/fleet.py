@@ -27,7 +27,7 @@ from bot.store import Store
 from bot.store.fleet import Partitions, partition_of
 from bot.store.postgres_fleet import PostgresFleet
 from bot.telegram.approvals import TelegramApprovals
-from bot.telegram.restore import restore_kept
+from bot.telegram.restore import restore_kept, restore_tasks
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolRunner
 
@@ -131,6 +131,8 @@ class AloneRestore:
             await restore_kept(
                 self._store.rounds, self._surface, self._runner, self._store.observer, tg, servers=servers
             )
+            if self._store.tasks is not None:
+                await restore_tasks(self._store.tasks, self._runner, tg, servers=servers)
 
 
 class InFleet:

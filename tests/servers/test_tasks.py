@@ -65,12 +65,13 @@ async def test_a_call_stopped_before_its_task_ended_cancels_the_task_on_the_serv
         seen.append(progress)
         working.set()
 
+    async def research(client: Client) -> None:
+        await run_as_task(client.session, "simulate-research-query", {"topic": "tides"}, on_status)
+
     async with everything() as client:
         with anyio.CancelScope() as scope:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(
-                    run_as_task, client.session, "simulate-research-query", {"topic": "tides"}, on_status
-                )
+                tg.start_soon(research, client)
                 with anyio.fail_after(10):
                     await working.wait()
                 scope.cancel()
