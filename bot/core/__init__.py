@@ -12,6 +12,7 @@ from bot.core.registry import PromptRegistry
 from bot.core.rounds import Era, KeptQuestion, RoundBook
 from bot.core.signins import Account, SignInBook, SignInRelay
 from bot.core.surface import Surface
+from bot.core.tasks import KeptTask, TaskBook
 from bot.core.values import (
     MESSAGE_CLIP,
     OUTCOME_TEXT,
@@ -36,6 +37,7 @@ __all__ = [
     "Era",
     "Keeper",
     "KeptQuestion",
+    "KeptTask",
     "Observer",
     "Origin",
     "Outcome",
@@ -48,6 +50,7 @@ __all__ = [
     "SignInBook",
     "SignInRelay",
     "Surface",
+    "TaskBook",
     "ToolInfo",
     "ToolOutcome",
     "clip",

@@ -84,6 +84,9 @@ class ToolInfo:
     output_schema: dict[str, Any] | None = None
     annotations: dict[str, Any] | None = None
     """The server's hints (`readOnlyHint`, `destructiveHint`, ...), wire-shaped; the gateway passes them on."""
+    task_support: str | None = None
+    """Whether a call to it may run as a task (2025-11-25 `execution.taskSupport`: "optional", "required"; None
+    or "forbidden": never)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """Tool calls on pooled sessions: the call's own clock, -32042 authorization rounds, /cancel and shutdown.
 
 A 2026-07-28 call's `input_required` rounds are driven by `bot.servers.rounds` (kept in the store, resumable
-after a restart); a 2025-era call's questions come through the SDK's callback.
+after a restart); a 2025-era call's questions come through the SDK's callback. A call to a tool that allows or
+requires tasks (2025-11-25) is made as a task and polled (`bot.servers.tasks`).
 
 Async, does I/O (MCP requests through `bot.servers.pool`). Outcomes are `ToolOutcome` values, never exceptions.
 """
@@ -9,6 +10,8 @@ Async, does I/O (MCP requests through `bot.servers.pool`). Outcomes are `ToolOut
 from __future__ import annotations
 
 import logging
+import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -24,18 +27,22 @@ from pydantic import ValidationError
 from bot.core import (
     CallStatus,
     KeptQuestion,
+    KeptTask,
     Origin,
     Outcome,
     Progress,
     Prompt,
     PromptRegistry,
+    TaskBook,
     ToolOutcome,
 )
+from bot.errors import StoreError
 from bot.servers.connections import CallClock, Connection, describe_error
 from bot.servers.elicitation import Caller, Elicitations
 from bot.servers.pool import Pool, Unavailable
 from bot.servers.results import failure, outcome_of_result
 from bot.servers.rounds import Resumed, Rounds, elicit_result, untagged_result
+from bot.servers.tasks import follow_task, makes_task, run_as_task
 from mapping import Answer, MappingError, answer_to_elicit_result, elicitation_to_request
 
 logger = logging.getLogger(__name__)
@@ -58,21 +65,29 @@ class Flight:
     scope: anyio.CancelScope | None = None
     """The call's own scope once it runs: cancelled, the call ends `CANCELLED` (logged and audited as any call)
     rather than by a cancellation from outside (the gateway, when the agent goes away)."""
+    polling: bool = False
+    """It polls a task kept in the store (`bot.servers.tasks`): the next process polls it again."""
 
     @property
     def kept(self) -> bool:
         """All it waits for is kept in the store (approvers, or questions with a row): when the process leaves,
         the call is dropped without a word and the next process takes up what is kept."""
         asking = self.caller.asking if self.caller is not None else set()
-        return self.approval or (bool(asking) and all(p.keeper is not None for p in asking))
+        return (
+            self.approval
+            or (self.polling and not asking)
+            or (bool(asking) and all(p.keeper is not None for p in asking))
+        )
 
     @property
     def parked(self) -> bool:
         """All it waits for can still be answered after a restart (approvers, 2026-07-28 questions): a drain
         need not wait for it."""
         asking = self.caller.asking if self.caller is not None else set()
-        return self.approval or (
-            bool(asking) and all(p.keeper is not None and p.keeper.resumable for p in asking)
+        return (
+            self.approval
+            or (self.polling and not asking)
+            or (bool(asking) and all(p.keeper is not None and p.keeper.resumable for p in asking))
         )
 
 
@@ -89,6 +104,11 @@ class _Call:
     tool: str
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     cancelled_by_user: bool = False
+    flight: Flight | None = None
+    task: KeptTask | None = None
+    """Its task, once kept in the store (or the one it resumes)."""
+    resumes: bool = False
+    """It polls a task kept from before a restart (`task`) rather than sending the call."""
 
     @property
     def origin(self) -> Origin:
@@ -99,13 +119,20 @@ class Calls:
     """The running tool calls of the process; one instance per hub."""
 
     def __init__(
-        self, pool: Pool, prompts: PromptRegistry, elicitations: Elicitations, rounds: Rounds | None = None
+        self,
+        pool: Pool,
+        prompts: PromptRegistry,
+        elicitations: Elicitations,
+        rounds: Rounds | None = None,
+        tasks: TaskBook | None = None,
     ) -> None:
         self.pool = pool
         self.prompts = prompts
         self.elicitations = elicitations
         self.rounds = rounds or Rounds(elicitations)
         """Drives 2026-07-28 calls' `input_required` rounds (and keeps their questions, with a store)."""
+        self.tasks = tasks
+        """Where a person's calls made as tasks are kept until their result is shown (None: no database)."""
         self._calls: list[_Call] = []
         self._no_calls = anyio.Event()
         self._no_calls.set()
@@ -122,6 +149,7 @@ class Calls:
         kept: list[KeptQuestion] | None = None,
         flight: Flight | None = None,
         meta: Callable[[], types.RequestParamsMeta] | None = None,
+        task: KeptTask | None = None,
     ) -> ToolOutcome:
         """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes.
 
@@ -131,14 +159,23 @@ class Calls:
         `flight` is told which questions the call has out (a drain looks). With `kept` (a 2026-07-28 round kept from before a restart, all its questions), the call is not sent
         afresh: the round's open questions (`restored`: their prompts, whose cards are back on the surface) are
         waited for, then the round is resumed on a fresh connection with all its answers and its `requestState`.
+        With `task` (a task kept from before a restart), the call is not sent: the task is polled again.
         """
         server = self.pool.servers.get(name)
         if server is None:
             return failure(CallStatus.FAILED, f"unknown server {name!r}")
-        call = _Call(caller=Caller(origin, tool=tool, arguments=arguments), server=name, tool=tool)
+        call = _Call(
+            caller=Caller(origin, tool=tool, arguments=arguments),
+            server=name,
+            tool=tool,
+            flight=flight,
+            task=task,
+            resumes=task is not None,
+        )
         if flight is not None:
             flight.caller = call.caller
             flight.scope = call.scope
+            flight.polling = task is not None
         self._calls.append(call)
         if self._no_calls.is_set():
             self._no_calls = anyio.Event()
@@ -165,6 +202,8 @@ class Calls:
             # drain before the round went back (`Rounds.drive` forgets it once sent): the next process takes it.
             if kept is not None and not self.prompts.leaves(origin.user_id):
                 await self.rounds.forget([q.id for q in kept])
+            if call.task is not None and not self.prompts.leaves(origin.user_id):
+                await self._forget_task(call.task)
             self._calls.remove(call)
             if not self._calls:
                 self._no_calls.set()
@@ -249,7 +288,7 @@ class Calls:
             try:
                 with clock.scope:
                     try:
-                        if conn.protocol in MODERN_PROTOCOL_VERSIONS:
+                        if conn.protocol in MODERN_PROTOCOL_VERSIONS and not call.resumes:
                             result = await self._send_modern(
                                 conn, clock, call, arguments, progress, resumed, meta
                             )
@@ -321,9 +360,56 @@ class Calls:
         progress: ProgressFnT,
         meta: types.RequestParamsMeta | None,
     ) -> types.CallToolResult:
-        """2025 eras: one request; the server's questions come through the SDK's callback meanwhile."""
-        assert conn.client is not None
-        return await conn.client.call_tool(call.tool, arguments, progress_callback=progress, meta=meta)
+        """2025 eras: one request; the server's questions come through the SDK's callback meanwhile. A tool that
+        allows or requires tasks is called as a task (`bot.servers.tasks`): its status messages are its progress."""
+        client = conn.client
+        assert client is not None
+
+        async def on_status(status: Progress) -> None:
+            await progress(status.progress, status.total, status.message)
+
+        def leaving() -> bool:  # the next process polls the task: it is not cancelled
+            return call.task is not None and self.prompts.leaves(call.origin.user_id)
+
+        if call.resumes and call.task is not None:
+            return await follow_task(client.session, call.task.task_id, on_status, leaving)
+        if await makes_task(client, call.tool, conn.tools):
+
+            async def created(task: types.Task) -> None:
+                await self._keep_task(call, arguments, task)
+
+            return await run_as_task(client.session, call.tool, arguments, on_status, meta, created, leaving)
+        return await client.call_tool(call.tool, arguments, progress_callback=progress, meta=meta)
+
+    async def _keep_task(self, call: _Call, arguments: dict[str, Any] | None, task: types.Task) -> None:
+        """A person's call made as a task is kept until its result is shown (an agent's ends with its request)."""
+        if self.tasks is None or call.origin.agent is not None:
+            return
+        kept = KeptTask(
+            id=str(uuid.uuid4()),
+            server=call.server,
+            task_id=task.task_id,
+            tool=call.tool,
+            arguments=arguments,
+            origin=call.origin,
+            expires=None if task.ttl is None else time.time() + task.ttl / 1000,
+        )
+        try:
+            await self.tasks.keep(kept)
+        except StoreError:
+            logger.exception("could not keep a task: it lives as long as this process")
+            return
+        call.task = kept
+        if call.flight is not None:
+            call.flight.polling = True
+
+    async def _forget_task(self, task: KeptTask) -> None:
+        assert self.tasks is not None
+        try:
+            with anyio.CancelScope(shield=True):
+                await self.tasks.close(task.id)
+        except StoreError:
+            logger.exception("could not forget a task whose call ended: the next process polls it again")
 
     async def _authorize(
         self, call: _Call, elicitations: list[types.ElicitRequestURLParams]

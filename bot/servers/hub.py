@@ -28,6 +28,7 @@ from bot.config import ApprovalGate, ApprovalRule, Caller, Config, ServerConfig
 from bot.core import (
     CallStatus,
     KeptQuestion,
+    KeptTask,
     Observer,
     Origin,
     Outcome,
@@ -35,6 +36,7 @@ from bot.core import (
     PromptRegistry,
     RoundBook,
     ServerStatus,
+    TaskBook,
     ToolInfo,
     ToolOutcome,
 )
@@ -79,6 +81,7 @@ class Hub:
         clock: Callable[[], float] | None = None,
         observer: Observer | None = None,
         book: RoundBook | None = None,
+        tasks: TaskBook | None = None,
         auth: Callable[[ServerConfig, Origin], Any] | None = None,
         signed_in: Callable[[int, str], Awaitable[bool]] | None = None,
         approver: Approver | None = None,
@@ -108,7 +111,7 @@ class Hub:
             limits=self.limits,
             auth=auth,
         )
-        self.calls = Calls(self.pool, prompts, self.elicitations, Rounds(self.elicitations, book))
+        self.calls = Calls(self.pool, prompts, self.elicitations, Rounds(self.elicitations, book), tasks)
         self.servers = self.pool.servers
         self.calls_ended: Counter[CallStatus] = Counter()
         """Tool calls that returned, by how they ended (read by /metrics)."""
@@ -221,6 +224,7 @@ class Hub:
                         annotations=None
                         if t.annotations is None
                         else t.annotations.model_dump(by_alias=True, mode="json", exclude_none=True),
+                        task_support=None if t.execution is None else t.execution.task_support,
                     )
                     for t in tools
                 ]
@@ -240,6 +244,7 @@ class Hub:
         kept: list[KeptQuestion] | None = None,
         restored: list[tuple[Prompt, KeptQuestion]] | None = None,
         flight: Flight | None = None,
+        task: KeptTask | None = None,
     ) -> ToolOutcome:
         """Call a tool for `origin`; elicitations on the way reach that person. Never raises for outcomes.
 
@@ -247,7 +252,8 @@ class Hub:
         approved (it ends `REFUSED` with the verdict's line); `approved` is a verdict already reached for exactly
         these arguments (a request decided after a restart). `flight` is kept up to date with what the call waits
         for (a drain looks at it). With `kept`, the call is a 2026-07-28 round kept from
-        before a restart, resumed (`Calls.call_tool`): it was approved and audited by the process that began it.
+        before a restart, resumed (`Calls.call_tool`): it was approved and audited by the process that began it;
+        so with `task`, a task made as the call by the process before, polled again.
 
         A call past this person's limits is not started: it ends `REFUSED` with one line, empty when they were
         told about that limit recently (say nothing then). Logs one INFO line per call: who, server, tool,
@@ -259,6 +265,7 @@ class Hub:
         # With nobody to ask (the console), a call whose answers are gated is refused too: never half run.
         if (
             kept is None
+            and task is None
             and rule is not None
             and (rule.gate is ApprovalGate.CALL or self._no_approver() is not None)
         ):
@@ -280,7 +287,7 @@ class Hub:
                 return outcome
             if rule.gate is ApprovalGate.CALL:
                 meta = self._receipt_for(verdict, name, tool, arguments, origin)
-        if self.observer is not None and kept is None:
+        if self.observer is not None and kept is None and task is None:
             await self.observer.call_started(origin, name, tool, arguments)
         server = self.servers.get(name)
         refusal = self.limits.start_call(origin.user_id, origin.agent)
@@ -300,6 +307,7 @@ class Hub:
                         restored=restored,
                         flight=flight,
                         meta=meta,
+                        task=task,
                     )
             finally:
                 self.limits.end_call(origin.user_id, origin.agent)

@@ -34,6 +34,7 @@ from bot.store.instances import claim_instance
 from bot.store.observer import AuditObserver
 from bot.store.outbox import OutboxStore
 from bot.store.rounds import RoundStore
+from bot.store.tasks import TaskStore
 from bot.store.tokens import SignInStore
 from bot.store.writer import StoreWriter
 
@@ -76,6 +77,8 @@ class Store:
     """Approvers' authenticator secrets (`second_factor = "totp"`), when `[storage] secret_key` is set."""
     outbox: OutboxStore | None = None
     """The messages that must reach their person, kept until Telegram answered (the Telegram bot's)."""
+    tool_tasks: TaskStore | None = None
+    """Tool calls made as tasks, until their result reached their person (polled again after a restart)."""
 
     async def audit_sign_in(self, event: str, user_id: int, server: str, detail: dict[str, str]) -> None:
         """Record a sign-in, a refresh failure or a logout (`bot.servers.oauth.SignInAudit`); never raises."""
@@ -135,6 +138,7 @@ async def open_store(
             note,
             factors=None if key is None else FactorStore(engine, key.get(), log=log),
             outbox=outbox,
+            tool_tasks=TaskStore(engine),
         )
     finally:
         with anyio.CancelScope(shield=True):

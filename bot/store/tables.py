@@ -535,3 +535,17 @@ gateway_tasks = Table(
     Column("ttl_ms", Integer, nullable=False, comment="kept this long from created, then deleted"),
 )
 Index("ix_gateway_tasks_token_id", gateway_tasks.c.token_id)
+
+tool_tasks = Table(
+    "tool_tasks",
+    metadata,
+    Column("id", String(36), primary_key=True, comment="a uuid4 of the bot's own"),
+    Column("server", String(64), nullable=False),
+    Column("task_id", String(256), nullable=False, comment="the server's task id"),
+    Column("tool", String(256), nullable=False),
+    Column("arguments", Text, nullable=False, comment="JSON"),
+    Column("user_id", BigInteger, nullable=False, comment="whose call it is"),
+    Column("chat_id", BigInteger, nullable=False, comment="where its result goes"),
+    Column("created", Float, nullable=False, comment="Unix time the server made the task"),
+    Column("expires", Float, comment="Unix time the server forgets the task (its ttl); null: never"),
+)

@@ -30,7 +30,7 @@ from bot.store.outbox import OutboxStore
 from bot.store.postgres_fleet import PostgresFleet
 from bot.telegram.approvals import TelegramApprovals
 from bot.telegram.outbox import resend
-from bot.telegram.restore import restore_kept
+from bot.telegram.restore import restore_kept, restore_tasks
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolRunner
 
@@ -141,6 +141,8 @@ class AloneRestore:
             await restore_kept(
                 self._store.rounds, self._surface, self._runner, self._store.observer, tg, servers=servers
             )
+            if self._store.tool_tasks is not None:
+                await restore_tasks(self._store.tool_tasks, self._runner, tg, servers=servers)
 
 
 class InFleet:

@@ -9,6 +9,10 @@ that card already, `show_lost`, and this one takes its taps). A sign-in whose br
 cannot be finished by this process (the SDK kept its PKCE verifier in the process before): its card says the
 link no longer works, and a new sign-in starts for that person and server, its card (with a fresh link) below.
 
+A tool call made as a task that had not ended is polled again (`restore_tasks`): its status and result reach
+its person as any call's do; one whose server is gone from the config, or whose task expired meanwhile, is
+forgotten.
+
 In a fleet an instance restores only the questions of the users it owns (`owns`): at start, and again for the
 partitions it takes over from a dead (or stalled) instance. Another live instance's questions are never touched.
 """
@@ -24,14 +28,25 @@ from typing import Any
 
 from anyio.abc import TaskGroup
 
-from bot.core import OUTCOME_TEXT, Era, KeptQuestion, Observer, Outcome, Prompt, RoundBook, ToolInfo
+from bot.core import (
+    OUTCOME_TEXT,
+    Era,
+    KeptQuestion,
+    Observer,
+    Outcome,
+    Prompt,
+    RoundBook,
+    TaskBook,
+    ToolInfo,
+)
+from bot.errors import StoreError
 from bot.servers.keeper import RoundKeeper
 from bot.telegram.render import NAME_CLIP, Card, Screen, esc, settled_screen
 from bot.telegram.surface import TelegramSurface
 from bot.telegram.tool_runs import ToolRunner
 from mapping import Answer, MappingError, Request, RequestKind, elicitation_to_request, parse_schema
 
-__all__ = ["restore_kept", "show_lost"]
+__all__ = ["restore_kept", "restore_tasks", "show_lost"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +101,29 @@ async def restore_kept(
             resumed += 1
     if rounds:
         logger.info("questions kept from before the restart: %d round(s), %d resumed", len(rounds), resumed)
+    return resumed
+
+
+async def restore_tasks(book: TaskBook, runner: ToolRunner, tg: TaskGroup, *, servers: set[str]) -> int:
+    """Poll again, in `tg`, every task a person's call made before the restart; returns how many. A task whose
+    server left the config or whose time on its server ran out is forgotten."""
+    try:
+        tasks = await book.open_tasks()
+    except StoreError:
+        logger.exception("could not read the tasks kept from before the restart")
+        return 0
+    resumed = 0
+    for task in tasks:
+        if task.server in servers and (task.expires is None or task.expires > time.time()):
+            tg.start_soon(runner.resume_task, task)
+            resumed += 1
+            continue
+        try:
+            await book.close(task.id)
+        except StoreError:
+            logger.exception("could not forget a task kept from before the restart")
+    if tasks:
+        logger.info("tasks kept from before the restart: %d, %d polled again", len(tasks), resumed)
     return resumed
 
 

@@ -19,6 +19,7 @@ from telegram.error import TelegramError
 from bot.core import (
     CallStatus,
     KeptQuestion,
+    KeptTask,
     Origin,
     Progress,
     Prompt,
@@ -233,11 +234,13 @@ class ToolRunner:
         origin: Origin,
         kept: list[KeptQuestion] | None = None,
         restored: list[tuple[Prompt, KeptQuestion]] | None = None,
+        task: KeptTask | None = None,
     ) -> None:
         """Ask for missing required arguments, then call and report; never raises for outcomes. A person not
         allowed gets nothing run and nothing sent (the gate should have stopped them; this holds if it did not).
 
-        With `kept`, the call is a round kept from before a restart (`bot.telegram.restore`), resumed."""
+        With `kept`, the call is a round kept from before a restart (`bot.telegram.restore`), resumed; with
+        `task`, a task made by the process before, polled again."""
         if not self.access.allows(origin.user_id):
             logger.warning(
                 "a call of %s for user %s, who is not allowed, was refused", tool.name, origin.user_id
@@ -250,7 +253,7 @@ class ToolRunner:
         self._whose[scope] = origin.user_id
         try:
             with scope:
-                await self._run(tool, args, origin, kept, restored, flight)
+                await self._run(tool, args, origin, kept, restored, flight, task)
         finally:
             del self._flights[scope]
             del self._whose[scope]
@@ -328,6 +331,11 @@ class ToolRunner:
         """A round kept from before a restart: wait for its cards, resume the call, show the result."""
         await self.run(tool, args, origin, kept, restored)
 
+    async def resume_task(self, task: KeptTask) -> None:
+        """A task made by the process before a restart: poll it again, show the result."""
+        tool = ToolInfo(task.server, task.tool, None, None, {})
+        await self.run(tool, task.arguments or {}, task.origin, task=task)
+
     async def sign_in_again(self, server: str, origin: Origin) -> None:
         """A sign-in its person had not finished when the process before stopped: connecting to `server` as them
         asks them to sign in again (a new card, a new link); nothing runs after it (which call wanted it, the
@@ -372,10 +380,11 @@ class ToolRunner:
         kept: list[KeptQuestion] | None = None,
         restored: list[tuple[Prompt, KeptQuestion]] | None = None,
         flight: Flight | None = None,
+        task: KeptTask | None = None,
     ) -> None:
         """Check the arguments by the tool's schema (an unknown name ends it, naming the real ones), ask for
         missing required ones and those that did not fit, then call and report; never raises for outcomes."""
-        if kept is None:
+        if kept is None and task is None:
             check = check_arguments(tool.input_schema, args)
             if check.unknown:
                 await self.surface.send(origin.chat_id, Screen(esc(unknown_text(tool.name, check), 1000)))
@@ -432,6 +441,7 @@ class ToolRunner:
                     kept=kept,
                     restored=restored,
                     flight=flight,
+                    task=task,
                 )
             finally:
                 timer.cancel()
