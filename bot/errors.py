@@ -16,6 +16,7 @@ ToolnexusError                 every error the bot raises (catch it only at the 
  ├── Unavailable               a server cannot be used right now (servers)
  ├── SignInFailed              the person did not finish signing in to a server (servers)
  ├── Withdrawn                 a Telegram request withdrawn before its turn came: not sent (telegram)
+ │    └── Elsewhere            one for a person another process now owns: left in the outbox for it (telegram)
  ├── IllegalFold               an event that cannot happen to a parked card; a bug, a RuntimeError (telegram)
  └── TooDeep                   a JSON document nested too deep; a ValueError (web)
 
