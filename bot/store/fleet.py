@@ -40,7 +40,7 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Final
 
@@ -128,6 +128,7 @@ class Partitions:
         self._poke = anyio.Event()
         """Set to start the next heartbeat now (a check waits for it)."""
         self._acquired: list[Callable[[Mapping[int, int]], None]] = []
+        self._taken_up: list[Callable[[Collection[int]], None]] = []
         self._lost: list[Callable[[frozenset[int]], None]] = []
         self._draining = False
         """Set at the start of a drain (`drain`): nothing more is taken (what is held is given back at its end)."""
@@ -198,6 +199,18 @@ class Partitions:
         """Call `callback(partition -> epoch)` with the partitions each heartbeat takes (runs on the event loop;
         must not block: start a task for the work)."""
         self._acquired.append(callback)
+
+    def on_taken_up(self, callback: Callable[[Collection[int]], None]) -> None:
+        """Call `callback(partitions)` once what the people of partitions taken was kept for them has been taken
+        back up here (`taken_up`): their questions placed again. Runs on the event loop; must not block."""
+        self._taken_up.append(callback)
+
+    def taken_up(self, partitions: Collection[int]) -> None:
+        """Say that the kept questions of `partitions` (taken at a heartbeat, or owned at the start) are taken back
+        up: their people's waiting updates may now be handled (a tap before its card is placed again would find
+        it expired)."""
+        for callback in self._taken_up:
+            callback(partitions)
 
     def keep_busy(self, busy: Callable[[int], bool]) -> None:
         """Never give back a partition `busy(partition)` says holds something live (besides the others said)."""

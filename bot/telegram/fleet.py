@@ -100,11 +100,17 @@ class Takeovers:
             # A card this process still shows (its partition came back after a lost lock session) stays as it is.
             return ours(question.origin.user_id) and self._prompts.get(question.token) is None
 
-        if self._outbox is not None:  # first what was on its way to them: results, settling edits
-            await resend(self._outbox, self._surface.bot, tg, taken)
-        resumed = await restore_kept(
-            self._book, self._surface, self._runner, self._observer, tg, servers=self._servers, owns=takes
-        )
+        # The kept questions first, then what was on its way to them (results, settling edits: sent in `tg`, each
+        # person's in order); only then are their waiting updates handed over (`taken_up`): a tap on a card not
+        # yet placed again would be answered "expired".
+        try:
+            resumed = await restore_kept(
+                self._book, self._surface, self._runner, self._observer, tg, servers=self._servers, owns=takes
+            )
+            if self._outbox is not None:
+                await resend(self._outbox, self._surface.bot, tg, taken)
+        finally:
+            self._partitions.taken_up(taken)
         if self._adopt is not None:
             try:
                 await self._adopt(ours)

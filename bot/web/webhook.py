@@ -27,7 +27,7 @@ import datetime as dt
 import hmac
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection
 from typing import Any, Final, Protocol
 
 import anyio
@@ -189,7 +189,7 @@ class Routing:
         self.lag_total_s = 0.0
         """Seconds all claimed updates waited, summed (with `claimed`: the mean)."""
         bus.subscribe("inbox", self._heard, self.sweep)
-        partitions.on_acquired(self._taken)
+        partitions.on_taken_up(self._taken)  # once their cards are placed again: not at the take itself
 
     def waiting(self, update: Update, body: bytes) -> Waiting | None:
         """How `update` waits for its owner, or None when this instance owns its user (it handles it now)."""
@@ -206,8 +206,8 @@ class Routing:
         """Look for updates waiting for any partition owned (the bus (re)connected: a wake-up may be lost)."""
         self._want(self._partitions.owned)
 
-    def _taken(self, epochs: Mapping[int, int]) -> None:
-        self._want(epochs)
+    def _taken(self, partitions: Collection[int]) -> None:
+        self._want(partitions)
 
     def _heard(self, payload: str) -> None:
         if payload.isdigit():

@@ -71,6 +71,8 @@ async def instance(url: str, tg: anyio.abc.TaskGroup, *, bus_now: bool = True) -
         own = await open_engine(url)
         stack.push_async_callback(own.dispose)
         partitions = Partitions(url, BOT)
+        # As a process whose takeovers find nothing kept to place again: what it takes is taken up at once.
+        partitions.on_acquired(partitions.taken_up)
         stack.push_async_callback(partitions.release_all)
         await partitions.connect()
         await partitions.tick()
