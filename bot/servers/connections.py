@@ -29,6 +29,7 @@ from bot.core import ToolInfo
 from bot.servers.question_tasks import QuestionTasks
 from bot.servers.signin_errors import SignInFailed
 from bot.servers.stdio import StdioProcess
+from bot.servers.streams import ReadProxy
 
 TransportStreams: TypeAlias = tuple[Any, Any]
 """The (read, write) streams a `Transport` yields (the SDK names their type only in a private module)."""
@@ -45,11 +46,11 @@ ENDED_GRACE_S: Final = 5.0
 """How long a failed request waits for its ended session to say why (`Connection.why_failed`)."""
 
 
-class _WatchedStream:
+class _WatchedStream(ReadProxy):
     """A read stream that calls `on_end` when the server side ends (EOF or a transport error)."""
 
     def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._on_end = on_end
 
     async def receive(self) -> Any:
@@ -59,29 +60,6 @@ class _WatchedStream:
             self._on_end()
             raise
         return item
-
-    def __aiter__(self) -> _WatchedStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _WatchedStream:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        suppressed: bool | None = await self._inner.__aexit__(*exc)
-        return suppressed
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 ResponseHook = Callable[[httpx2.Response], Awaitable[None]]

@@ -31,6 +31,8 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
+from bot.servers.streams import ReadProxy, StreamProxy
+
 logger = logging.getLogger(__name__)
 
 RELATED_TASK: Final = "io.modelcontextprotocol/related-task"
@@ -236,11 +238,11 @@ async def _error(write: Any, request_id: types.RequestId, code: int, message: st
 _TASK_METHODS: Final = frozenset({"elicitation/create", "tasks/get", "tasks/result", "tasks/cancel"})
 
 
-class _Read:
+class _Read(ReadProxy):
     """The read stream the SDK sees: task requests answered on the way, a task's question handed on plain."""
 
     def __init__(self, inner: Any, write: Any, tasks: QuestionTasks, tg: anyio.abc.TaskGroup) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._write = write
         self._tasks = tasks
         self._tg = tg
@@ -258,36 +260,13 @@ class _Read:
                 handed.metadata = item.metadata
                 return handed
 
-    def __aiter__(self) -> _Read:
-        return self
 
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _Read:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        suppressed: bool | None = await self._inner.__aexit__(*exc)
-        return suppressed
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-class _Write:
+class _Write(StreamProxy):
     """The write stream the SDK writes to: `initialize` declares the tasks capability, and the SDK's answers to
     forwarded questions stay here as their tasks' results."""
 
     def __init__(self, inner: Any, tasks: QuestionTasks) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._tasks = tasks
 
     async def send(self, item: Any) -> None:
@@ -303,17 +282,3 @@ class _Write:
             message = message.model_copy(update={"params": message.params | {"capabilities": capabilities}})
             item = SessionMessage(message, metadata=item.metadata)
         await self._inner.send(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _Write:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        suppressed: bool | None = await self._inner.__aexit__(*exc)
-        return suppressed
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
