@@ -26,6 +26,7 @@ from typing import Any, Final, Protocol
 import anyio
 from anyio.abc import TaskStatus
 
+from bot.core.relay import Announcements
 from bot.core.values import Outcome
 
 __all__ = ["LOST_LINE", "AgentCall", "AgentCalls", "Ended", "LocalAgentCalls"]
@@ -116,14 +117,12 @@ class LocalAgentCalls:
 
     def __init__(self) -> None:
         self._slots: dict[str, _Slot] = {}
-        self._announced: list[str] = []
-        self._changed = anyio.Event()
+        self._announced = Announcements()
 
     async def send(self, call: AgentCall) -> str:
         key = str(uuid.uuid4())
         self._slots[key] = _Slot(call)
-        self._announced.append(key)
-        self._changed.set()
+        self._announced.add(key)
         return key
 
     async def result(self, key: str) -> Ended:
@@ -171,11 +170,7 @@ class LocalAgentCalls:
         async with anyio.create_task_group() as tg:
             task_status.started()
             while True:
-                while not self._announced:
-                    self._changed = anyio.Event()
-                    await self._changed.wait()
-                keys, self._announced = self._announced, []
-                for key in keys:
+                for key in await self._announced.taken():
                     slot = self._slots.get(key)
                     if slot is not None:
                         tg.start_soon(handle, key, slot.call.user_id)

@@ -25,6 +25,7 @@ from bot.core.signins import SignInRelay
 from bot.core.values import Origin
 
 __all__ = [
+    "Announcements",
     "Launches",
     "LocalLaunches",
     "LocalRelay",
@@ -82,6 +83,26 @@ class Relay(Protocol[T, O]):
         ...
 
 
+class Announcements:
+    """Keys announced in memory, taken by one server in batches: what an in-memory relay's `serve` waits on."""
+
+    def __init__(self) -> None:
+        self._keys: list[str] = []
+        self._changed = anyio.Event()
+
+    def add(self, key: str) -> None:
+        self._keys.append(key)
+        self._changed.set()
+
+    async def taken(self) -> list[str]:
+        """Every key announced since the last call, once there is one."""
+        while not self._keys:
+            self._changed = anyio.Event()
+            await self._changed.wait()
+        keys, self._keys = self._keys, []
+        return keys
+
+
 @dataclass(slots=True)
 class _Slot(Generic[T, O]):
     item: T | None
@@ -106,8 +127,7 @@ class LocalRelay(Generic[T, O]):
         self._expected_only = expected_only
         self._keep_s = keep_s
         self._clock = clock
-        self._announced: list[str] = []
-        self._changed = anyio.Event()
+        self._announced = Announcements()
 
     def expect(self, key: str, expires: float) -> None:
         """A send to `key` is taken until `expires` (Unix time)."""
@@ -129,8 +149,7 @@ class LocalRelay(Generic[T, O]):
             return False
         slot.item = item
         slot.expires = max(slot.expires, now + self._keep_s)
-        self._announced.append(key)
-        self._changed.set()
+        self._announced.add(key)
         return True
 
     async def peek(self, key: str) -> T | None:
@@ -175,11 +194,7 @@ class LocalRelay(Generic[T, O]):
         async with anyio.create_task_group() as tg:
             task_status.started()
             while True:
-                while not self._announced:
-                    self._changed = anyio.Event()
-                    await self._changed.wait()
-                keys, self._announced = self._announced, []
-                for key in keys:
+                for key in await self._announced.taken():
                     tg.start_soon(handle, key)
 
 
