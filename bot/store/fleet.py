@@ -129,6 +129,8 @@ class Partitions:
         """Set to start the next heartbeat now (a check waits for it)."""
         self._acquired: list[Callable[[Mapping[int, int]], None]] = []
         self._taken_up: list[Callable[[Collection[int]], None]] = []
+        self._coming_up: set[int] = set()
+        """Partitions taken whose kept questions are not yet placed again (`taken_up` ends that)."""
         self._lost: list[Callable[[frozenset[int]], None]] = []
         self._draining = False
         """Set at the start of a drain (`drain`): nothing more is taken (what is held is given back at its end)."""
@@ -144,6 +146,12 @@ class Partitions:
 
     def owns_partition(self, partition: int) -> bool:
         return partition in self._owned
+
+    def handles(self, partition: int) -> bool:
+        """Whether this instance's handlers may take `partition`'s updates now: it owns it, and what was kept for its
+        people was taken back up (`taken_up`) since it took it. Until then an update waits in the inbox: a tap on a
+        card not yet placed again would be answered "expired"."""
+        return partition in self._owned and partition not in self._coming_up
 
     async def acts_for(self, user_id: int) -> bool:
         """Whether this instance may act for the person now (`bot.core.Ownership`): it owns them and its hold is
@@ -209,6 +217,7 @@ class Partitions:
         """Say that the kept questions of `partitions` (taken at a heartbeat, or owned at the start) are taken back
         up: their people's waiting updates may now be handled (a tap before its card is placed again would find
         it expired)."""
+        self._coming_up.difference_update(partitions)
         for callback in self._taken_up:
             callback(partitions)
 
@@ -433,6 +442,7 @@ class Partitions:
                 self.takeovers += 1
         if taken:
             self._owned.update(taken)
+            self._coming_up.update(taken)
             logger.info("partitions: took %d (%d owned)", len(taken), len(self._owned))
             for callback in self._acquired:
                 callback(dict(taken))
@@ -498,6 +508,7 @@ class Partitions:
     def _forget(self, partitions: frozenset[int]) -> None:
         for partition in partitions:
             self._owned.pop(partition, None)
+        self._coming_up.difference_update(partitions)
         if partitions:
             for callback in self._lost:
                 callback(partitions)

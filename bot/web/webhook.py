@@ -16,8 +16,9 @@ In a fleet (`Routing`) an update is handled by the instance that owns its user's
 the receiving instance records it; if it owns the user it handles it at once, as above; otherwise the update waits
 in the inbox with its partition, the owner is woken through the fleet bus (topic "inbox", in the recording
 transaction), and the answer is 200. The owner claims the waiting updates of its partitions and hands them to PTB;
-it also looks for them after every (re)connect of the bus and whenever it takes partitions (updates that came
-while their old owner was dead).
+it also looks for them after every (re)connect of the bus and whenever partitions it took are taken up (updates
+that came while their old owner was dead). A partition just taken is not handled, even by its new owner, until
+its people's kept cards are placed again (`Partitions.handles`): until then its updates wait in the inbox too.
 """
 
 from __future__ import annotations
@@ -192,9 +193,10 @@ class Routing:
         partitions.on_taken_up(self._taken)  # once their cards are placed again: not at the take itself
 
     def waiting(self, update: Update, body: bytes) -> Waiting | None:
-        """How `update` waits for its owner, or None when this instance owns its user (it handles it now)."""
+        """How `update` waits for its owner, or None when this instance owns its user and has taken up what was kept
+        for them (it handles it now)."""
         partition = partition_of(_user_of(update))
-        if self._partitions.owns_partition(partition):
+        if self._partitions.handles(partition):
             self._partitions.touch(partition)
             return None
         return Waiting(partition, body.decode(), self._wake)
@@ -223,7 +225,7 @@ class Routing:
             await self._poked.wait()
             self._poked = anyio.Event()
             wanted, self._wanted = self._wanted, set()
-            mine = {p for p in wanted if self._partitions.owns_partition(p)}
+            mine = {p for p in wanted if self._partitions.handles(p)}  # the rest: at `taken_up`
             if self._partitions.draining or not mine:
                 continue
             try:

@@ -23,7 +23,7 @@ from telegram import Bot, Update
 
 from bot.store.bus import FleetBus
 from bot.store.engine import open_engine
-from bot.store.fleet import Partitions
+from bot.store.fleet import Partitions, partition_of
 from bot.store.inbox import InboxStore
 from bot.web.webhook import SECRET_HEADER, Routing, Webhook
 from tests.telegram.harness import ALICE_ID
@@ -65,14 +65,19 @@ async def engine(postgresql_url: str) -> AsyncIterator[AsyncEngine]:
 
 
 @asynccontextmanager
-async def instance(url: str, tg: anyio.abc.TaskGroup, *, bus_now: bool = True) -> AsyncIterator[Instance]:
-    """One instance: its own engine, partitions (one heartbeat done), bus and routing running, and webhook."""
+async def instance(
+    url: str, tg: anyio.abc.TaskGroup, *, bus_now: bool = True, taken_up: bool = True
+) -> AsyncIterator[Instance]:
+    """One instance: its own engine, partitions (one heartbeat done), bus and routing running, and webhook. Without
+    `taken_up` the partitions it takes are not taken up until the test says so (`Partitions.taken_up`), as while
+    a takeover places their kept cards again."""
     async with AsyncExitStack() as stack:
         own = await open_engine(url)
         stack.push_async_callback(own.dispose)
         partitions = Partitions(url, BOT)
-        # As a process whose takeovers find nothing kept to place again: what it takes is taken up at once.
-        partitions.on_acquired(partitions.taken_up)
+        if taken_up:
+            # As a process whose takeovers find nothing kept to place again: what it takes is taken up at once.
+            partitions.on_acquired(partitions.taken_up)
         stack.push_async_callback(partitions.release_all)
         await partitions.connect()
         await partitions.tick()
@@ -132,4 +137,38 @@ async def test_an_update_waiting_for_a_dead_owner_goes_to_the_instance_that_take
             assert b.partitions.owns(ALICE_ID)
             assert await b.handed() == 11
             assert a.queue.empty()
+        tg.cancel_scope.cancel()
+
+
+def update_of(user_id: int, update_id: int) -> dict[str, Any]:
+    update = an_update(update_id)
+    message: dict[str, Any] = update["message"]  # type: ignore[assignment]
+    message["chat"] = {**message["chat"], "id": user_id}
+    message["from"] = {**message["from"], "id": user_id}
+    return update
+
+
+async def test_a_partition_taken_but_not_yet_taken_up_has_its_updates_wait_until_its_cards_are_placed_again(
+    postgresql_url: str,
+) -> None:
+    """A has taken every partition but has placed again only Bob's people's cards, not yet Alice's (a takeover in
+    progress). Alice's update, delivered to A itself or to B, waits in the inbox; Bob's, delivered after it to B, is
+    handed to A (so A has heard Alice's wake-up too, which came first on the bus, and left it). Once Alice's
+    partition is taken up, her update is handed, once."""
+    bob = next(u for u in range(ALICE_ID + 1, ALICE_ID + 1000) if partition_of(u) != partition_of(ALICE_ID))
+    async with anyio.create_task_group() as tg:
+        async with instance(postgresql_url, tg, taken_up=False) as a, instance(postgresql_url, tg) as b:
+            assert a.partitions.owns(ALICE_ID) and a.partitions.owns(bob)
+            a.partitions.taken_up([partition_of(bob)])
+            assert await a.deliver(21) == 200  # to her new owner itself: not handled yet
+            assert await b.deliver(22) == 200
+            answer = await b.client.post(
+                "/telegram", json=update_of(bob, 23), headers={SECRET_HEADER: SECRET}
+            )
+            assert answer.status_code == 200
+            assert await a.handed() == 23  # Bob's: his partition is taken up
+            assert a.queue.empty()  # Alice's two still wait
+            a.partitions.taken_up([partition_of(ALICE_ID)])
+            assert [await a.handed(), await a.handed()] == [21, 22]
+            assert a.queue.empty() and b.queue.empty()
         tg.cancel_scope.cancel()
