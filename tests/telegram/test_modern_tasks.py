@@ -31,7 +31,15 @@ async def tasks_server(tmp_path: Path) -> AsyncIterator[Durable]:
     log = tmp_path / "received.jsonl"
     with socket.create_server(("127.0.0.1", 0)) as listener:
         fd = listener.fileno()
-        command = [sys.executable, "-m", "tests.fakes.servers.modern_tasks", "--fd", str(fd), "--log", str(log)]
+        command = [
+            sys.executable,
+            "-m",
+            "tests.fakes.servers.modern_tasks",
+            "--fd",
+            str(fd),
+            "--log",
+            str(log),
+        ]
         async with await anyio.open_process(
             command, cwd=REPO, pass_fds=[fd], stdout=None, stderr=None
         ) as server:
@@ -157,7 +165,8 @@ async def test_a_2026_tasks_question_open_at_a_kill_is_asked_again_on_a_new_card
     tmp_path: Path,
 ) -> None:
     """SIGKILL while the task's question is on its card: after the restart the task is polled again, still
-    `input_required`, and its question comes on a new card; that answer reaches the server and the result."""
+    `input_required`, and its question comes on a new card (a tap on the old one says it expired); that answer
+    reaches the server and the result."""
     async with FakeTelegram() as fake, tasks_server(tmp_path) as server:
         alice = fake.user(id=ALICE, first_name="Alice")
         config = write_config(tmp_path, fake, server)
@@ -171,8 +180,14 @@ async def test_a_2026_tasks_question_open_at_a_kill_is_asked_again_on_a_new_card
             card = await fake.wait_for(
                 lambda m: "What is your name?" in m.text and bool(m.buttons) and m is not first, 30
             )
+            stale = await alice.press(first, "Decline", timeout=30)  # the old card answers nothing
+            assert stale.text == "This prompt has expired."
             await alice.send("Grace", reply_to=card)
             await review(fake, alice)
             result = await fake.wait_for(lambda m: is_result(m, call), timeout=30)
             assert "Hey, Grace!" in result_body(result)
-        assert methods(server).count("tools/call") == 1 and methods(server).count("tasks/update") == 1
+        updates = [r for r in server.received() if r["method"] == "tasks/update"]
+        assert methods(server).count("tools/call") == 1
+        assert [u["inputResponses"] for u in updates] == [
+            {"name": {"action": "accept", "content": {"name": "Grace"}}}
+        ]
