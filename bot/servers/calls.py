@@ -346,7 +346,11 @@ class Calls:
                 if isinstance(result, CreatedTask):
                     await self._keep_task(call, arguments, result.task_id, result.ttl_ms)
                     return await follow_modern_task(
-                        client.session, result, _status_sink(progress), self._leaving(call), self._ask(conn)
+                        client.session,
+                        result,
+                        _status_sink(progress),
+                        self._leaving(call),
+                        self._ask(conn, call),
                     )
                 return result
             except ValidationError as exc:
@@ -397,7 +401,11 @@ class Calls:
         client = conn.client
         assert client is not None and call.task is not None
         return await follow_task(
-            client.session, call.task.task_id, _status_sink(progress), self._leaving(call), self._ask(conn)
+            client.session,
+            call.task.task_id,
+            _status_sink(progress),
+            self._leaving(call),
+            self._ask(conn, call),
         )
 
     def _leaving(self, call: _Call) -> Callable[[], bool]:
@@ -407,13 +415,13 @@ class Calls:
         return leaving
 
     def _ask(
-        self, conn: Connection
+        self, conn: Connection, call: _Call
     ) -> Callable[[types.InputRequest], Awaitable[types.InputResponse | types.ErrorData]]:
-        """A 2026-07-28 task's input requests go to the person as a round's do (not kept: after a restart the
-        task's next poll asks again)."""
+        """A 2026-07-28 task's input requests go to the person as a round's do. Once the task is kept, so is the
+        question, as far as a drain is concerned (`AskedAgain`)."""
 
         async def ask(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
-            return await self.rounds.ask_one(conn, request)
+            return await self.rounds.ask_one(conn, request, None if call.task is None else AskedAgain())
 
         return ask
 
@@ -492,6 +500,26 @@ class Calls:
                 await self.prompts.settle_completed(prompt)
         if waited.cancelled_caught:
             return failure(CallStatus.TIMED_OUT, "authorization was not completed in time")
+        return None
+
+
+class AskedAgain:
+    """The `Keeper` of a kept 2026-07-28 task's question. Nothing is written: the question lives in the server's
+    task, and the next process's poll asks it again on a new card. But the question counts as kept: a drain
+    neither waits for it nor ends its call with a word (the card is left as it stands, as a crash leaves it)."""
+
+    resumable = True
+
+    async def shown(self, prompt: Prompt) -> None:
+        return None
+
+    async def placed(self, prompt: Prompt, chat_id: int, message_id: int) -> None:
+        return None
+
+    async def progress(self, prompt: Prompt, progress: dict[str, Any]) -> None:
+        return None
+
+    async def ended(self, prompt: Prompt, answer: dict[str, Any] | None) -> None:
         return None
 
 

@@ -21,7 +21,7 @@ from mcp import MCPError
 from mcp_types.methods import parse_server_result
 from pydantic import ValidationError
 
-from bot.core import Era, KeptQuestion, Origin, RoundBook
+from bot.core import Era, Keeper, KeptQuestion, Origin, RoundBook
 from bot.servers.connections import Connection
 from bot.servers.elicitation import Elicitations
 from bot.servers.keeper import RoundKeeper
@@ -141,7 +141,7 @@ class Rounds:
                 logger.exception("could not close the kept questions of a round")
 
     async def ask_one(
-        self, conn: Connection, request: types.InputRequest, keeper: RoundKeeper | None = None
+        self, conn: Connection, request: types.InputRequest, keeper: Keeper | None = None
     ) -> types.ElicitResult | types.ErrorData:
         """One input request put to the call's person (a card), or why this client does not answer it: a round's
         question, or a 2026-07-28 task's (`bot.servers.tasks`)."""

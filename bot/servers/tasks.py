@@ -307,7 +307,7 @@ async def follow_modern_task(
                     await on_status(
                         Progress(steps, None, task.status_message or task.status.replace("_", " "))
                     )
-                if task.status in TERMINAL:
+                if task.status in TERMINAL and detailed is not None:  # a poll carries its outcome
                     tg.cancel_scope.cancel()  # questions still out are withdrawn
                     break
                 if detailed is not None and task.status == "input_required":
@@ -315,7 +315,9 @@ async def follow_modern_task(
                         if key not in asked:
                             asked.add(key)
                             tg.start_soon(answer, key, request, tg)
-                with anyio.move_on_after(_interval_ms(task.poll_interval_ms)):
+                with anyio.move_on_after(
+                    0 if task.status in TERMINAL else _interval_ms(task.poll_interval_ms)
+                ):
                     await answered.wait()
                 answered = anyio.Event()
                 try:
@@ -336,8 +338,7 @@ async def follow_modern_task(
 
 def _outcome(task: DetailedTask | None) -> types.CallToolResult:
     """An ended 2026-07-28 task's result: its inlined result, or its failure raised."""
-    if task is None:  # a task made as already ended, never polled: only a poll carries its outcome
-        raise MCPError(types.INTERNAL_ERROR, "the task ended before it was polled")
+    assert task is not None  # the loop ends on a poll
     if task.status == "completed" and task.result is not None:
         return task.result
     if task.status == "failed" and task.error is not None:

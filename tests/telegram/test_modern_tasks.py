@@ -109,12 +109,18 @@ async def test_the_person_answers_a_2026_tasks_question_on_a_card_and_the_result
     ]
 
 
-async def test_a_failed_2026_task_shows_its_error(tmp_path: Path) -> None:
-    """`explode`'s task ends `failed` with an inlined error: the call fails with the server's message."""
+async def test_a_failed_2026_task_shows_its_error_and_a_tool_error_shows_as_one(tmp_path: Path) -> None:
+    """`explode`'s task ends `failed` with an inlined error: the call fails with the server's message;
+    `grumble`'s ends `completed` with an `isError` result: a tool error, as any call's."""
     async with tasks_server(tmp_path) as server, bot_scene(servers=scene_servers(server), in_process={}) as s:
         call = await s.alice.send("/call d explode")
         result = await s.fake.wait_for(lambda m: is_result(m, call), 30)
         assert "— failed" in result.text and "the task failed: the boiler exploded" in result.text
+        call = await s.alice.send("/call d grumble")
+        result = await s.fake.wait_for(lambda m: is_result(m, call), 30)
+        assert result.text.startswith("❌") and "the kettle is cold" in result_body(result)
+    assert [r["tool"] for r in server.received() if r["method"] == "tools/call"] == ["explode", "grumble"]
+    assert all(r["task"] for r in server.received() if r["method"] == "tools/call")
 
 
 async def test_cancel_sends_tasks_cancel_for_a_running_2026_task(tmp_path: Path) -> None:
@@ -161,33 +167,35 @@ async def test_a_2026_task_running_when_the_bot_stops_is_polled_again_and_its_re
         assert [m for m in fake.messages(alice, from_bot=True) if is_result(m, call)] == [result]
 
 
-async def test_a_2026_tasks_question_open_at_a_kill_is_asked_again_on_a_new_card_after_the_restart(
-    tmp_path: Path,
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+async def test_a_2026_tasks_question_open_when_the_bot_stops_is_asked_again_on_a_new_card_after_the_restart(
+    tmp_path: Path, stop: signal.Signals
 ) -> None:
-    """SIGKILL while the task's question is on its card: after the restart the task is polled again, still
-    `input_required`, and its question comes on a new card (a tap on the old one says it expired); that answer
-    reaches the server and the result."""
+    """The bot is killed, or drained, while the task's question is on its card: the old process says nothing more
+    (no result), the next one polls the task again, still `input_required`, and its question comes on a new card
+    (a tap on the old one says it expired); that answer reaches the server and the result, once."""
     async with FakeTelegram() as fake, tasks_server(tmp_path) as server:
         alice = fake.user(id=ALICE, first_name="Alice")
         config = write_config(tmp_path, fake, server)
         async with bot_process(config, fake) as bot:
             call = await alice.send("/call d ask_name greeting=Hey")
             first = await fake.wait_for(lambda m: "What is your name?" in m.text and bool(m.buttons), 30)
-            bot.process.send_signal(signal.SIGKILL)
+            bot.process.send_signal(stop)
             with anyio.fail_after(30):
                 await bot.process.wait()
         async with bot_process(config, fake):
             card = await fake.wait_for(
                 lambda m: "What is your name?" in m.text and bool(m.buttons) and m is not first, 30
             )
-            stale = await alice.press(first, "Decline", timeout=30)  # the old card answers nothing
+            stale = await alice.press(first, "Decline", timeout=30)  # left as it stood; it answers nothing
             assert stale.text == "This prompt has expired."
             await alice.send("Grace", reply_to=card)
             await review(fake, alice)
             result = await fake.wait_for(lambda m: is_result(m, call), timeout=30)
             assert "Hey, Grace!" in result_body(result)
+        assert [m for m in fake.messages(alice, from_bot=True) if is_result(m, call)] == [result]
         updates = [r for r in server.received() if r["method"] == "tasks/update"]
-        assert methods(server).count("tools/call") == 1
+        assert methods(server).count("tools/call") == 1 and "tasks/cancel" not in methods(server)
         assert [u["inputResponses"] for u in updates] == [
             {"name": {"action": "accept", "content": {"name": "Grace"}}}
         ]

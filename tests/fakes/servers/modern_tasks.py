@@ -18,6 +18,7 @@ Tools (each a task when the client declared the extension):
 - `ask_name(greeting)`: `input_required` with an `elicitation/create` input request (key "name"); completed with
   "<greeting>, <name>!" once `tasks/update` answers it (or "no name (<action>)").
 - `explode()`: failed, with the inlined error `-32603` "the boiler exploded".
+- `grumble()`: completed with a tool error (`isError`), "the kettle is cold".
 
 Every request received is appended to the log as one JSON line (its method, the task id, the input responses).
 """
@@ -49,7 +50,7 @@ from starlette.routing import Route
 __all__ = ["EXTENSION", "Tasks", "build_server", "main"]
 
 EXTENSION = "io.modelcontextprotocol/tasks"
-TASK_TOOLS = frozenset({"brew", "ask_name", "explode"})
+TASK_TOOLS = frozenset({"brew", "ask_name", "explode", "grumble"})
 TTL_MS = 600_000
 POLL_MS = 200
 CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
@@ -154,6 +155,9 @@ class Tasks(Extension):
             else:
                 text = f"no name ({got.get('action')})"
             self._set(task_id, status="completed", result=_text(text))
+        elif tool == "grumble":
+            await asyncio.sleep(0.2)
+            self._set(task_id, status="completed", result={**_text("the kettle is cold"), "isError": True})
         else:
             await asyncio.sleep(0.2)
             self._set(
@@ -226,6 +230,11 @@ def build_server(log: str) -> tuple[MCPServer, Tasks]:
     async def explode() -> str:
         """Fails (a task)."""
         return "no boom"
+
+    @server.tool()
+    async def grumble() -> str:
+        """Reports a tool error (a task)."""
+        return "no grumble"
 
     @server.tool()
     async def greet(name: str) -> str:
