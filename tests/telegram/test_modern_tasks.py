@@ -119,6 +119,21 @@ async def test_the_person_answers_a_2026_tasks_question_on_a_card_and_the_result
     ]
 
 
+async def test_a_call_whose_last_round_the_server_makes_a_task_is_followed_to_its_result(
+    tmp_path: Path,
+) -> None:
+    """`sign_up` asks its question in an `input_required` round (no task yet); the retried call, with the answer,
+    is answered with a task, which the bot keeps and polls to its result."""
+    async with tasks_server(tmp_path) as server, bot_scene(servers=scene_servers(server), in_process={}) as s:
+        call = await s.alice.send("/call d sign_up")
+        card = await s.fake.wait_for(lambda m: "Your name for the sign-up?" in m.text and bool(m.buttons), 30)
+        await s.alice.send("Lin", reply_to=card)
+        await review(s.fake, s.alice)
+        result = await s.fake.wait_for(lambda m: is_result(m, call), 30)
+        assert "✅ d · sign_up" in result.text and "signed up Lin" in result_body(result)
+    assert methods(server).count("tools/call") == 2 and "tasks/get" in methods(server)
+
+
 async def test_a_failed_2026_task_shows_its_error_and_a_tool_error_shows_as_one(tmp_path: Path) -> None:
     """`explode`'s task ends `failed` with an inlined error: the call fails with the server's message;
     `grumble`'s ends `completed` with an `isError` result: a tool error, as any call's."""

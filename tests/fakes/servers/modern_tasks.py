@@ -19,6 +19,8 @@ Tools (each a task when the client declared the extension):
   "<greeting>, <name>!" once `tasks/update` answers it (or "no name (<action>)").
 - `explode()`: failed, with the inlined error `-32603` "the boiler exploded".
 - `grumble()`: completed with a tool error (`isError`), "the kettle is cold".
+- `sign_up()`: asks the person's name in an `input_required` round first (no task), then makes the retried call
+  a task (the MRTR-then-task composition), completed with "signed up <name>".
 
 Every request received is appended to the log as one JSON line (its method, the task id, the input responses).
 """
@@ -41,7 +43,7 @@ import uvicorn
 from mcp import MCPError
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from pydantic import ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import Response
@@ -50,7 +52,7 @@ from starlette.routing import Route
 __all__ = ["EXTENSION", "Tasks", "build_server", "main"]
 
 EXTENSION = "io.modelcontextprotocol/tasks"
-TASK_TOOLS = frozenset({"brew", "ask_name", "explode", "grumble"})
+TASK_TOOLS = frozenset({"brew", "ask_name", "explode", "grumble", "sign_up"})
 TTL_MS = 600_000
 POLL_MS = 200
 CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
@@ -99,6 +101,13 @@ class Tasks(Extension):
         self.write({"method": "tools/call", "tool": params.name, "task": declared})
         if params.name not in TASK_TOOLS or not declared:
             return await call_next(ctx)
+        if params.name == "sign_up" and not params.input_responses:
+            return await call_next(ctx)  # its round first
+        arguments = dict(params.arguments or {})
+        if params.name == "sign_up":
+            answer = (params.input_responses or {}).get("name")
+            content = answer.content if isinstance(answer, types.ElicitResult) else None
+            arguments["name"] = (content or {}).get("name")
         task_id = uuid.uuid4().hex
         now = _now()
         task: dict[str, Any] = {
@@ -112,7 +121,7 @@ class Tasks(Extension):
         self.tasks[task_id] = task
         self.answers[task_id] = {}
         self.jobs[task_id] = asyncio.get_running_loop().create_task(
-            self._run(task_id, params.name, params.arguments or {})
+            self._run(task_id, params.name, arguments)
         )
         return {"resultType": "task", **task}
 
@@ -155,6 +164,10 @@ class Tasks(Extension):
             else:
                 text = f"no name ({got.get('action')})"
             self._set(task_id, status="completed", result=_text(text))
+        elif tool == "sign_up":
+            self._set(task_id, status="working", statusMessage="Signing up")
+            await asyncio.sleep(0.2)
+            self._set(task_id, status="completed", result=_text(f"signed up {arguments.get('name')}"))
         elif tool == "grumble":
             await asyncio.sleep(0.2)
             self._set(task_id, status="completed", result={**_text("the kettle is cold"), "isError": True})
@@ -235,6 +248,26 @@ def build_server(log: str) -> tuple[MCPServer, Tasks]:
     async def grumble() -> str:
         """Reports a tool error (a task)."""
         return "no grumble"
+
+    @server.tool()
+    async def sign_up(ctx: Context) -> str | types.InputRequiredResult:
+        """Asks the person's name (a round), then signs them up (a task)."""
+        schema = {
+            "type": "object",
+            "properties": {"name": {"type": "string", "title": "Name"}},
+            "required": ["name"],
+        }
+        ask = types.ElicitRequest.model_validate(
+            {
+                "method": "elicitation/create",
+                "params": {
+                    "mode": "form",
+                    "message": "Your name for the sign-up?",
+                    "requestedSchema": schema,
+                },
+            }
+        )
+        return types.InputRequiredResult(input_requests={"name": ask}, request_state="sign-up")
 
     @server.tool()
     async def greet(name: str) -> str:
