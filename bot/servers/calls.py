@@ -2,7 +2,8 @@
 
 A 2026-07-28 call's `input_required` rounds are driven by `bot.servers.rounds` (kept in the store, resumable
 after a restart); a 2025-era call's questions come through the SDK's callback. A call to a tool that allows or
-requires tasks (2025-11-25) is made as a task and polled (`bot.servers.tasks`).
+requires tasks (2025-11-25) is made as a task and polled (`bot.servers.tasks`); a 2026-07-28 server that serves the
+tasks extension answers the calls it chooses with a task, which is kept and polled the same way.
 
 Async, does I/O (MCP requests through `bot.servers.pool`). Outcomes are `ToolOutcome` values, never exceptions.
 """
@@ -42,7 +43,7 @@ from bot.servers.elicitation import Caller, Elicitations
 from bot.servers.pool import Pool, Unavailable
 from bot.servers.results import failure, outcome_of_result
 from bot.servers.rounds import Resumed, Rounds, elicit_result, untagged_result
-from bot.servers.tasks import follow_task, makes_task, run_as_task
+from bot.servers.tasks import CreatedTask, follow_modern_task, follow_task, makes_task, run_as_task
 from mapping import Answer, MappingError, answer_to_elicit_result, elicitation_to_request
 
 logger = logging.getLogger(__name__)
@@ -288,7 +289,9 @@ class Calls:
             try:
                 with clock.scope:
                     try:
-                        if conn.protocol in MODERN_PROTOCOL_VERSIONS and not call.resumes:
+                        if call.resumes:
+                            result = await self._resume_task(conn, call, progress)
+                        elif conn.protocol in MODERN_PROTOCOL_VERSIONS:
                             result = await self._send_modern(
                                 conn, clock, call, arguments, progress, resumed, meta
                             )
@@ -322,14 +325,15 @@ class Calls:
         meta: types.RequestParamsMeta | None,
     ) -> types.CallToolResult:
         """2026-07-28: the bot drives the call's `input_required` rounds itself (`Rounds.drive`); the call's clock
-        stands still while a round is out to the person (`clock.asking`)."""
+        stands still while a round is out to the person (`clock.asking`). A server that makes the call a task
+        (the tasks extension) answers a leg with it: the task is kept and followed to its result."""
         client = conn.client
         assert client is not None
 
         async def send(responses: types.InputResponses | None, state: str | None) -> types.Result:
             clock.asking = False
             try:
-                return await client.session.call_tool(
+                result = await client.session.call_tool(
                     call.tool,
                     arguments,
                     progress_callback=progress,
@@ -339,6 +343,16 @@ class Calls:
                     allow_input_required=True,
                     allow_claimed=True,
                 )
+                if isinstance(result, CreatedTask):
+                    await self._keep_task(call, arguments, result.task_id, result.ttl_ms)
+                    return await follow_modern_task(
+                        client.session,
+                        result,
+                        _status_sink(progress),
+                        self._leaving(call),
+                        self._ask(conn, call),
+                    )
+                return result
             except ValidationError as exc:
                 # A result without `resultType` is complete (the spec); the SDK refuses it.
                 untagged = untagged_result(exc, client.protocol_version)
@@ -364,35 +378,67 @@ class Calls:
         allows or requires tasks is called as a task (`bot.servers.tasks`): its status messages are its progress."""
         client = conn.client
         assert client is not None
-
-        async def on_status(status: Progress) -> None:
-            await progress(status.progress, status.total, status.message)
-
-        def leaving() -> bool:  # the next process polls the task: it is not cancelled
-            return call.task is not None and self.prompts.leaves(call.origin.user_id)
-
-        if call.resumes and call.task is not None:
-            return await follow_task(client.session, call.task.task_id, on_status, leaving)
         if await makes_task(client, call.tool, conn.tools):
 
             async def created(task: types.Task) -> None:
-                await self._keep_task(call, arguments, task)
+                await self._keep_task(call, arguments, task.task_id, task.ttl)
 
-            return await run_as_task(client.session, call.tool, arguments, on_status, meta, created, leaving)
+            return await run_as_task(
+                client.session,
+                call.tool,
+                arguments,
+                _status_sink(progress),
+                meta,
+                created,
+                self._leaving(call),
+            )
         return await client.call_tool(call.tool, arguments, progress_callback=progress, meta=meta)
 
-    async def _keep_task(self, call: _Call, arguments: dict[str, Any] | None, task: types.Task) -> None:
+    async def _resume_task(
+        self, conn: Connection, call: _Call, progress: ProgressFnT
+    ) -> types.CallToolResult:
+        """A task kept from before a restart, polled again on the era its session speaks."""
+        client = conn.client
+        assert client is not None and call.task is not None
+        return await follow_task(
+            client.session,
+            call.task.task_id,
+            _status_sink(progress),
+            self._leaving(call),
+            self._ask(conn, call),
+        )
+
+    def _leaving(self, call: _Call) -> Callable[[], bool]:
+        def leaving() -> bool:  # the next process polls the task: it is not cancelled
+            return call.task is not None and self.prompts.leaves(call.origin.user_id)
+
+        return leaving
+
+    def _ask(
+        self, conn: Connection, call: _Call
+    ) -> Callable[[types.InputRequest], Awaitable[types.InputResponse | types.ErrorData]]:
+        """A 2026-07-28 task's input requests go to the person as a round's do. Once the task is kept, so is the
+        question, as far as a drain is concerned (`AskedAgain`)."""
+
+        async def ask(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+            return await self.rounds.ask_one(conn, request, None if call.task is None else AskedAgain())
+
+        return ask
+
+    async def _keep_task(
+        self, call: _Call, arguments: dict[str, Any] | None, task_id: str, ttl_ms: int | None
+    ) -> None:
         """A person's call made as a task is kept until its result is shown (an agent's ends with its request)."""
         if self.tasks is None or call.origin.agent is not None:
             return
         kept = KeptTask(
             id=str(uuid.uuid4()),
             server=call.server,
-            task_id=task.task_id,
+            task_id=task_id,
             tool=call.tool,
             arguments=arguments,
             origin=call.origin,
-            expires=None if task.ttl is None else time.time() + task.ttl / 1000,
+            expires=None if ttl_ms is None else time.time() + ttl_ms / 1000,
         )
         try:
             await self.tasks.keep(kept)
@@ -457,6 +503,26 @@ class Calls:
         return None
 
 
+class AskedAgain:
+    """The `Keeper` of a kept 2026-07-28 task's question. Nothing is written: the question lives in the server's
+    task, and the next process's poll asks it again on a new card. But the question counts as kept: a drain
+    neither waits for it nor ends its call with a word (the card is left as it stands, as a crash leaves it)."""
+
+    resumable = True
+
+    async def shown(self, prompt: Prompt) -> None:
+        return None
+
+    async def placed(self, prompt: Prompt, chat_id: int, message_id: int) -> None:
+        return None
+
+    async def progress(self, prompt: Prompt, progress: dict[str, Any]) -> None:
+        return None
+
+    async def ended(self, prompt: Prompt, answer: dict[str, Any] | None) -> None:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class Sent:
     """How one sending of a call ended, as seen once its request is over: what `classify` reads."""
@@ -511,6 +577,15 @@ def _broken(error: BaseException) -> bool:
     if isinstance(error, MCPError):
         return error.code == types.CONNECTION_CLOSED
     return isinstance(error, httpx2.TransportError | anyio.BrokenResourceError | anyio.ClosedResourceError)
+
+
+def _status_sink(progress: ProgressFnT) -> ProgressSink:
+    """A task's status messages, as the call's progress."""
+
+    async def on_status(status: Progress) -> None:
+        await progress(status.progress, status.total, status.message)
+
+    return on_status
 
 
 def _progress_callback(on_progress: ProgressSink | None) -> ProgressFnT:

@@ -30,6 +30,7 @@ from bot.servers.question_tasks import QuestionTasks
 from bot.servers.signin_errors import SignInFailed
 from bot.servers.stdio import StdioProcess
 from bot.servers.streams import ReadProxy
+from bot.servers.tasks import TasksExtension
 
 TransportStreams: TypeAlias = tuple[Any, Any]
 """The (read, write) streams a `Transport` yields (the SDK names their type only in a private module)."""
@@ -342,6 +343,7 @@ class Connection:
                 mode=self.server.protocol.value,
                 read_timeout_seconds=None,
                 client_info=CLIENT_INFO,
+                extensions=[TasksExtension()],  # 2026-07-28 sessions declare the tasks extension
             )
             async with client:
                 self.client = client

@@ -21,7 +21,7 @@ from mcp import MCPError
 from mcp_types.methods import parse_server_result
 from pydantic import ValidationError
 
-from bot.core import Era, KeptQuestion, Origin, RoundBook
+from bot.core import Era, Keeper, KeptQuestion, Origin, RoundBook
 from bot.servers.connections import Connection
 from bot.servers.elicitation import Elicitations
 from bot.servers.keeper import RoundKeeper
@@ -140,6 +140,17 @@ class Rounds:
             except Exception:
                 logger.exception("could not close the kept questions of a round")
 
+    async def ask_one(
+        self, conn: Connection, request: types.InputRequest, keeper: Keeper | None = None
+    ) -> types.ElicitResult | types.ErrorData:
+        """One input request put to the call's person (a card), or why this client does not answer it: a round's
+        question, or a 2026-07-28 task's (`bot.servers.tasks`)."""
+        if not isinstance(request, types.ElicitRequest):
+            return types.ErrorData(
+                code=types.INVALID_REQUEST, message=f"this client does not answer {request.method}"
+            )
+        return await self.elicitations.ask_input(conn, request.params, keeper)
+
     async def _ask_all(
         self,
         conn: Connection,
@@ -161,32 +172,27 @@ class Rounds:
 
         async def one(tg: anyio.abc.TaskGroup, key: str, request: types.InputRequest) -> None:
             nonlocal refused
-            if not isinstance(request, types.ElicitRequest):
-                answer: types.ElicitResult | types.ErrorData = types.ErrorData(
-                    code=types.INVALID_REQUEST, message=f"this client does not answer {request.method}"
+            keeper = None
+            if isinstance(request, types.ElicitRequest) and self.book is not None:
+                keeper = RoundKeeper(
+                    self.book,
+                    KeptQuestion(
+                        id="",
+                        round_id=round_id,
+                        input_key=key,
+                        era=Era.MODERN,
+                        server=conn.server.name,
+                        tool=tool,
+                        arguments=arguments,
+                        origin=origin,
+                        token="",
+                        deadline=0.0,
+                        input_requests=wire,
+                        request_state=result.request_state,
+                    ),
                 )
-            else:
-                keeper = None
-                if self.book is not None:
-                    keeper = RoundKeeper(
-                        self.book,
-                        KeptQuestion(
-                            id="",
-                            round_id=round_id,
-                            input_key=key,
-                            era=Era.MODERN,
-                            server=conn.server.name,
-                            tool=tool,
-                            arguments=arguments,
-                            origin=origin,
-                            token="",
-                            deadline=0.0,
-                            input_requests=wire,
-                            request_state=result.request_state,
-                        ),
-                    )
-                    keepers.append(keeper)
-                answer = await self.elicitations.ask_input(conn, request.params, keeper)
+                keepers.append(keeper)
+            answer = await self.ask_one(conn, request, keeper)
             if isinstance(answer, types.ErrorData):
                 refused = answer
                 tg.cancel_scope.cancel()

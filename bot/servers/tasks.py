@@ -16,26 +16,52 @@ does); `tasks/get`, `tasks/result` and `tasks/cancel` go through `ClientSession.
 A person's task is kept in the store (`TaskBook`) until its result is shown: after a restart the next process
 polls it again (`follow_task`); a process that leaves it (`leaving`) does not cancel it (docs/tasks.md).
 
+**2026-07-28** (the tasks extension `io.modelcontextprotocol/tasks`, SEP-2663): the bot declares the extension
+(`TasksExtension`, given to every `Client`); a server that offers it decides on its own which calls become tasks,
+answering `tools/call` with a flat `CreateTaskResult` (`resultType: "task"`) instead of the result. The bot polls
+`tasks/get` at the task's `pollIntervalMs` (bounded as above): its `statusMessage` is the call's progress; its
+`input_required` `inputRequests` are asked each once through the same path as a 2026-07-28 round's questions
+(`Ask`: `bot.servers.rounds`), each answer sent at once with `tasks/update`; once it ended, its inlined `result`
+is the call's result (its inlined `error` the call's failure). A call that stops before its task ended sends
+`tasks/cancel`. The SDK's `ResultClaim` is what makes the SDK parse a `resultType: "task"` result at all (an
+unclaimed tag fails its validation), but its resolver must turn the task into a `CallToolResult` in one go, out
+of the bot's sight: the task id would never reach the store, and the questions would have no person to go to. So
+the claim's resolver only serves a plain SDK `Client.call_tool` (it polls, and refuses questions); the bot calls
+`ClientSession.call_tool(allow_claimed=True)`, the SDK's public seam for it, gets the `CreatedTask` back, keeps
+it, and follows it itself (`follow_modern_task`).
+
 Async, does I/O (MCP requests on a borrowed session).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, Literal
 
 import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client, MCPError
 from mcp.client import ClientSession
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from bot.core import Progress, ToolInfo
 
-__all__ = ["created_task", "follow_task", "makes_task", "run_as_task"]
+__all__ = [
+    "EXTENSION",
+    "Ask",
+    "CreatedTask",
+    "DetailedTask",
+    "TasksExtension",
+    "created_task",
+    "follow_modern_task",
+    "follow_task",
+    "makes_task",
+    "run_as_task",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +81,81 @@ Created = Callable[[types.Task], Awaitable[None]]
 """Told of the task once its server made it (the call keeps it in the store)."""
 Leaving = Callable[[], bool]
 """Whether the process leaves the task to the next one: a call stopped then does not cancel it."""
+Ask = Callable[[types.InputRequest], Awaitable[types.InputResponse | types.ErrorData]]
+"""Asks one of a 2026-07-28 task's input requests (its person's answer, or why it cannot be asked)."""
+
+EXTENSION: Final = "io.modelcontextprotocol/tasks"
+"""The 2026-07-28 tasks extension (SEP-2663)."""
+Status = Literal["working", "input_required", "completed", "failed", "cancelled"]
+
+
+class CreatedTask(types.Result):
+    """A 2026-07-28 `CreateTaskResult`: the task (flat, no `task` wrapper) a server answered `tools/call` with."""
+
+    result_type: Literal["task"] = "task"
+    task_id: str
+    status: Status
+    status_message: str | None = None
+    ttl_ms: int | None = None
+    poll_interval_ms: int | None = None
+
+
+class DetailedTask(types.Result):
+    """A 2026-07-28 `tasks/get` result: the task, with its result, error or input requests inlined."""
+
+    task_id: str
+    status: Status
+    status_message: str | None = None
+    ttl_ms: int | None = None
+    poll_interval_ms: int | None = None
+    input_requests: types.InputRequests | None = None
+    result: types.CallToolResult | None = None
+    error: types.ErrorData | None = None
+
+
+class _TaskParams(types.RequestParams):
+    task_id: str
+
+
+class _UpdateParams(_TaskParams):
+    input_responses: types.InputResponses
+
+
+class _GetTask(types.Request[_TaskParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    name_param = "taskId"
+
+
+class _UpdateTask(types.Request[_UpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    name_param = "taskId"
+
+
+class _CancelTask(types.Request[_TaskParams, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    name_param = "taskId"
+
+
+class TasksExtension(ClientExtension):
+    """The bot's declaration of the 2026-07-28 tasks extension, with the claim that lets the SDK parse a
+    `resultType: "task"` result. The bot itself takes the claimed `CreatedTask` back (`allow_claimed=True`) and
+    follows it (`follow_modern_task`); the resolver serves only a plain `Client.call_tool`."""
+
+    identifier = EXTENSION
+
+    def claims(self) -> Sequence[ResultClaim[Any]]:
+        return (ResultClaim(result_type="task", model=CreatedTask, resolve=_resolve),)
+
+
+async def _resolve(created: CreatedTask, ctx: ClaimContext) -> types.CallToolResult:
+    async def refuse(request: types.InputRequest) -> types.ErrorData:
+        return types.ErrorData(code=types.INVALID_REQUEST, message=f"no one to answer {request.method}")
+
+    async def ignore(status: Progress) -> None:
+        return None
+
+    return await follow_modern_task(ctx.session, created, ignore, lambda: False, refuse)
+
 
 _REQUEST_FAILED: Final = (
     MCPError,
@@ -136,11 +237,115 @@ async def run_as_task(
 
 
 async def follow_task(
-    session: ClientSession, task_id: str, on_status: StatusSink, leaving: Leaving
+    session: ClientSession, task_id: str, on_status: StatusSink, leaving: Leaving, ask: Ask | None = None
 ) -> types.CallToolResult:
-    """Poll a task made before (by the process before a restart) until it ended; its result."""
+    """Poll a task made before (by the process before a restart) until it ended; its result. Either era: a
+    2026-07-28 session's task is polled as the extension's, its input requests asked through `ask` (without
+    one, refused)."""
+    if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+
+        async def refuse(request: types.InputRequest) -> types.ErrorData:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"no one to answer {request.method}")
+
+        detailed = await _get_modern(session, task_id)
+        return await follow_modern_task(session, detailed, on_status, leaving, ask or refuse)
     task: types.Task = await _get(session, task_id)
     return await _follow(session, task, on_status, leaving)
+
+
+async def _get_modern(session: ClientSession, task_id: str) -> DetailedTask:
+    return await session.send_request(_GetTask(params=_TaskParams(task_id=task_id)), DetailedTask)
+
+
+async def follow_modern_task(
+    session: ClientSession,
+    task: CreatedTask | DetailedTask,
+    on_status: StatusSink,
+    leaving: Leaving,
+    ask: Ask,
+) -> types.CallToolResult:
+    """Poll a 2026-07-28 task until it ended; its result. Raises as a request does (`classify`): a failed task
+    as its inlined error, a task cancelled elsewhere as an `MCPError` saying so.
+
+    Each input request (by its key) is asked once: a key a later poll still shows, its card out or its answer
+    sent, is not asked again. Each answer goes back at once with `tasks/update`, unless the process is leaving
+    (the next one polls the task and asks again). A task that ends with cards still out withdraws them.
+    """
+    task_id = task.task_id
+    asked: set[str] = set()
+    failure: list[BaseException] = []
+    answered = anyio.Event()
+    reported: tuple[str, str | None] | None = None
+    steps = 0
+    done = False
+    detailed: DetailedTask | None = task if isinstance(task, DetailedTask) else None
+
+    async def answer(key: str, request: types.InputRequest, tg: anyio.abc.TaskGroup) -> None:
+        nonlocal answered
+        got = await ask(request)
+        if leaving():
+            return  # the next process polls the task and asks again
+        try:
+            if isinstance(got, types.ErrorData):
+                raise MCPError.from_error_data(got)
+            await session.send_request(
+                _UpdateTask(params=_UpdateParams(task_id=task_id, input_responses={key: got})),
+                types.EmptyResult,  # an empty `{resultType: "complete"}` ack
+            )
+        except _REQUEST_FAILED as exc:
+            failure.append(exc)  # the call's outcome names it
+            tg.cancel_scope.cancel()
+            return
+        answered.set()  # poll again at once: the task goes on
+
+    try:
+        async with anyio.create_task_group() as tg:
+            while True:
+                if (task.status, task.status_message) != reported:
+                    reported = (task.status, task.status_message)
+                    steps += 1
+                    await on_status(
+                        Progress(steps, None, task.status_message or task.status.replace("_", " "))
+                    )
+                if task.status in TERMINAL and detailed is not None:  # a poll carries its outcome
+                    tg.cancel_scope.cancel()  # questions still out are withdrawn
+                    break
+                if detailed is not None and task.status == "input_required":
+                    for key, request in (detailed.input_requests or {}).items():
+                        if key not in asked:
+                            asked.add(key)
+                            tg.start_soon(answer, key, request, tg)
+                with anyio.move_on_after(
+                    0 if task.status in TERMINAL else _interval_ms(task.poll_interval_ms)
+                ):
+                    await answered.wait()
+                answered = anyio.Event()
+                try:
+                    detailed = await _get_modern(session, task_id)
+                except _REQUEST_FAILED as exc:
+                    failure.append(exc)
+                    tg.cancel_scope.cancel()
+                    break
+                task = detailed
+        done = not failure
+    finally:
+        if not done and not leaving():
+            await _cancel(session, task_id, modern=True)
+    if failure:
+        raise failure[0]
+    return _outcome(detailed)
+
+
+def _outcome(task: DetailedTask | None) -> types.CallToolResult:
+    """An ended 2026-07-28 task's result: its inlined result, or its failure raised."""
+    assert task is not None  # the loop ends on a poll
+    if task.status == "completed" and task.result is not None:
+        return task.result
+    if task.status == "failed" and task.error is not None:
+        raise MCPError(task.error.code, f"the task failed: {task.error.message}", task.error.data)
+    if task.status == "cancelled":
+        raise MCPError(types.INTERNAL_ERROR, "the task was cancelled by the server")
+    raise MCPError(types.INTERNAL_ERROR, f"the task ended {task.status} with nothing to show")
 
 
 async def _get(session: ClientSession, task_id: str) -> types.GetTaskResult:
@@ -209,18 +414,27 @@ async def _follow(
 
 
 def _interval(task: types.Task) -> float:
-    if task.poll_interval is None:
+    return _interval_ms(task.poll_interval)
+
+
+def _interval_ms(poll_ms: int | None) -> float:
+    if poll_ms is None:
         return DEFAULT_POLL_S
-    return min(MAX_POLL_S, max(MIN_POLL_S, task.poll_interval / 1000))
+    return min(MAX_POLL_S, max(MIN_POLL_S, poll_ms / 1000))
 
 
-async def _cancel(session: ClientSession, task_id: str) -> None:
+async def _cancel(session: ClientSession, task_id: str, *, modern: bool = False) -> None:
     """`tasks/cancel` for a task whose call stopped before it ended; a server that cannot is logged."""
     with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_GRACE_S):
         try:
-            await session.send_request(
-                types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id)),
-                types.CancelTaskResult,
-            )
+            if modern:
+                await session.send_request(
+                    _CancelTask(params=_TaskParams(task_id=task_id)), types.EmptyResult
+                )
+            else:
+                await session.send_request(
+                    types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id)),
+                    types.CancelTaskResult,
+                )
         except _REQUEST_FAILED as exc:
             logger.info("tasks/cancel for a stopped call failed: %s", exc)
