@@ -19,6 +19,7 @@ import pytest
 from tests.fakes.telegram import Msg
 from tests.fleet.scene import Fleet, fleet_scene
 from tests.fleet.test_fleet import WAIT_S
+from tests.fleet.test_fleet import call as stamp_call
 from tests.telegram.harness import is_result, result_body
 from tests.telegram.test_restart import Durable
 from tests.telegram.test_tasks_restart import tasks_server
@@ -49,7 +50,7 @@ async def brewing(fleet: Fleet) -> Msg:
     return call
 
 
-async def brewed_once(fleet: Fleet, server: Durable, call: Msg) -> None:
+async def brewed_once(fleet: Fleet, server: Durable, call: Msg) -> Msg:
     """Instance 1 takes every partition, and the task completes: its result reaches Alice once (instance 1 polled
     it again), and the server made one task, gave one result and was never told to cancel it."""
     await fleet.bots[1].logged("(64 owned)", timeout=WAIT_S)
@@ -64,6 +65,7 @@ async def brewed_once(fleet: Fleet, server: Durable, call: Msg) -> None:
     shown = [m for m in fleet.fake.messages(fleet.alice, from_bot=True) if is_result(m, call)]
     assert shown == [result]
     await fleet.bots[1].logged(RESUMED)
+    return result
 
 
 async def test_a_task_of_a_killed_instance_is_polled_by_the_one_that_takes_its_person_and_its_result_arrives_once(
@@ -86,3 +88,29 @@ async def test_a_task_of_a_drained_instance_is_left_running_and_polled_by_the_on
         call = await brewing(fleet)
         assert await fleet.bots[0].stop() == 0
         await brewed_once(fleet, server, call)
+
+
+async def test_a_paused_owner_s_task_is_polled_by_the_one_that_takes_its_person_and_once_woken_it_does_nothing_more(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """Instance 0 is paused (SIGSTOP: its connections and locks stay open) while Alice's task works: instance 1
+    takes her over, polls the task, and its result reaches her. Woken (SIGCONT), instance 0 finds it lost her
+    and drops her call: it does not show the result again, does not cancel the task, and leaves its old status
+    line as it stood."""
+    async with tasks_fleet(tmp_path, postgresql_url) as (fleet, server):
+        call = await brewing(fleet)
+        status = await fleet.fake.wait_for(lambda m: "waiting for the kettle" in m.text)
+        paused = fleet.bots[0]
+        paused.pause()
+        try:
+            result = await brewed_once(fleet, server, call)
+            stood, shown = list(status.versions), list(result.versions)
+        finally:
+            paused.resume()
+        await paused.logged("dropped 1 call(s)", timeout=WAIT_S)
+        fleet.proxy.send_next_to(0)
+        await stamp_call(fleet, fleet.alice, "d", 1)  # through instance 0, after its wake-up
+        assert "tasks/cancel" not in [r["method"] for r in server.received()]
+        brewed = [m for m in fleet.fake.messages(fleet.alice, from_bot=True) if "brewed tea" in m.text]
+        assert brewed == [result] and result.versions == shown, brewed
+        assert status.versions == stood, status.text
