@@ -4,13 +4,13 @@ of a fleet with the partitions it owns and what it takes over with them. Does I/
 The composition (`bot.compose.telegram`) builds the one that fits the process's `Fleet`: `InFleet` for an instance
 of a fleet on PostgreSQL, `AloneRestore` for a process on its own.
 
-At start an instance restores only the kept questions of the users it owns (never another live instance's).
-Whenever it takes more partitions later (another instance died, stalled or gave them back), it runs the restart
-path for those users only: kept cards placed again from their saved progress, 2026-07-28 rounds resumed, legacy
-ones ended with Run again; the messages other processes kept for them and did not send (`bot.telegram.outbox`);
-their calls made as tasks polled again (`restore_tasks`: the instance that left them did not cancel them); and the
-approval service adopts their waits. Takes are handled one after the other, in
-order, by one task, so a take during the start's own restore waits for it.
+At start an instance restores only the kept questions and tasks of the users it owns (never another live
+instance's). Whenever it takes more partitions later (another instance died, stalled or gave them back), it runs
+the restart path for those users only: kept cards placed again from their saved progress, 2026-07-28 rounds
+resumed, legacy ones ended with Run again; the messages other processes kept for them and did not send
+(`bot.telegram.outbox`); their calls made as tasks polled again (`restore_tasks`: the instance that left them did
+not cancel them); and the approval service adopts their waits. Takes are handled one after the other, in order,
+by one task, so a take during the start's own restore waits for it.
 """
 
 from __future__ import annotations
