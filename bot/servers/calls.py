@@ -368,8 +368,12 @@ class Calls:
         async def on_status(status: Progress) -> None:
             await progress(status.progress, status.total, status.message)
 
-        def leaving() -> bool:  # the next process polls the task: it is not cancelled
-            return call.task is not None and self.prompts.leaves(call.origin.user_id)
+        # The next process, or the person's new owner in a fleet (this one lost them), polls it: not cancelled.
+        async def leaving() -> bool:
+            user = call.origin.user_id
+            return call.task is not None and (
+                self.prompts.leaves(user) or not await self.prompts.fence.acts_for(user)
+            )
 
         if call.resumes and call.task is not None:
             return await follow_task(client.session, call.task.task_id, on_status, leaving)
@@ -407,7 +411,9 @@ class Calls:
         assert self.tasks is not None
         try:
             with anyio.CancelScope(shield=True):
-                await self.tasks.close(task.id)
+                # A process that lost the person to another instance leaves it kept: the new owner polls it.
+                if await self.prompts.fence.acts_for(task.origin.user_id):
+                    await self.tasks.close(task.id)
         except StoreError:
             logger.exception("could not forget a task whose call ended: the next process polls it again")
 

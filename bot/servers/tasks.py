@@ -53,8 +53,9 @@ TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
 StatusSink = Callable[[Progress], Awaitable[None]]
 Created = Callable[[types.Task], Awaitable[None]]
 """Told of the task once its server made it (the call keeps it in the store)."""
-Leaving = Callable[[], bool]
-"""Whether the process leaves the task to the next one: a call stopped then does not cancel it."""
+Leaving = Callable[[], Awaitable[bool]]
+"""Whether the process leaves the task to the next one (or to the person's new owner in a fleet): a call stopped
+then does not cancel it. Asked shielded, for at most `CANCEL_GRACE_S` (unanswered: left)."""
 
 _REQUEST_FAILED: Final = (
     MCPError,
@@ -92,6 +93,10 @@ async def makes_task(client: Client, tool: str, listed: list[ToolInfo] | None) -
             return False
 
 
+async def _staying() -> bool:
+    return False
+
+
 def created_task(error: ValidationError) -> types.CreateTaskResult | None:
     """The `CreateTaskResult` a server answered a task-augmented `tools/call` with, which the SDK refused as a
     `CallToolResult` (its error carries the raw result); None when the error is about anything else."""
@@ -112,7 +117,7 @@ async def run_as_task(
     on_status: StatusSink,
     meta: types.RequestParamsMeta | None = None,
     created: Created | None = None,
-    leaving: Leaving = lambda: False,
+    leaving: Leaving = _staying,
 ) -> types.CallToolResult:
     """Call `tool` as a task and return its result once the task ended; raises as a request does (`classify`).
 
@@ -201,8 +206,12 @@ async def _follow(
                     break
         done = True
     finally:
-        if not done and not leaving():
-            await _cancel(session, task_id)
+        if not done:
+            left = True  # unsure whether the process may still act for the person: the task is not cancelled
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_GRACE_S):
+                left = await leaving()
+            if not left:
+                await _cancel(session, task_id)
     if failure:
         raise failure[0]
     return fetched[0]
