@@ -28,7 +28,7 @@ import anyio
 from bot.approvals import ApprovalService
 from bot.config import Config, ServerConfig
 from bot.core import PromptRegistry, Surface
-from bot.core.fleet import ALONE, Fleet
+from bot.core.fleet import Fleet
 from bot.core.remembered import KeptInMemory, Memory
 from bot.servers.hub import Hub
 from bot.servers.oauth import SignIns, sign_ins
@@ -120,8 +120,8 @@ async def open_process(
                 transport=transport,
                 observer=observer,
                 book=book,
-                # Kept tasks are taken up by a process alone; a fleet's takeovers do not take them (yet).
-                tasks=None if store is None or fleet is not ALONE else store.tool_tasks,
+                # Kept tasks are polled again by the next process alone, in a fleet by the person's next owner.
+                tasks=None if store is None else store.tool_tasks,
                 auth=None if signins is None else signins.auth_for,
                 signed_in=None if signins is None else signins.signed_in,
                 approver=service,

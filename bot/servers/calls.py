@@ -408,9 +408,13 @@ class Calls:
             self._ask(conn, call),
         )
 
-    def _leaving(self, call: _Call) -> Callable[[], bool]:
-        def leaving() -> bool:  # the next process polls the task: it is not cancelled
-            return call.task is not None and self.prompts.leaves(call.origin.user_id)
+    def _leaving(self, call: _Call) -> Callable[[], Awaitable[bool]]:
+        # The next process, or the person's new owner in a fleet (this one lost them), polls it: not cancelled.
+        async def leaving() -> bool:
+            user = call.origin.user_id
+            return call.task is not None and (
+                self.prompts.leaves(user) or not await self.prompts.fence.acts_for(user)
+            )
 
         return leaving
 
@@ -453,7 +457,9 @@ class Calls:
         assert self.tasks is not None
         try:
             with anyio.CancelScope(shield=True):
-                await self.tasks.close(task.id)
+                # A process that lost the person to another instance leaves it kept: the new owner polls it.
+                if await self.prompts.fence.acts_for(task.origin.user_id):
+                    await self.tasks.close(task.id)
         except StoreError:
             logger.exception("could not forget a task whose call ended: the next process polls it again")
 

@@ -79,8 +79,9 @@ TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
 StatusSink = Callable[[Progress], Awaitable[None]]
 Created = Callable[[types.Task], Awaitable[None]]
 """Told of the task once its server made it (the call keeps it in the store)."""
-Leaving = Callable[[], bool]
-"""Whether the process leaves the task to the next one: a call stopped then does not cancel it."""
+Leaving = Callable[[], Awaitable[bool]]
+"""Whether the process leaves the task to the next one (or to the person's new owner in a fleet): a call stopped
+then does not cancel it. Asked shielded, for at most `CANCEL_GRACE_S` (unanswered: left)."""
 Ask = Callable[[types.InputRequest], Awaitable[types.InputResponse | types.ErrorData]]
 """Asks one of a 2026-07-28 task's input requests (its person's answer, or why it cannot be asked)."""
 
@@ -154,7 +155,7 @@ async def _resolve(created: CreatedTask, ctx: ClaimContext) -> types.CallToolRes
     async def ignore(status: Progress) -> None:
         return None
 
-    return await follow_modern_task(ctx.session, created, ignore, lambda: False, refuse)
+    return await follow_modern_task(ctx.session, created, ignore, _staying, refuse)
 
 
 _REQUEST_FAILED: Final = (
@@ -193,6 +194,10 @@ async def makes_task(client: Client, tool: str, listed: list[ToolInfo] | None) -
             return False
 
 
+async def _staying() -> bool:
+    return False
+
+
 def created_task(error: ValidationError) -> types.CreateTaskResult | None:
     """The `CreateTaskResult` a server answered a task-augmented `tools/call` with, which the SDK refused as a
     `CallToolResult` (its error carries the raw result); None when the error is about anything else."""
@@ -213,7 +218,7 @@ async def run_as_task(
     on_status: StatusSink,
     meta: types.RequestParamsMeta | None = None,
     created: Created | None = None,
-    leaving: Leaving = lambda: False,
+    leaving: Leaving = _staying,
 ) -> types.CallToolResult:
     """Call `tool` as a task and return its result once the task ended; raises as a request does (`classify`).
 
@@ -283,7 +288,7 @@ async def follow_modern_task(
     async def answer(key: str, request: types.InputRequest, tg: anyio.abc.TaskGroup) -> None:
         nonlocal answered
         got = await ask(request)
-        if leaving():
+        if await _left(leaving):
             return  # the next process polls the task and asks again
         try:
             if isinstance(got, types.ErrorData):
@@ -329,7 +334,7 @@ async def follow_modern_task(
                 task = detailed
         done = not failure
     finally:
-        if not done and not leaving():
+        if not done and not await _left(leaving):
             await _cancel(session, task_id, modern=True)
     if failure:
         raise failure[0]
@@ -406,11 +411,20 @@ async def _follow(
                     break
         done = True
     finally:
-        if not done and not leaving():
+        if not done and not await _left(leaving):
             await _cancel(session, task_id)
     if failure:
         raise failure[0]
     return fetched[0]
+
+
+async def _left(leaving: Leaving) -> bool:
+    """Whether the process leaves the task (`leaving`), asked shielded and for at most `CANCEL_GRACE_S`: unsure
+    whether it may still act for the person, it leaves the task (does not cancel it)."""
+    left = True
+    with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_GRACE_S):
+        left = await leaving()
+    return left
 
 
 def _interval(task: types.Task) -> float:

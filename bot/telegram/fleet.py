@@ -4,12 +4,13 @@ of a fleet with the partitions it owns and what it takes over with them. Does I/
 The composition (`bot.compose.telegram`) builds the one that fits the process's `Fleet`: `InFleet` for an instance
 of a fleet on PostgreSQL, `AloneRestore` for a process on its own.
 
-At start an instance restores only the kept questions of the users it owns (never another live instance's).
-Whenever it takes more partitions later (another instance died, stalled or gave them back), it runs the restart
-path for those users only: the messages other processes kept for them and did not send (`bot.telegram.outbox`),
-kept cards placed again from their saved progress, 2026-07-28 rounds resumed, legacy
-ones ended with Run again; and the approval service adopts their waits. Takes are handled one after the other, in
-order, by one task, so a take during the start's own restore waits for it.
+At start an instance restores only the kept questions and tasks of the users it owns (never another live
+instance's). Whenever it takes more partitions later (another instance died, stalled or gave them back), it runs
+the restart path for those users only: kept cards placed again from their saved progress, 2026-07-28 rounds
+resumed, legacy ones ended with Run again; the messages other processes kept for them and did not send
+(`bot.telegram.outbox`); their calls made as tasks polled again (`restore_tasks`: the instance that left them did
+not cancel them); and the approval service adopts their waits. Takes are handled one after the other, in order,
+by one task, so a take during the start's own restore waits for it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from bot.core import KeptQuestion, Observer, PromptRegistry, RoundBook
+from bot.core import KeptQuestion, Observer, PromptRegistry, RoundBook, TaskBook
 from bot.servers.hub import Hub
 from bot.store import Store
 from bot.store.fleet import Partitions, partition_of
@@ -53,9 +54,11 @@ class Takeovers:
         servers: set[str],
         adopt: Callable[[Callable[[int], bool]], Awaitable[None]] | None = None,
         outbox: OutboxStore | None = None,
+        tasks: TaskBook | None = None,
     ) -> None:
         self._partitions = partitions
         self._outbox = outbox
+        self._tasks = tasks
         self._book = book
         self._surface = surface
         self._runner = runner
@@ -101,14 +104,23 @@ class Takeovers:
             return ours(question.origin.user_id) and self._prompts.get(question.token) is None
 
         # The kept questions first, then what was on its way to them (results, settling edits: sent in `tg`, each
-        # person's in order); only then are their waiting updates handed over (`taken_up`): a tap on a card not
-        # yet placed again would be answered "expired".
+        # person's in order), then their tasks polled again (in `tg`: a status line, then the result, after what
+        # was kept before them); only then are their waiting updates handed over (`taken_up`): a tap on a card
+        # not yet placed again would be answered "expired", a /cancel would miss the task's call.
         try:
             resumed = await restore_kept(
                 self._book, self._surface, self._runner, self._observer, tg, servers=self._servers, owns=takes
             )
             if self._outbox is not None:
                 await resend(self._outbox, self._surface.bot, tg, taken)
+            if self._tasks is not None:
+                await restore_tasks(
+                    self._tasks,
+                    self._runner,
+                    tg,
+                    servers=self._servers,
+                    owns=lambda task: ours(task.origin.user_id),
+                )
         finally:
             self._partitions.taken_up(taken)
         if self._adopt is not None:
@@ -201,6 +213,7 @@ class InFleet:
             set(hub.server_names()),
             None if approvals is None else approvals.service.adopt,
             store.outbox,
+            store.tool_tasks,
         )
 
     async def start(self, tg: TaskGroup, done: anyio.Event) -> None:

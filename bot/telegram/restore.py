@@ -13,8 +13,9 @@ A tool call made as a task that had not ended is polled again (`restore_tasks`):
 its person as any call's do; one whose server is gone from the config, or whose task expired meanwhile, is
 forgotten.
 
-In a fleet an instance restores only the questions of the users it owns (`owns`): at start, and again for the
-partitions it takes over from a dead (or stalled) instance. Another live instance's questions are never touched.
+In a fleet an instance restores only the questions and tasks of the users it owns (`owns`): at start, and again
+for the partitions it takes over from a dead, stalled or drained instance. Another live instance's are never
+touched.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from bot.core import (
     OUTCOME_TEXT,
     Era,
     KeptQuestion,
+    KeptTask,
     Observer,
     Outcome,
     Prompt,
@@ -104,14 +106,23 @@ async def restore_kept(
     return resumed
 
 
-async def restore_tasks(book: TaskBook, runner: ToolRunner, tg: TaskGroup, *, servers: set[str]) -> int:
-    """Poll again, in `tg`, every task a person's call made before the restart; returns how many. A task whose
-    server left the config or whose time on its server ran out is forgotten."""
+async def restore_tasks(
+    book: TaskBook,
+    runner: ToolRunner,
+    tg: TaskGroup,
+    *,
+    servers: set[str],
+    owns: Callable[[KeptTask], bool] = lambda task: True,
+) -> int:
+    """Poll again, in `tg`, every task a person's call made before the restart that `owns` says is this
+    process's (alone: all of them); returns how many. A task whose server left the config or whose time on its
+    server ran out is forgotten."""
     try:
         tasks = await book.open_tasks()
     except StoreError:
         logger.exception("could not read the tasks kept from before the restart")
         return 0
+    tasks = [task for task in tasks if owns(task)]
     resumed = 0
     for task in tasks:
         if task.server in servers and (task.expires is None or task.expires > time.time()):

@@ -14,10 +14,11 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.core import Era, Origin, PromptRegistry
+from bot.core import Era, KeptTask, Origin, PromptRegistry
 from bot.store.engine import open_engine
 from bot.store.fleet import Partitions
 from bot.store.rounds import RoundStore
+from bot.store.tasks import TaskStore
 from bot.telegram.fleet import Takeovers
 from tests.store.test_rounds import question
 
@@ -31,6 +32,15 @@ async def engine(postgresql_url: str) -> AsyncIterator[AsyncEngine]:
     engine = await open_engine(postgresql_url)  # migrated
     yield engine
     await engine.dispose()
+
+
+async def takes_over(b: Partitions, user: int) -> None:
+    """B heartbeats until it owns `user` (A's session was just ended: for a moment PostgreSQL may still show it
+    alive, and B's heartbeat then keeps to its half)."""
+    with anyio.fail_after(10):
+        while not b.owns(user):
+            await b.tick()
+            await anyio.sleep(0.05)  # a heartbeat's pace, shortened: the next tick looks again
 
 
 async def test_an_instance_takes_up_only_its_own_users_questions_until_it_takes_the_others_over(
@@ -57,10 +67,43 @@ async def test_an_instance_takes_up_only_its_own_users_questions_until_it_takes_
             assert [q.origin.user_id for q in await book.open_questions()] == [alice]
             async with engine.begin() as conn:  # A dies
                 await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": a.pid})
-            await b.tick()  # B takes A's partitions over, and with them Alice's question
-            assert b.owns(alice)
+            await takes_over(b, alice)  # and with her partition her question
             await takeovers.restore(tg)
             assert await book.open_questions() == []
+    finally:
+        for instance in (a, b):
+            await instance.release_all()
+
+
+async def test_an_instance_takes_up_only_its_own_users_tasks_until_it_takes_the_others_over(
+    postgresql_url: str, engine: AsyncEngine
+) -> None:
+    """Tasks kept for a user of each instance, on a server the config no longer has (taking one up forgets it:
+    nothing is polled): B's start touches only Bob's; Alice's once B takes her partition over from A."""
+    a, b = Partitions(postgresql_url, BOT), Partitions(postgresql_url, BOT)
+    try:
+        for instance in (a, b, a, b):
+            if instance.pid is None:
+                await instance.connect()
+            await instance.tick()
+        alice = next(user for user in range(1000, 1100) if a.owns(user))
+        bob = next(user for user in range(1000, 1100) if b.owns(user))
+        tasks = TaskStore(engine)
+        for user in (alice, bob):
+            origin = Origin(chat_id=user, user_id=user)
+            await tasks.keep(KeptTask(f"row-{user}", "gone", f"task-{user}", "brew", None, origin, None))
+        nowhere: Any = None  # a task whose server left the config is forgotten: no runner, no Bot API
+        takeovers = Takeovers(
+            b, RoundStore(engine), nowhere, nowhere, PromptRegistry(nowhere, 60), None, {"s"}, tasks=tasks
+        )
+        async with anyio.create_task_group() as tg:
+            await takeovers.restore(tg)  # B starts again: only Bob's task is B's
+            assert [t.origin.user_id for t in await tasks.open_tasks()] == [alice]
+            async with engine.begin() as conn:  # A dies
+                await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": a.pid})
+            await takes_over(b, alice)
+            await takeovers.restore(tg)
+            assert await tasks.open_tasks() == []
     finally:
         for instance in (a, b):
             await instance.release_all()
