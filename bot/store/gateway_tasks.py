@@ -160,11 +160,17 @@ class GatewayTaskStore:
             )
         return done.rowcount == 1
 
-    async def settle(self, task_id: str, outcome: ToolOutcome) -> bool:
-        """Keep a call's outcome as its task's result (a cancelled call ends its task cancelled); False when the
-        task was settled already (the agent cancelled it) or is gone."""
+    async def settle(
+        self, task_id: str, outcome: ToolOutcome, *, fails: frozenset[CallStatus] = frozenset()
+    ) -> bool:
+        """Keep a call's outcome as its task's result (a cancelled call ends its task cancelled, one ending as
+        `fails` says fails it with its line); False when the task was settled already (the agent cancelled it) or
+        is gone."""
         if outcome.status is CallStatus.CANCELLED:
             return await self.finish(task_id, TaskState.CANCELLED, message=outcome.text or "cancelled")
+        if outcome.status in fails:
+            text = outcome.text or f"the call ended: {outcome.status.value}"
+            return await self.finish(task_id, TaskState.FAILED, message=text)
         return await self.finish(task_id, TaskState.COMPLETED, wire(agent_result(outcome)))
 
 

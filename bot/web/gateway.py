@@ -69,6 +69,7 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bot.config import Caller as CallerKind
 from bot.config import Config
 from bot.core import AgentBook, CallStatus, Origin, Outcome, Progress, PromptRegistry, ToolOutcome
 from bot.core.agent_calls import AgentCall, AgentCalls, Ended
@@ -81,7 +82,16 @@ from bot.servers.hub import Flight, Hub, ProgressSink, Unavailable
 from bot.store.gateway_tasks import GatewayTask, GatewayTaskStore, TaskState, agent_result, wire
 from bot.store.grants import ACCESS_PREFIX, GrantStore
 from bot.web.gateway_guard import SESSION_IDLE_S, Caller, Ending, Guard
-from bot.web.gateway_tasks import TaskingServer, TaskMiddleware, task_handlers
+from bot.web.gateway_tasks import (
+    FAILS,
+    MODERN,
+    Support,
+    TaskingServer,
+    TaskMiddleware,
+    TasksExtension,
+    install,
+    task_handlers,
+)
 from bot.web.hooks import FALLBACK, PermissionDesk
 from mapping import MappingError, answer_to_elicit_result, elicitation_to_request
 
@@ -420,11 +430,10 @@ class Gateway:
             "servers ask during a call go to the person's phone; the call returns once they answer. "
             "ask_person asks the person something yourself; notify_person tells them a line.",
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
         )
         self.server.middleware.append(TaskMiddleware(self._start_task))
-        for method, (params_type, handler) in task_handlers(tasks, _token_id, self._cancel_task).items():
-            self.server.add_request_handler(method, params_type, handler)
+        extension = TasksExtension(tasks, _token_id, self._start_task, self._task_rule, self._cancel_task)
+        install(self.server, extension, task_handlers(tasks, _token_id, self._cancel_task), self._call_tool)
         self.manager = StreamableHTTPSessionManager(
             app=self.server,
             security_settings=self._security(),
@@ -754,11 +763,37 @@ class Gateway:
 
     # -- tasks ---------------------------------------------------------------------------------------------
 
+    async def _task_rule(self, params: types.CallToolRequestParams) -> Support | None:
+        """Which calls are tasks at 2026-07-28 (`bot.web.gateway_tasks`): a server's tool that declares
+        `execution.taskSupport` "optional" or "required" (its own word), and any call that will wait for people: an
+        `[[approvals]]` rule gates it, `ask_person`, `permission_prompt`. `notify_person`, an unknown tool and every
+        other call are answered as they run."""
+        name = params.name
+        if name in (ASK_PERSON, PERMISSION_PROMPT):
+            return "optional"
+        target = self._split(name)
+        if target is None:
+            return None
+        server, tool = target
+        caller = _the_caller()
+        gated = self.config.approval_rule(server, tool, CallerKind.AGENT) is not None
+        try:
+            infos = await self.hub.list_tools(
+                server, Origin(caller.user_id, caller.user_id, agent=caller.agent)
+            )
+        except Unavailable:
+            infos = []  # the call itself will say so
+        declared = next((info.task_support for info in infos if info.name == tool), None)
+        if declared == "required":
+            return "required"
+        return "optional" if gated or declared == "optional" else None
+
     async def _start_task(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, ttl_ms: int
     ) -> GatewayTask:
-        """A task-augmented call (`bot.web.gateway_tasks`): kept as a task, then run in the gateway's task group
-        (not the request's: the agent polls for the result, from this process or another)."""
+        """A call made a task (`bot.web.gateway_tasks`; the agent asked, 2025-11-25, or the gateway decided,
+        2026-07-28): kept as a task, then run in the gateway's task group (not the request's: the agent polls for
+        the result, from this process or another)."""
         caller = _the_caller()
         tg = self._tg
         if tg is None:
@@ -774,14 +809,22 @@ class Gateway:
                 code=INTERNAL_ERROR, message="the task could not be kept: the database is unavailable"
             ) from exc
         origin = Origin(caller.user_id, caller.user_id, agent=caller.agent, task=task.id)
-        tg.start_soon(self._run_task, task, origin, caller, params.name, dict(params.arguments or {}))
+        fails = FAILS if ctx.protocol_version in MODERN else frozenset()
+        tg.start_soon(self._run_task, task, origin, caller, params.name, dict(params.arguments or {}), fails)
         return task
 
     async def _run_task(
-        self, task: GatewayTask, origin: Origin, caller: Caller, name: str, arguments: dict[str, Any]
+        self,
+        task: GatewayTask,
+        origin: Origin,
+        caller: Caller,
+        name: str,
+        arguments: dict[str, Any],
+        fails: frozenset[CallStatus],
     ) -> None:
-        """A task's call, its outcome kept for the agent. When the process stops meanwhile nothing is written: the
-        task stays `working`, and a call waiting for approvers is run by whoever carries the approval out."""
+        """A task's call, its outcome kept for the agent (a call ending as `fails` says fails its task: the
+        2026-07-28 tasks' protocol errors). When the process stops meanwhile nothing is written: the task stays
+        `working`, and a call waiting for approvers is run by whoever carries the approval out."""
         done: ToolOutcome | types.CallToolResult | None = None
         with self.guard.call(caller) as ending, anyio.CancelScope() as scope:
             self._running[task.id] = (scope, origin)
@@ -802,7 +845,7 @@ class Gateway:
             if isinstance(done, types.CallToolResult):
                 await self.tasks.finish(task.id, TaskState.COMPLETED, wire(done))
             else:
-                await self.tasks.settle(task.id, done)
+                await self.tasks.settle(task.id, done, fails=fails)
         except StoreUnavailable:
             logger.warning("gateway: a task's result was not kept: the database is unavailable")
 
