@@ -69,8 +69,8 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bot.config import ApprovalGate, Config
 from bot.config import Caller as CallerKind
-from bot.config import Config
 from bot.core import AgentBook, CallStatus, Origin, Outcome, Progress, PromptRegistry, ToolOutcome
 from bot.core.agent_calls import AgentCall, AgentCalls, Ended
 from bot.core.agents import GATEWAY_PATH, AgentToken
@@ -79,7 +79,7 @@ from bot.core.permission import Client, Permission
 from bot.errors import StoreUnavailable
 from bot.servers.elicitation import form_of
 from bot.servers.hub import Flight, Hub, ProgressSink, Unavailable
-from bot.store.gateway_tasks import GatewayTask, GatewayTaskStore, TaskState, agent_result, wire
+from bot.store.gateway_tasks import BEAT_S, GatewayTask, GatewayTaskStore, TaskState, agent_result, wire
 from bot.store.grants import ACCESS_PREFIX, GrantStore
 from bot.web.gateway_guard import SESSION_IDLE_S, Caller, Ending, Guard
 from bot.web.gateway_tasks import (
@@ -126,6 +126,8 @@ MAX_BODY: Final = 4 << 20
 `RequestBodyLimitMiddleware`: by Content-Length, then counted as it arrives). Named here so the bound is the
 bot's, not whatever the SDK's default becomes; a tool call's arguments and answers are far smaller."""
 
+WATCH_S: Final = 0.5
+"""How often a running task's call is looked at (in memory) for whether it waits for its approvers."""
 MAY_BE_TASK: Final = types.ToolExecution(task_support="optional")
 """A tool that may wait for a person: an agent may call it as a task (`bot.web.gateway_tasks`)."""
 
@@ -824,14 +826,17 @@ class Gateway:
     ) -> None:
         """A task's call, its outcome kept for the agent (a call ending as `fails` says fails its task: the
         2026-07-28 tasks' protocol errors). When the process stops meanwhile nothing is written: the task stays
-        `working`, and a call waiting for approvers is run by whoever carries the approval out."""
+        `working`, and a call waiting for approvers is run by whoever carries the approval out; one that was running
+        is found lost by the next process that reads it (`_keep_alive`)."""
         done: ToolOutcome | types.CallToolResult | None = None
+        flight = Flight()
         with self.guard.call(caller) as ending, anyio.CancelScope() as scope:
             self._running[task.id] = (scope, origin)
             try:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._end_with_access, task, ending)
-                    done = await self._task_work(origin, caller, name, arguments)
+                    tg.start_soon(self._keep_alive, task, flight, self._waits_for_approvers(caller, name))
+                    done = await self._task_work(origin, caller, name, arguments, flight)
                     tg.cancel_scope.cancel()
             finally:
                 del self._running[task.id]
@@ -849,8 +854,36 @@ class Gateway:
         except StoreUnavailable:
             logger.warning("gateway: a task's result was not kept: the database is unavailable")
 
+    def _waits_for_approvers(self, caller: Caller, name: str) -> bool:
+        """Whether a task's call will first wait for approvers here (an `[[approvals]]` rule gates the call)."""
+        target = self._split(name)
+        if target is None or not self.owners.owns(caller.user_id):
+            return False
+        rule = self.config.approval_rule(target[0], target[1], CallerKind.AGENT)
+        return rule is not None and rule.gate is ApprovalGate.CALL
+
+    async def _keep_alive(self, task: GatewayTask, flight: Flight, gated: bool) -> None:
+        """While the task's call runs here, say so in the store every `BEAT_S`, so that a process ending mid-call
+        leaves the task to be found lost (`bot.store.gateway_tasks`) rather than `working` for good. Not while a
+        gated call waits for its approvers (`gated`: before and during that wait): the approval request is kept
+        and outlives the process, and whoever carries it out runs the call."""
+        waited = not gated
+        said: bool | None = None
+        last = -BEAT_S
+        while True:
+            waited = waited or flight.approval
+            running = waited and not flight.approval
+            now = anyio.current_time()
+            if running != said or (running and now - last >= BEAT_S):
+                try:
+                    await self.tasks.alive(task.id, running)
+                except StoreUnavailable:
+                    logger.warning("gateway: a task could not be kept alive: the database is unavailable")
+                said, last = running, now
+            await anyio.sleep(WATCH_S)
+
     async def _task_work(
-        self, origin: Origin, caller: Caller, name: str, arguments: dict[str, Any]
+        self, origin: Origin, caller: Caller, name: str, arguments: dict[str, Any], flight: Flight
     ) -> ToolOutcome | types.CallToolResult:
         if not self.owners.owns(caller.user_id):
             return await self._handed_task(caller, name, arguments)
@@ -863,7 +896,7 @@ class Gateway:
         target = self._split(name)
         if target is None:
             return _text(f"unknown tool: {name}", error=True)
-        return await self.hub.call_tool(target[0], target[1], arguments, origin)
+        return await self.hub.call_tool(target[0], target[1], arguments, origin, flight=flight)
 
     async def _handed_task(
         self, caller: Caller, name: str, arguments: dict[str, Any]

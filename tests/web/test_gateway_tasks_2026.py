@@ -83,9 +83,9 @@ async def cancel_task(session: ClientSession, task_id: str) -> Ack:
     return await session.send_request(request, Ack)
 
 
-async def polled(session: ClientSession, task_id: str) -> DetailedTask:
-    """`tasks/get` at the task's poll interval until it is terminal (bounded)."""
-    with anyio.fail_after(30):
+async def polled(session: ClientSession, task_id: str, within_s: float = 30) -> DetailedTask:
+    """`tasks/get` at the task's poll interval until it is terminal (bounded by `within_s`)."""
+    with anyio.fail_after(within_s):
         while True:
             task = await get_task(session, task_id)
             if task.status in TERMINAL:
