@@ -17,7 +17,7 @@ from mcp import MCPError
 from mcp.server.context import ServerRequestContext
 from mcp_types import INTERNAL_ERROR
 
-from bot.config import ApprovalGate, Config
+from bot.config import ApprovalGate, Config, ServerAuth
 from bot.config import Caller as CallerKind
 from bot.core import AgentBook, CallStatus, Origin, ToolOutcome
 from bot.core.ownership import Ownership
@@ -90,18 +90,28 @@ class TaskRunner:
         if target is None:
             return None
         server, tool = target
-        caller = the_caller()
         gated = self.config.approval_rule(server, tool, CallerKind.AGENT) is not None
+        declared = await self._declared(server, tool)
+        if declared == "required":
+            return "required"
+        return "optional" if gated or declared == "optional" else None
+
+    async def _declared(self, server: str, tool: str) -> str | None:
+        """The tool's `execution.taskSupport`, from the caller's tool list (connecting if need be, as the call
+        would). Not on a server each person signs in to (`auth = "oauth"`): its connecting may wait for the person's
+        sign-in, which belongs to the call (an agent that leaves then ends the card as its doing), so such a server's
+        tools are tasks only when they wait for approvers."""
+        config = self.config.server(server)
+        if config is None or config.auth is ServerAuth.OAUTH:
+            return None
+        caller = the_caller()
         try:
             infos = await self.hub.list_tools(
                 server, Origin(caller.user_id, caller.user_id, agent=caller.agent)
             )
         except Unavailable:
-            infos = []  # the call itself will say so
-        declared = next((info.task_support for info in infos if info.name == tool), None)
-        if declared == "required":
-            return "required"
-        return "optional" if gated or declared == "optional" else None
+            return None  # the call itself will say so
+        return next((info.task_support for info in infos if info.name == tool), None)
 
     async def start(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, ttl_ms: int
