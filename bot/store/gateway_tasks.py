@@ -6,6 +6,11 @@ no task at all. Any process on the database answers for any task (its status and
 the result is written once, by a compare-and-set from `working` (so a cancelled task stays cancelled, and of two
 processes that would finish it one does). A task is kept `ttl_ms` from its creation, then it is gone (deleted
 when next looked at). Every method raises `StoreUnavailable` when the database cannot be read or written.
+
+The process running a task's call says so every `BEAT_S` (`alive`; not while the call waits for approvers: that
+wait is kept with the approval request and outlives the process). A `working` task it has not said so of for
+`STALE_S` lost its process mid-call (SIGKILL, SIGTERM, a takeover): whoever reads it next fails it
+(`ORPHANED`): the call may or may not have run, and nobody is left to keep its result.
 """
 
 from __future__ import annotations
@@ -27,10 +32,30 @@ from bot.store.agents import AgentStore
 from bot.store.errors import unavailable_as
 from bot.store.tables import gateway_tasks
 
-__all__ = ["PROTOCOL_META", "GatewayTask", "GatewayTaskStore", "TaskState", "agent_result", "wire"]
+__all__ = [
+    "BEAT_S",
+    "ORPHANED",
+    "PROTOCOL_META",
+    "STALE_S",
+    "GatewayTask",
+    "GatewayTaskStore",
+    "TaskState",
+    "agent_result",
+    "wire",
+]
 
 PROTOCOL_META: Final = "io.modelcontextprotocol/"
 """The prefix of `_meta` keys the protocol reserves for itself (a backend's are not the gateway's to repeat)."""
+BEAT_S: Final = 3.0
+"""How often the process running a task's call says it still runs it (`alive`)."""
+STALE_S: Final = 15.0
+"""How long since it last said so before a `working` task counts as lost with its process (five beats missed:
+room for a slow database and clocks of a fleet's machines that disagree by a few seconds)."""
+ORPHANED: Final = (
+    "the bot process running this call ended before it finished (it was stopped, killed or taken over); the call "
+    "may or may not have run"
+)
+"""A lost task's line (its `statusMessage`; at 2026-07-28 its error's message)."""
 
 
 class TaskState(enum.StrEnum):
@@ -65,6 +90,8 @@ class GatewayTask:
     created: float
     updated: float
     ttl_ms: int
+    alive: float | None = None
+    """When the process running its call last said so (None: not running, or waiting for approvers)."""
 
     @property
     def expires(self) -> float:
@@ -107,10 +134,12 @@ class GatewayTaskStore:
 
     @unavailable_as("reading a gateway task")
     async def get(self, task_id: str, token_id: int | None) -> GatewayTask | None:
-        """The task, if it is `token_id`'s (None: whoever's) and not past its time to live."""
+        """The task, if it is `token_id`'s (None: whoever's) and not past its time to live; failed first if it lost
+        its process mid-call."""
         now = self.clock()
         async with self.engine.begin() as conn:
             await conn.execute(delete(gateway_tasks).where(_expired(now)))
+            await conn.execute(_orphaned(now).where(gateway_tasks.c.id == task_id))
             row = (await conn.execute(select(gateway_tasks).where(gateway_tasks.c.id == task_id))).first()
         if row is None or (token_id is not None and row.token_id != token_id):
             return None
@@ -133,12 +162,24 @@ class GatewayTaskStore:
         now = self.clock()
         async with self.engine.begin() as conn:
             await conn.execute(delete(gateway_tasks).where(_expired(now)))
+            await conn.execute(_orphaned(now).where(gateway_tasks.c.token_id == token_id))
             rows = await conn.execute(
                 select(gateway_tasks)
                 .where(gateway_tasks.c.token_id == token_id)
                 .order_by(gateway_tasks.c.created.desc(), gateway_tasks.c.id)
             )
             return [_task(row) for row in rows]
+
+    @unavailable_as("keeping a gateway task alive")
+    async def alive(self, task_id: str, running: bool) -> None:
+        """The process running the task's call says it does (`running`), or that the call waits for approvers (the
+        task is then never lost with the process: the approval request carries it)."""
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(gateway_tasks)
+                .where(gateway_tasks.c.id == task_id, gateway_tasks.c.status == TaskState.WORKING.value)
+                .values(alive=self.clock() if running else None)
+            )
 
     @unavailable_as("finishing a gateway task")
     async def finish(
@@ -160,11 +201,17 @@ class GatewayTaskStore:
             )
         return done.rowcount == 1
 
-    async def settle(self, task_id: str, outcome: ToolOutcome) -> bool:
-        """Keep a call's outcome as its task's result (a cancelled call ends its task cancelled); False when the
-        task was settled already (the agent cancelled it) or is gone."""
+    async def settle(
+        self, task_id: str, outcome: ToolOutcome, *, fails: frozenset[CallStatus] = frozenset()
+    ) -> bool:
+        """Keep a call's outcome as its task's result (a cancelled call ends its task cancelled, one ending as
+        `fails` says fails it with its line); False when the task was settled already (the agent cancelled it) or
+        is gone."""
         if outcome.status is CallStatus.CANCELLED:
             return await self.finish(task_id, TaskState.CANCELLED, message=outcome.text or "cancelled")
+        if outcome.status in fails:
+            text = outcome.text or f"the call ended: {outcome.status.value}"
+            return await self.finish(task_id, TaskState.FAILED, message=text)
         return await self.finish(task_id, TaskState.COMPLETED, wire(agent_result(outcome)))
 
 
@@ -190,6 +237,20 @@ def wire(result: types.CallToolResult) -> dict[str, Any]:
     return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
+def _orphaned(now: float) -> Any:
+    """Fails the `working` tasks whose process has not said it runs their call for `STALE_S` (narrowed by the
+    caller's `where`)."""
+    return (
+        update(gateway_tasks)
+        .where(
+            gateway_tasks.c.status == TaskState.WORKING.value,
+            gateway_tasks.c.alive.is_not(None),
+            gateway_tasks.c.alive < now - STALE_S,
+        )
+        .values(status=TaskState.FAILED.value, message=ORPHANED, updated=now)
+    )
+
+
 def _expired(now: float) -> Any:
     return gateway_tasks.c.created + gateway_tasks.c.ttl_ms / 1000.0 < now
 
@@ -207,4 +268,5 @@ def _task(row: Row[Any]) -> GatewayTask:
         row.created,
         row.updated,
         row.ttl_ms,
+        row.alive,
     )

@@ -533,6 +533,11 @@ gateway_tasks = Table(
     Column("created", Float, nullable=False, comment="Unix time"),
     Column("updated", Float, nullable=False, comment="Unix time of the last status change"),
     Column("ttl_ms", Integer, nullable=False, comment="kept this long from created, then deleted"),
+    Column(
+        "alive",
+        Float,
+        comment="Unix time the process running its call last said so; null: not running (waiting for approvers)",
+    ),
 )
 Index("ix_gateway_tasks_token_id", gateway_tasks.c.token_id)
 

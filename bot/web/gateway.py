@@ -16,8 +16,8 @@ calls' cards say so; the agent gets an error). The agent then acts as the token'
 
 In a fleet any instance takes an agent's request, but a call runs on the instance that owns its person (where
 their cards, taps, sessions and `[limits]` are): one that does not own them hands the call over
-(`bot.core.agent_calls.AgentCalls`, in rows woken by the fleet's bus) and answers the agent with the result that
-comes back; each instance also runs the calls handed to it. Alone the process owns everyone and runs every call.
+(`bot.web.gateway_handover`) and answers the agent with the result that comes back; each instance also runs the
+calls handed to it. Alone the process owns everyone and runs every call.
 
 While a call waits (for the person, approvers or the server), the agent gets a progress notification every
 `[gateway] keepalive_s` when it asked for progress, so clients that reset their timeout on progress keep waiting.
@@ -25,9 +25,11 @@ An agent that goes away mid-call (it cancels the call, or the connection carryin
 cards as its doing ("your agent stopped waiting"); the server hears `cancel`, then the call is cancelled. A
 request's body is bounded (`MAX_BODY`, 413 past it), after the token check.
 
-A call may be made as a task (2025-11-25 tasks; `bot.web.gateway_tasks`): the agent gets the task at once and polls
-it, from this process or another; the call runs in the gateway's task group, its result kept in the store. A call
-waiting for approvers names its task in the approval request, so an approval granted after a restart runs it.
+A call may be made as a task (the 2025-11-25 tasks and the 2026-07-28 tasks extension: `bot.web.gateway_tasks`;
+run by `bot.web.gateway_taskrun`): the agent gets the task at once and polls it, from this process or another; the
+call runs in the gateway's task group, its result kept in the store. A call waiting for approvers names its task in
+the approval request, so an approval granted after a restart runs it. The parts these modules share (the tools'
+names, the caller, progress for an agent) are `bot.web.gateway_parts`.
 
 Hosted agents that cannot paste a token sign in with OAuth instead (`bot.web.gateway_oauth`, `[gateway] oauth`):
 the access tokens issued there (`tnx_at_...`) pass the same verifier, which reads them from the store, and act as
@@ -42,19 +44,16 @@ well; the same public middleware (the SDK's bearer backend, checking the resourc
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 import anyio
 import mcp_types as types
-from anyio.abc import TaskGroup, TaskStatus
-from mcp import MCPError
-from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
+from anyio.abc import TaskStatus
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.routes import build_resource_metadata_url
@@ -62,26 +61,47 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import INTERNAL_ERROR
 from pydantic import AnyHttpUrl
 from starlette.middleware.authentication import AuthenticationMiddleware
-from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bot.config import Config
-from bot.core import AgentBook, CallStatus, Origin, Outcome, Progress, PromptRegistry, ToolOutcome
-from bot.core.agent_calls import AgentCall, AgentCalls, Ended
+from bot.core import AgentBook, CallStatus, Origin, Outcome, PromptRegistry, ToolOutcome
+from bot.core.agent_calls import AgentCalls
 from bot.core.agents import GATEWAY_PATH, AgentToken
 from bot.core.ownership import Ownership
 from bot.core.permission import Client, Permission
 from bot.errors import StoreUnavailable
 from bot.servers.elicitation import form_of
 from bot.servers.hub import Flight, Hub, ProgressSink, Unavailable
-from bot.store.gateway_tasks import GatewayTask, GatewayTaskStore, TaskState, agent_result, wire
+from bot.store.gateway_tasks import GatewayTask, GatewayTaskStore, agent_result
 from bot.store.grants import ACCESS_PREFIX, GrantStore
 from bot.web.gateway_guard import SESSION_IDLE_S, Caller, Ending, Guard
-from bot.web.gateway_tasks import TaskingServer, TaskMiddleware, task_handlers
+from bot.web.gateway_handover import HandOver
+from bot.web.gateway_parts import (
+    ASK_PERSON,
+    GONE_KEY,
+    NOTIFY_PERSON,
+    PERMISSION_PROMPT,
+    SEPARATOR,
+    AgentProgress,
+    Departure,
+    gone_event,
+    text_result,
+    the_caller,
+    to_agent,
+    token_id,
+)
+from bot.web.gateway_taskrun import TaskRunner
+from bot.web.gateway_tasks import (
+    Support,
+    TaskingServer,
+    TaskMiddleware,
+    TasksExtension,
+    install,
+    task_handlers,
+)
 from bot.web.hooks import FALLBACK, PermissionDesk
 from mapping import MappingError, answer_to_elicit_result, elicitation_to_request
 
@@ -98,19 +118,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SEPARATOR: Final = "__"
-"""Between a server's name and its tool's: `demo__deploy`."""
-ASK_PERSON: Final = "ask_person"
-NOTIFY_PERSON: Final = "notify_person"
-PERMISSION_PROMPT: Final = "permission_prompt"
-"""For Claude Code's `--permission-prompt-tool mcp__<name>__permission_prompt` (`<name>` as `claude mcp add` named
-the gateway): its input is `tool_name`, `input` and `tool_use_id`; its result's text is the JSON
-`{"behavior": "allow", "updatedInput": <input>}` or `{"behavior": "deny", "message": "..."}` (Claude Code's
-headless docs, "--permission-prompt-tool"; checked against 2.1.332)."""
 NOTIFY_CLIP: Final = 1000
 """Characters of an agent's `notify_person` line shown in the chat."""
-GONE_KEY: Final = "toolnexus.gone"
-"""The key, in an `/mcp` request's ASGI scope, of the event set when its client disconnects."""
 MAX_BODY: Final = 4 << 20
 """Bytes of one request to `/mcp`; a bigger one gets 413 before the transport reads it (the SDK's own
 `RequestBodyLimitMiddleware`: by Content-Length, then counted as it arrives). Named here so the bound is the
@@ -238,44 +247,13 @@ def _access(token: str, agent: AgentToken, resource: str | None, expires: int | 
     )
 
 
-def _caller() -> tuple[int, int, str]:
-    """(token id, person, agent name) of the request being handled (the bearer middleware let it in)."""
-    caller = _the_caller()
-    return caller.token_id, caller.user_id, caller.agent
-
-
-def _token_id() -> int:
-    return _the_caller().token_id
-
-
-def _the_caller() -> Caller:
-    access = get_access_token()
-    assert access is not None
-    return Caller.of(access)
-
-
-def _text(
-    text: str, *, error: bool = False, structured: dict[str, Any] | None = None
-) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(text=text)], is_error=error, structured_content=structured
-    )
-
-
-def _handed_back(ended: Ended) -> types.CallToolResult:
-    """A handed-over call's end, as its agent gets it."""
-    if ended.result is None:
-        return _text(ended.line, error=True)
-    return types.CallToolResult.model_validate(ended.result)
-
-
 def _answer(results: list[types.CallToolResult], ending: Ending) -> types.CallToolResult:
     """What a call gives its agent: the result, or why there is none (its access ended: even if the work had
     just finished, the agent hears why)."""
     if ending.event.is_set():
-        return _text(ending.line, error=True)
+        return text_result(ending.line, error=True)
     if not results:  # nobody reads it: the agent is gone
-        return _text("the call was cancelled: the agent went away", error=True)
+        return text_result("the call was cancelled: the agent went away", error=True)
     return results[0]
 
 
@@ -301,77 +279,6 @@ class _Watched:
             return message
 
         await self.app({**scope, GONE_KEY: gone}, watched, send)
-
-
-def _gone_event(ctx: ServerRequestContext[Any]) -> anyio.Event | None:
-    """The event set when the HTTP request that carried this call disconnects (None off HTTP)."""
-    request = ctx.request
-    if not isinstance(request, Request):
-        return None
-    gone = request.scope.get(GONE_KEY)
-    return gone if isinstance(gone, anyio.Event) else None
-
-
-Report = Callable[[int, str], Awaitable[None]]
-"""Sends one progress notification (its rising count, its line) to an agent."""
-
-
-def _to_agent(ctx: ServerRequestContext[Any]) -> Report:
-    """Progress for the agent whose request `ctx` handles (the SDK sends it only when the agent asked for it)."""
-
-    async def report(count: int, message: str) -> None:
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            await ctx.session.report_progress(count, None, message)  # the agent may have gone
-
-    return report
-
-
-async def _nowhere(count: int, message: str) -> None:
-    """The progress of a call handed over from another instance: its agent is not connected here."""
-
-
-class _Progress:
-    """An agent's progress notifications for one call: the server's progress and a beat while it waits, as one
-    rising count (the spec wants each notification's `progress` above the last), through `report`."""
-
-    def __init__(self, report: Report) -> None:
-        self._report = report
-        self._count = 0
-        self._lock = anyio.Lock()
-
-    async def _send(self, message: str) -> None:
-        async with self._lock:
-            self._count += 1
-            await self._report(self._count, message)
-
-    async def forward(self, progress: Progress) -> None:
-        """The server's progress, passed on."""
-        fraction = progress.fraction
-        said = progress.message or "working"
-        await self._send(said if fraction is None else f"{said} ({fraction:.0%})")
-
-    async def beat(self, every_s: float, waiting: Callable[[], bool]) -> None:
-        """A line every `every_s` until cancelled: whether the call waits for its person (`waiting`)."""
-        while True:
-            await anyio.sleep(every_s)
-            await self._send(
-                "waiting for the person to answer on their phone" if waiting() else "still running"
-            )
-
-
-@dataclass(eq=False, slots=True)
-class _Departure:
-    """How a running call hears that its agent is gone: `event` is set, `why` says how (AGENT_CANCELLED: it
-    cancelled, its connection dropped, or the instance holding its request died; AGENT_REVOKED: its access
-    ended)."""
-
-    why: Outcome = Outcome.AGENT_CANCELLED
-    event: anyio.Event = field(default_factory=anyio.Event)
-
-    def go(self, why: Outcome) -> None:
-        if not self.event.is_set():
-            self.why = why
-            self.event.set()
 
 
 class Gateway:
@@ -408,10 +315,6 @@ class Gateway:
         self.owners = owners
         self.calls = calls
         self._clock = clock
-        self._running: dict[str, tuple[anyio.CancelScope, Origin]] = {}
-        """The tasks whose calls run in this process: their scope, and the origin their approval requests name."""
-        self._tg: TaskGroup | None = None
-        """Where tasks' calls run: while `run` runs (they end with it; what they wait for in the store stays)."""
         self.server: Server[Any] = TaskingServer(
             "toolnexus-bot",
             version=version,
@@ -420,11 +323,10 @@ class Gateway:
             "servers ask during a call go to the person's phone; the call returns once they answer. "
             "ask_person asks the person something yourself; notify_person tells them a line.",
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
         )
         self.server.middleware.append(TaskMiddleware(self._start_task))
-        for method, (params_type, handler) in task_handlers(tasks, _token_id, self._cancel_task).items():
-            self.server.add_request_handler(method, params_type, handler)
+        extension = TasksExtension(tasks, token_id, self._start_task, self._task_rule, self._cancel_task)
+        install(self.server, extension, task_handlers(tasks, token_id, self._cancel_task), self._call_tool)
         self.manager = StreamableHTTPSessionManager(
             app=self.server,
             security_settings=self._security(),
@@ -440,6 +342,10 @@ class Gateway:
             hub.limits,
             allows=allows,
             sessions_per_token=config.gateway.sessions_per_token,
+        )
+        self.handover = HandOver(calls, self.guard, owners, config.gateway.keepalive_s, self._run)
+        self.runner = TaskRunner(
+            config, hub, agents, tasks, self.guard, owners, work=self._task_work, split=self._split
         )
 
     def _security(self) -> TransportSecuritySettings:
@@ -473,20 +379,18 @@ class Gateway:
         watches the busy tokens, calls handed over by other instances for people this one owns run here, and so do
         agents' tasks."""
         async with self.manager.run(), anyio.create_task_group() as tg:
-            self._tg = tg
-            try:
-                await tg.start(self.calls.serve, self._take)
-                task_status.started()
-                await self.guard.run()
-            finally:
-                self._tg = None
+            await tg.start(self.runner.run)
+            await tg.start(self.calls.serve, self.handover.take)
+            task_status.started()
+            await self.guard.run()
 
     # -- tools/list ------------------------------------------------------------------------------------
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        _, user_id, agent = _caller()
+        caller = the_caller()
+        user_id, agent = caller.user_id, caller.agent
         origin = Origin(user_id, user_id, agent=agent)
         found: dict[str, list[types.Tool]] = {}
 
@@ -525,25 +429,25 @@ class Gateway:
     ) -> types.CallToolResult:
         """Runs here when this process owns the caller's person (alone: always); otherwise handed to their owner,
         where their cards, taps, sessions and `[limits]` are (`_hand_over`)."""
-        caller = _the_caller()
+        caller = the_caller()
         arguments = dict(params.arguments or {})
         try:
             await self.agents.used(caller.token_id)
         except StoreUnavailable:
             logger.warning("gateway: a call by an agent was not counted: the database is unavailable")
         if not self.owners.owns(caller.user_id):
-            return await self._hand_over(ctx, caller, params.name, arguments)
-        gone = _gone_event(ctx)
-        departures = [] if gone is None else [_Departure(event=gone)]
-        return await self._run(caller, params.name, arguments, _Progress(_to_agent(ctx)), departures)
+            return await self.handover.hand_over(ctx, caller, params.name, arguments)
+        gone = gone_event(ctx)
+        departures = [] if gone is None else [Departure(event=gone)]
+        return await self._run(caller, params.name, arguments, AgentProgress(to_agent(ctx)), departures)
 
     async def _run(
         self,
         caller: Caller,
         name: str,
         arguments: dict[str, Any],
-        progress: _Progress,
-        departures: Sequence[_Departure],
+        progress: AgentProgress,
+        departures: Sequence[Departure],
     ) -> types.CallToolResult:
         """The tool `name` called by `caller`'s agent, on this process (which owns its person)."""
         origin = Origin(caller.user_id, caller.user_id, agent=caller.agent)
@@ -559,7 +463,7 @@ class Gateway:
             )
         target = self._split(name)
         if target is None:
-            return _text(f"unknown tool: {name}", error=True)
+            return text_result(f"unknown tool: {name}", error=True)
         server, tool = target
 
         async def call(sink: ProgressSink, flight: Flight) -> types.CallToolResult:
@@ -568,94 +472,6 @@ class Gateway:
             )
 
         return await self._kept_alive(caller, origin, progress, departures, call, (server, tool))
-
-    # -- calls handed between instances ---------------------------------------------------------------
-
-    async def _hand_over(
-        self, ctx: ServerRequestContext[Any], caller: Caller, name: str, arguments: dict[str, Any]
-    ) -> types.CallToolResult:
-        """A call of a person another instance owns: handed to it (`AgentCalls`), the result awaited here, where
-        the agent's request is. Meanwhile the agent gets a beat every `keepalive_s` (the server's own progress
-        stays with the call's instance). When the agent goes (it cancels, its connection drops, its access ends)
-        the call is left: not run if nobody claimed it yet, else ended by its instance as the agent's doing."""
-        try:
-            key = await self.calls.send(
-                AgentCall(caller.token_id, caller.user_id, caller.agent, name, arguments)
-            )
-        except StoreUnavailable:
-            logger.warning(
-                "gateway: an agent's call could not be handed to its person's instance: database down"
-            )
-            return _text(
-                "toolnexus-bot: the call could not reach the bot instance serving this person (its database is "
-                "unavailable); try again",
-                error=True,
-            )
-        logger.info(
-            "gateway: a call of agent %s of user %s handed to the instance that owns them",
-            caller.agent,
-            caller.user_id,
-        )
-        progress = _Progress(_to_agent(ctx))
-        ended: list[Ended] = []
-
-        async def leave_on(event: anyio.Event, why: Outcome) -> None:
-            await event.wait()
-            await self._leave(key, why)
-
-        with self.guard.call(caller) as ending:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(progress.beat, self.config.gateway.keepalive_s, lambda: False)
-                tg.start_soon(leave_on, ending.event, Outcome.AGENT_REVOKED)
-                gone = _gone_event(ctx)
-                if gone is not None:
-                    tg.start_soon(leave_on, gone, Outcome.AGENT_CANCELLED)
-                try:
-                    ended.append(await self.calls.result(key))
-                except anyio.get_cancelled_exc_class():
-                    with anyio.CancelScope(shield=True):
-                        await self._leave(key, Outcome.AGENT_CANCELLED)
-                    raise
-                tg.cancel_scope.cancel()
-        if ending.event.is_set():
-            return _text(ending.line, error=True)
-        return _handed_back(ended[0])
-
-    async def _leave(self, key: str, why: Outcome) -> None:
-        try:
-            await self.calls.leave(key, why)
-        except StoreUnavailable:
-            logger.warning("gateway: a handed-over call could not be told its agent left: database down")
-
-    async def _take(self, key: str, user_id: int) -> None:
-        """A call handed over by another instance: run here when this process owns its person and claims it first
-        (one instance, once), until it ends or nobody waits for it (its agent left, or the instance holding its
-        request died: the call then ends as when its agent goes, its cards saying so); its result goes back."""
-        if not self.owners.owns(user_id):
-            return
-        try:
-            call = await self.calls.claim(key)
-        except StoreUnavailable:
-            logger.warning("gateway: a handed-over call could not be claimed: the database is unavailable")
-            return
-        if call is None:
-            return
-        caller = Caller(call.token_id, call.user_id, call.agent)
-        departure = _Departure()
-
-        async def watch() -> None:
-            departure.go(await self.calls.watch(key))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watch)
-            result = await self._run(caller, call.name, call.arguments, _Progress(_nowhere), [departure])
-            tg.cancel_scope.cancel()
-        try:
-            await self.calls.settle(key, result.model_dump(mode="json", by_alias=True, exclude_none=True))
-        except StoreUnavailable:
-            logger.warning(
-                "gateway: a handed-over call's result could not be written: the database is unavailable"
-            )
 
     def _split(self, name: str) -> tuple[str, str] | None:
         """(server, tool) of `<server>__<tool>`; a server name may hold `__` itself, so the longest match wins."""
@@ -670,8 +486,8 @@ class Gateway:
         self,
         caller: Caller,
         origin: Origin,
-        progress: _Progress,
-        departures: Sequence[_Departure],
+        progress: AgentProgress,
+        departures: Sequence[Departure],
         work: Callable[[ProgressSink, Flight], Awaitable[types.CallToolResult]],
         target: tuple[str, str] | None = None,
     ) -> types.CallToolResult:
@@ -692,8 +508,8 @@ class Gateway:
     async def _guarded(
         self,
         origin: Origin,
-        progress: _Progress,
-        departures: Sequence[_Departure],
+        progress: AgentProgress,
+        departures: Sequence[Departure],
         work: Callable[[ProgressSink, Flight], Awaitable[types.CallToolResult]],
         target: tuple[str, str] | None,
         ending: Ending,
@@ -730,7 +546,7 @@ class Gateway:
             await event.wait()
             await leave(why)
 
-        async def leave_when(departure: _Departure) -> None:
+        async def leave_when(departure: Departure) -> None:
             await departure.event.wait()
             await leave(departure.why)
 
@@ -752,65 +568,24 @@ class Gateway:
             tg.cancel_scope.cancel()
         return _answer(results, ending)
 
-    # -- tasks ---------------------------------------------------------------------------------------------
+    # -- tasks (`bot.web.gateway_taskrun`) -----------------------------------------------------------------
+
+    async def _task_rule(self, params: types.CallToolRequestParams) -> Support | None:
+        return await self.runner.rule(params)
 
     async def _start_task(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, ttl_ms: int
     ) -> GatewayTask:
-        """A task-augmented call (`bot.web.gateway_tasks`): kept as a task, then run in the gateway's task group
-        (not the request's: the agent polls for the result, from this process or another)."""
-        caller = _the_caller()
-        tg = self._tg
-        if tg is None:
-            raise MCPError(code=INTERNAL_ERROR, message="the gateway is stopping")
-        try:
-            await self.agents.used(caller.token_id)
-        except StoreUnavailable:
-            logger.warning("gateway: a call by an agent was not counted: the database is unavailable")
-        try:
-            task = await self.tasks.create(caller.token_id, caller.user_id, caller.agent, params.name, ttl_ms)
-        except StoreUnavailable as exc:
-            raise MCPError(
-                code=INTERNAL_ERROR, message="the task could not be kept: the database is unavailable"
-            ) from exc
-        origin = Origin(caller.user_id, caller.user_id, agent=caller.agent, task=task.id)
-        tg.start_soon(self._run_task, task, origin, caller, params.name, dict(params.arguments or {}))
-        return task
+        return await self.runner.start(ctx, params, ttl_ms)
 
-    async def _run_task(
-        self, task: GatewayTask, origin: Origin, caller: Caller, name: str, arguments: dict[str, Any]
-    ) -> None:
-        """A task's call, its outcome kept for the agent. When the process stops meanwhile nothing is written: the
-        task stays `working`, and a call waiting for approvers is run by whoever carries the approval out."""
-        done: ToolOutcome | types.CallToolResult | None = None
-        with self.guard.call(caller) as ending, anyio.CancelScope() as scope:
-            self._running[task.id] = (scope, origin)
-            try:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._end_with_access, task, ending)
-                    done = await self._task_work(origin, caller, name, arguments)
-                    tg.cancel_scope.cancel()
-            finally:
-                del self._running[task.id]
-        if done is None:
-            return  # cancelled: by the agent (`tasks/cancel` wrote it), or its access ended (written too)
-        approver = self.hub.approver
-        stopping = approver is not None and approver.unavailable() is not None
-        if stopping and isinstance(done, ToolOutcome) and done.status is CallStatus.REFUSED:
-            return  # its wait for approvers ended with the process: the request stays for the next one
-        try:
-            if isinstance(done, types.CallToolResult):
-                await self.tasks.finish(task.id, TaskState.COMPLETED, wire(done))
-            else:
-                await self.tasks.settle(task.id, done)
-        except StoreUnavailable:
-            logger.warning("gateway: a task's result was not kept: the database is unavailable")
+    async def _cancel_task(self, task: GatewayTask) -> None:
+        await self.runner.cancel(task)
 
     async def _task_work(
-        self, origin: Origin, caller: Caller, name: str, arguments: dict[str, Any]
+        self, origin: Origin, caller: Caller, name: str, arguments: dict[str, Any], flight: Flight
     ) -> ToolOutcome | types.CallToolResult:
         if not self.owners.owns(caller.user_id):
-            return await self._handed_task(caller, name, arguments)
+            return await self.handover.task_call(caller, name, arguments)
         if name == NOTIFY_PERSON:
             return await self._notify_person(origin, arguments)
         if name == ASK_PERSON:
@@ -819,66 +594,8 @@ class Gateway:
             return await self._permission_prompt(caller, arguments)
         target = self._split(name)
         if target is None:
-            return _text(f"unknown tool: {name}", error=True)
-        return await self.hub.call_tool(target[0], target[1], arguments, origin)
-
-    async def _handed_task(
-        self, caller: Caller, name: str, arguments: dict[str, Any]
-    ) -> types.CallToolResult:
-        """A task's call of a person another instance owns: handed to it as any such call is (`_hand_over`: their
-        cards, taps, sessions and `[limits]` are there), its result awaited here, where the task runs. Cancelled
-        (the task was cancelled, or its access ended), the call is left: not run if nobody claimed it yet, else
-        ended by its instance as the agent's doing. The owner runs it as a call, not as this task: an approval
-        it waits for does not outlive that instance's restart as the task's own would."""
-        try:
-            key = await self.calls.send(
-                AgentCall(caller.token_id, caller.user_id, caller.agent, name, arguments)
-            )
-        except StoreUnavailable:
-            logger.warning(
-                "gateway: a task's call could not be handed to its person's instance: database down"
-            )
-            return _text(
-                "toolnexus-bot: the call could not reach the bot instance serving this person (its database is "
-                "unavailable)",
-                error=True,
-            )
-        logger.info(
-            "gateway: a task's call of agent %s of user %s handed to the instance that owns them",
-            caller.agent,
-            caller.user_id,
-        )
-        try:
-            ended = await self.calls.result(key)
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await self._leave(key, Outcome.AGENT_CANCELLED)
-            raise
-        return _handed_back(ended)
-
-    async def _end_with_access(self, task: GatewayTask, ending: Ending) -> None:
-        """When the task's token loses its access (revoked, expired, its person no longer allowed), the task fails
-        so and its call ends (its approval request for everyone: it is never run)."""
-        await ending.event.wait()
-        with anyio.CancelScope(shield=True):
-            try:
-                await self.tasks.finish(task.id, TaskState.FAILED, message=ending.line)
-            except StoreUnavailable:
-                logger.warning("gateway: a task's end was not kept: the database is unavailable")
-            await self._cancel_task(task)
-
-    async def _cancel_task(self, task: GatewayTask) -> None:
-        """`tasks/cancel` of a task whose call runs here: its approval request ends for everyone (as its
-        requester's doing), then the call is cancelled. A call running elsewhere runs on; its task stays
-        cancelled (its result is not kept)."""
-        running = self._running.get(task.id)
-        if running is None:
-            return
-        scope, origin = running
-        approver = self.hub.approver
-        if approver is not None:
-            approver.cancel(lambda other: other is origin)
-        scope.cancel()
+            return text_result(f"unknown tool: {name}", error=True)
+        return await self.hub.call_tool(target[0], target[1], arguments, origin, flight=flight)
 
     # -- the bot's own tools ---------------------------------------------------------------------------
 
@@ -888,12 +605,12 @@ class Gateway:
         schema = arguments.get("schema")
         choices = arguments.get("choices")
         if not isinstance(message, str) or not message.strip():
-            return _text("ask_person needs `message`: the question, as text", error=True)
+            return text_result("ask_person needs `message`: the question, as text", error=True)
         if schema is not None and choices is not None:
-            return _text("ask_person takes `schema` or `choices`, not both", error=True)
+            return text_result("ask_person takes `schema` or `choices`, not both", error=True)
         if choices is not None:
             if not isinstance(choices, list) or not choices or not all(isinstance(c, str) for c in choices):
-                return _text("`choices` must be a non-empty list of strings", error=True)
+                return text_result("`choices` must be a non-empty list of strings", error=True)
             schema = {
                 "type": "object",
                 "properties": {"choice": {"type": "string", "title": "Choice", "enum": choices}},
@@ -904,30 +621,32 @@ class Gateway:
             request = elicitation_to_request(wire)
             form = form_of(wire["requestedSchema"])
         except MappingError as exc:
-            return _text(f"ask_person cannot ask this: {exc}", error=True)
+            return text_result(f"ask_person cannot ask this: {exc}", error=True)
         answer = await self.hub.ask_for_agent(request, form, origin)  # [limits] and /metrics as a tool call
         if isinstance(answer, str):
-            return _text(answer, error=True)
+            return text_result(answer, error=True)
         result = answer_to_elicit_result(answer)
-        return _text(json.dumps(result, ensure_ascii=False), structured=result)
+        return text_result(json.dumps(result, ensure_ascii=False), structured=result)
 
     async def _permission_prompt(self, caller: Caller, arguments: dict[str, Any]) -> types.CallToolResult:
         """Claude Code's permission prompt, decided as its hook's are (`PermissionDesk`)."""
         tool, tool_input = arguments.get("tool_name"), arguments.get("input")
         if not isinstance(tool, str) or not tool or not isinstance(tool_input, dict):
-            return _text("permission_prompt needs `tool_name` (text) and `input` (an object)", error=True)
+            return text_result(
+                "permission_prompt needs `tool_name` (text) and `input` (an object)", error=True
+            )
         permission = Permission(Client.PROMPT_TOOL, tool, tool_input, fallback=FALLBACK[Client.PROMPT_TOOL])
         verdict = await self.desk.decide(caller, permission)
         if verdict.allow:
             answer: dict[str, Any] = {"behavior": "allow", "updatedInput": tool_input}
         else:
             answer = {"behavior": "deny", "message": verdict.message}
-        return _text(json.dumps(answer, ensure_ascii=False))
+        return text_result(json.dumps(answer, ensure_ascii=False))
 
     async def _notify_person(self, origin: Origin, arguments: dict[str, Any]) -> types.CallToolResult:
         message = arguments.get("message")
         if not isinstance(message, str) or not message.strip():
-            return _text("notify_person needs `message`: one line of text", error=True)
+            return text_result("notify_person needs `message`: one line of text", error=True)
         line = message.strip()[:NOTIFY_CLIP]
         outcome = await self.hub.notify_for_agent(origin, NOTIFY_PERSON, line)  # [limits] and the audit
-        return _text(outcome.text, error=outcome.status is not CallStatus.OK)
+        return text_result(outcome.text, error=outcome.status is not CallStatus.OK)

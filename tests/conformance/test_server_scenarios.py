@@ -23,15 +23,14 @@ Expected to fail (strict xfail), as they cannot apply to a gateway:
   store (SEP-1699); the gateway keeps no event store, and a server's tool cannot close the gateway's stream.
 * `server-stateless` (2026-07-28): all its checks pass but two, which want a tool that needs a client capability
   the agent did not declare (`test_missing_capability`, sampling); no gateway tool needs one (see sampling).
+* `tasks-mrtr-input`, `tasks-mrtr-composition` (the tasks extension, 2026-07-28): their tools (`confirm_delete`,
+  `multi_input`, `test_tool_with_task`) ask the *agent* a question mid-task (`input_required`, answered with
+  `tasks/update` or an MRTR round); the gateway brings every server's question to the person's phone, so its tasks
+  are never `input_required` (those fixtures are not served). `tasks-status-notifications` is skipped by the suite
+  itself (every check SKIPPED).
 
-* the tasks extension's scenarios (`tasks-*`, 2026-07-28, run with the suite's `--force`): the gateway serves the
-  2025-11-25 tasks (docs/tasks.md), not `io.modelcontextprotocol/tasks`. Checks that pass today: `wire-schema-valid`
-  (every scenario), `tasks-sync-tool-call`, `sep-2663-server-rejects-undeclared-client`,
-  `tasks-headers-reject-mismatched-method`, `sep-2663-legacy-task-param-ignored` (a 2026-07-28 call's `task` param
-  makes no task), `tasks-immediate-result-shortcut`, `tasks-result-type-complete-on-non-task-responses`,
-  `sep-2663-tasks-result-removed-method-not-found` and `tasks-removed-tasks-list` (the 2025-11-25 `tasks/*` are
-  not served at 2026-07-28); every other check fails for want of the extension (so does
-  `sep-2663-tasks-get-invalid-task-id-32602`: `tasks/get` is not found at 2026-07-28, -32601, not -32602). `tasks-status-notifications` is skipped by the suite itself.
+The tasks extension's other scenarios (`tasks-*`, 2026-07-28, run with the suite's `--force`) pass: the gateway
+decides which calls are tasks (docs/tasks.md), from the reference tools' `execution.taskSupport`.
 
 Not run at all: `input-required-result-*` (the 2026-07-28 form of a server asking the agent: the same reason as
 elicitation), `sep-2164-resource-not-found` (resources), and the skills extension.
@@ -100,9 +99,10 @@ NO_CAPABILITY_TOOL = (
     "two checks want a tool needing a client capability the agent did not declare (test_missing_capability);"
     " no gateway tool needs one"
 )
-NO_TASKS_2026 = (
-    "the gateway serves the 2025-11-25 tasks (a tools/call carrying `task`), not the 2026-07-28 tasks extension"
-    " (io.modelcontextprotocol/tasks: server-directed tasks, tasks/update, the result inlined in tasks/get)"
+ASKS_THE_AGENT = (
+    "its tools (confirm_delete, multi_input, test_tool_with_task) ask the agent a question mid-task (input_required,"
+    " answered by tasks/update or an MRTR round); the gateway brings every server's question to the person's phone,"
+    " so a gateway task is never input_required (these fixtures are not served)"
 )
 SUITE_SKIPS = "the suite skips it itself (its subscriptions/listen harness is pending): every check SKIPPED"
 TASKS_2026 = (
@@ -110,14 +110,14 @@ TASKS_2026 = (
     "tasks-capability-negotiation",
     "tasks-wire-fields",
     "tasks-request-state-removal",
-    "tasks-mrtr-input",
     "tasks-request-headers",
     "tasks-dispatch-and-envelope",
     "tasks-required-task-error",
-    "tasks-mrtr-composition",
 )
-"""The suite's tasks extension scenarios (they want the reference fixtures `greet`, `slow_compute`, `failing_job`,
-`protocol_error_job` to be served as tasks by the server the agent talks to)."""
+"""The suite's tasks extension scenarios the gateway passes (the reference fixtures `greet`, `slow_compute`,
+`failing_job`, `protocol_error_job` behind it, their `execution.taskSupport` deciding which calls are tasks)."""
+TASKS_ASKING = ("tasks-mrtr-input", "tasks-mrtr-composition")
+"""The tasks extension's scenarios about a server's question reaching the agent."""
 NOT_SERVED = ("completion-complete", "resources-list", "prompts-list")
 """One scenario of each family the gateway does not serve, in each era (the rest fail alike)."""
 ELICITING = {
@@ -153,7 +153,8 @@ CASES: list[Case] = [
     *(Case(NEXT, spec, name, TOOLS_ONLY) for spec in (LEGACY, MODERN) for name in NOT_SERVED),
     Case(NEXT, MODERN, "caching", TOOLS_ONLY),
     Case(NEXT, MODERN, "server-stateless", NO_CAPABILITY_TOOL),
-    *(Case(NEXT, MODERN, name, NO_TASKS_2026, extension=True) for name in TASKS_2026),
+    *(Case(NEXT, MODERN, name, extension=True) for name in TASKS_2026),
+    *(Case(NEXT, MODERN, name, ASKS_THE_AGENT, extension=True) for name in TASKS_ASKING),
     Case(NEXT, MODERN, "tasks-status-notifications", SUITE_SKIPS, extension=True),
 ]
 

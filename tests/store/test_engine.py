@@ -16,7 +16,7 @@ from tests.zygote import EXE, run_bot_text
 
 pytestmark = pytest.mark.anyio
 
-NEWEST = "0026"
+NEWEST = "0027"
 
 
 async def test_a_fresh_database_is_migrated_to_the_newest_revision_on_open(store_url: str) -> None:

@@ -15,6 +15,8 @@ import anyio
 import httpx
 import mcp_types as types
 import pytest
+from anyio.abc import Process, TaskGroup
+from anyio.streams.text import TextReceiveStream
 from mcp import Client, MCPError
 
 from bot.config import Secret, StorageConfig
@@ -58,16 +60,28 @@ async def call_as_task(
     return types.CreateTaskResult.model_validate(message["result"], by_name=False)
 
 
-async def serving(port: int) -> None:
-    """Until the endpoint on `port` answers (a process just started), bounded."""
+LISTENING = "web endpoint listening"
+"""What a bot process logs once its web endpoint (the gateway with it) takes requests."""
+
+
+async def listening(process: Process, tg: TaskGroup) -> None:
+    """Until the bot process logs that its web endpoint listens (bounded); its stderr is then read on in `tg` (a
+    full pipe would stall the bot)."""
+    assert process.stderr is not None
+    stream = TextReceiveStream(process.stderr)
+    seen = ""
     with anyio.fail_after(60):
-        while True:
+        while LISTENING not in seen:
             try:
-                async with httpx.AsyncClient(trust_env=False, timeout=5) as http:
-                    await http.get(f"http://127.0.0.1:{port}/healthz")
-                return
-            except httpx.TransportError:
-                await anyio.sleep(0.2)
+                seen += await stream.receive()
+            except anyio.EndOfStream:
+                raise AssertionError(f"the bot ended before its web endpoint listened:\n{seen}") from None
+    tg.start_soon(_drain, stream)
+
+
+async def _drain(stream: TextReceiveStream) -> None:
+    async for _ in stream:
+        pass
 
 
 async def get_task(client: Client, task_id: str) -> types.GetTaskResult:
@@ -80,9 +94,9 @@ async def task_result(client: Client, task_id: str) -> types.CallToolResult:
     return await client.session.send_request(request, types.CallToolResult)
 
 
-async def polled(client: Client, task_id: str) -> types.GetTaskResult:
-    """`tasks/get` at the task's poll interval until it is terminal (bounded)."""
-    with anyio.fail_after(30):
+async def polled(client: Client, task_id: str, within_s: float = 30) -> types.GetTaskResult:
+    """`tasks/get` at the task's poll interval until it is terminal (bounded by `within_s`)."""
+    with anyio.fail_after(within_s):
         while True:
             task = await get_task(client, task_id)
             if task.status in ("completed", "failed", "cancelled"):
@@ -158,31 +172,32 @@ async def test_an_agents_task_survives_a_sigkill_between_two_approvals_and_runs_
         env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token}
         command = [str(EXE), "--config", str(config)]
 
-        first = await open_bot(command, env=env, cwd=REPO, stdout=None, stderr=None)
+        first = await open_bot(command, env=env, cwd=REPO, stdout=None)
         second = None
         try:
-            await fake.wait_for_call("setMyCommands", timeout=30)
-            await serving(port)
-            token = await make_token(f"sqlite:///{db}", ALICE_ID, "ci-bot")
-            created = await call_as_task(port, token, "prod__deploy", DEPLOY)
-            assert created.task.status == "working"
-            card = await fake.wait_for(lambda m: m.chat_id == OPS and bool(m.reply_markup), timeout=30)
-            await bob.press(card, "✅ Approve", timeout=30)
-            await fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text, timeout=30)
-            first.kill()  # SIGKILL: no shutdown of any kind
-            await first.wait()
-            assert ledger_lines(ledger) == []
+            async with anyio.create_task_group() as tg:
+                await listening(first, tg)
+                token = await make_token(f"sqlite:///{db}", ALICE_ID, "ci-bot")
+                created = await call_as_task(port, token, "prod__deploy", DEPLOY)
+                assert created.task.status == "working"
+                card = await fake.wait_for(lambda m: m.chat_id == OPS and bool(m.reply_markup), timeout=30)
+                await bob.press(card, "✅ Approve", timeout=30)
+                await fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text, timeout=30)
+                first.kill()  # SIGKILL: no shutdown of any kind
+                await first.wait()
+                assert ledger_lines(ledger) == []
 
-            second = await open_bot(command, env=env, cwd=REPO, stdout=None, stderr=None)
-            await serving(port)
-            answer = await carol.press(card, "✅ Approve", timeout=60)
-            assert not answer.show_alert, answer.text
-            async with agent(port, token, mode="legacy") as client:
-                done = await polled(client, created.task.task_id)
-                result = await task_result(client, created.task.task_id)
-            second.terminate()
-            with anyio.fail_after(15):
-                assert await second.wait() == 0
+                second = await open_bot(command, env=env, cwd=REPO, stdout=None)
+                await listening(second, tg)
+                answer = await carol.press(card, "✅ Approve", timeout=60)
+                assert not answer.show_alert, answer.text
+                async with agent(port, token, mode="legacy") as client:
+                    done = await polled(client, created.task.task_id)
+                    result = await task_result(client, created.task.task_id)
+                second.terminate()
+                with anyio.fail_after(15):
+                    assert await second.wait() == 0
+                tg.cancel_scope.cancel()
         finally:
             for proc in (first, second):
                 if proc is not None and proc.returncode is None:

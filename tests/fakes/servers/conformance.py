@@ -4,15 +4,21 @@ I/O: an MCP server (the SDK's low-level `Server`: the tool schemas are given exa
 `build_server()` for in-process use. The suite's server scenarios call these fixed names (`test_simple_text`,
 ...) and check what comes back; through the gateway they are `<server>__<name>` (tests/conformance/bearer.mjs
 maps the names). `with_meta` is ours: a result whose `_meta` carries a protocol key and one of its own.
+
+The tasks extension's scenarios (SEP-2663) want `greet` (sync), and three tools declaring `execution.taskSupport`:
+`slow_compute` (sleeps `seconds`, optional), `failing_job` (a tool error after about a second, required: the
+scenario calling it without the extension wants -32021) and `protocol_error_job` (a JSON-RPC error, optional). The
+server itself runs them as plain calls (it declares no tasks): the gateway in front decides what is a task.
 """
 
 from __future__ import annotations
 
 import base64
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import anyio.lowlevel
 import mcp_types as types
+from mcp import MCPError
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
@@ -111,17 +117,41 @@ TOOLS: Final = (
     "json_schema_2020_12_tool",
     "test_custom_headers",
     "with_meta",
+    "greet",
+    "slow_compute",
+    "failing_job",
+    "protocol_error_job",
 )
+_TASK_SUPPORT: Final[dict[str, Literal["optional", "required"]]] = {
+    "slow_compute": "optional",
+    "failing_job": "required",
+    "protocol_error_job": "optional",
+}
+"""The tasks extension's fixtures and their `execution.taskSupport`."""
+_TASK_SCHEMAS: Final[dict[str, dict[str, Any]]] = {
+    "greet": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+    "slow_compute": {
+        "type": "object",
+        "properties": {"seconds": {"type": "number", "minimum": 0}, "label": {"type": "string"}},
+        "required": ["seconds"],
+    },
+}
 
 
 def _tool(name: str) -> types.Tool:
-    schema = {"json_schema_2020_12_tool": _SCHEMA_2020_12, "test_custom_headers": _HEADERS}.get(
-        name, _NO_ARGS
-    )
+    schema = {
+        "json_schema_2020_12_tool": _SCHEMA_2020_12,
+        "test_custom_headers": _HEADERS,
+        **_TASK_SCHEMAS,
+    }.get(name, _NO_ARGS)
     if name in ("test_sampling", "test_elicitation"):
         key = "prompt" if name == "test_sampling" else "message"
         schema = {"type": "object", "properties": {key: {"type": "string"}}, "required": [key]}
-    return types.Tool(name=name, description=f"The conformance suite's {name}", input_schema=schema)
+    support = _TASK_SUPPORT.get(name)
+    execution = None if support is None else types.ToolExecution(task_support=support)
+    return types.Tool(
+        name=name, description=f"The conformance suite's {name}", input_schema=schema, execution=execution
+    )
 
 
 def _text(text: str) -> types.TextContent:
@@ -183,6 +213,19 @@ async def _with_session(
         return types.CallToolResult(content=[_text(f"region: {arguments.get('region')}")])
     if name == "json_schema_2020_12_tool":
         return types.CallToolResult(content=[_text(f"received {sorted(arguments)}")])
+    if name == "greet":
+        return types.CallToolResult(content=[_text(f"Hello, {arguments.get('name')}!")])
+    if name == "slow_compute":
+        seconds = float(arguments.get("seconds") or 0)
+        await anyio.sleep(seconds)
+        return types.CallToolResult(
+            content=[_text(f"computed {arguments.get('label', '')} in {seconds:g} s")]
+        )
+    if name == "failing_job":
+        await anyio.sleep(1)
+        return types.CallToolResult(content=[_text("the job failed")], is_error=True)
+    if name == "protocol_error_job":
+        raise MCPError(code=types.INTERNAL_ERROR, message="protocol_error_job: the job broke down")
     return types.CallToolResult(content=[_text(f"unknown tool: {name}")], is_error=True)
 
 
