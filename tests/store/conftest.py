@@ -1,10 +1,11 @@
 """Store fixtures: `store` opens the store on `store_url` (tests/conftest.py: SQLite, and a real PostgreSQL).
 
-`store` finds its database already at the newest revision: migrated once per test process (`_migrated`) and
-copied for each test (a file copy; PostgreSQL's `CREATE DATABASE ... TEMPLATE`), so each of its tests no longer
-runs the whole migration chain on an empty database first (about 0.1 s of CPU here and 0.15 s in PostgreSQL's).
-How an empty or older database is migrated is what tests/store/test_engine.py and the tests that take `store_url`
-themselves prove; what `store`'s tests prove is what the store does with its tables.
+`store` finds its database already at the newest revision: migrated once per test process (`_migrated_sqlite`,
+`_migrated_postgresql`) and copied for each test (a file copy; PostgreSQL's `CREATE DATABASE ... TEMPLATE`), so
+each of its tests no longer runs the whole migration chain on an empty database first (about 0.1 s of CPU here
+and 0.15 s in PostgreSQL's). How an empty or older database is migrated is what tests/store/test_engine.py and
+the tests that take `store_url` themselves prove; what `store`'s tests prove is what the store does with its
+tables.
 """
 
 from __future__ import annotations
