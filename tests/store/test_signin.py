@@ -16,7 +16,6 @@ import anyio
 import httpx
 import pytest
 from anyio.streams.text import TextReceiveStream
-from port_for import get_port
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
@@ -28,6 +27,7 @@ from bot.store.tables import audit, oauth_accounts
 from bot.store.tokens import SignInStore
 from tests.fakes.servers.oauth import follow, query_of, serve_protected, sign_in
 from tests.fakes.telegram import Msg
+from tests.ports import free_port
 from tests.telegram.harness import ALICE_ID, BOB_ID, Chat, bot_scene
 
 pytestmark = pytest.mark.anyio
@@ -51,7 +51,7 @@ async def scene(
 ) -> AsyncIterator[tuple[Chat, str]]:
     """The bot with one OAuth server `gh` (`oauth` adds to its table); with `public`, a web endpoint behind
     https://bot.example.com. Yields the scene and the local base URL the reverse proxy would forward to."""
-    port = get_port(None)
+    port = free_port()
     web = {"listen": "127.0.0.1", "port": port, "public_url": PUBLIC} if public else None
     async with bot_scene(
         servers={"gh": {"url": url, "auth": "oauth", **oauth}},
@@ -312,7 +312,7 @@ def test_scripted_browser_helpers_parse_queries() -> None:
 async def test_the_console_signs_in_through_its_loopback_redirect(store_url: str, tmp_path: Path) -> None:
     """`toolnexus-bot console`: the sign-in link is printed, the browser comes back to the console's loopback
     page, and the call completes."""
-    port = get_port(None)
+    port = free_port()
     async with serve_protected() as (server, url):
         config = tmp_path / "bot.toml"
         config.write_text(

@@ -9,13 +9,13 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-from port_for import get_port
 
 from bot.logs import setup_logging
 from tests.fakes.servers.elicit import build_server as build_elicit
 from tests.fakes.servers.ledger import Ledger
 from tests.fakes.servers.oauth import follow, serve_protected, sign_in
 from tests.inprocess import logging_restored
+from tests.ports import free_port
 from tests.store.test_signin import KEY, PUBLIC, consent
 from tests.telegram.harness import ALICE_ID, BOB_ID, bot_scene
 
@@ -46,7 +46,7 @@ async def test_at_debug_no_typed_answer_argument_or_token_reaches_the_log(
     """Alice answers a text question, signs in to an OAuth server, and calls a gated tool that Bob approves;
     the log (at DEBUG, the bot's own lines among it) holds none of her values, no token and no code."""
     ledger = Ledger()
-    port = get_port(None)
+    port = free_port()
     async with (
         serve_protected() as (auth, url),
         bot_scene(
