@@ -202,6 +202,9 @@ class TaskRunner:
                     await self.tasks.alive(task.id, running)
                 except StoreUnavailable:
                     logger.warning("gateway: a task could not be kept alive: the database is unavailable")
+                else:
+                    if running and not said:
+                        logger.info("gateway: an agent's task runs its call here (said in the store)")
                 said, last = running, now
             await anyio.sleep(WATCH_S)
 

@@ -34,13 +34,12 @@ async def engine(postgresql_url: str) -> AsyncIterator[AsyncEngine]:
     await engine.dispose()
 
 
-async def takes_over(b: Partitions, user: int) -> None:
-    """B heartbeats until it owns `user` (A's session was just ended: for a moment PostgreSQL may still show it
-    alive, and B's heartbeat then keeps to its half)."""
-    with anyio.fail_after(10):
-        while not b.owns(user):
-            await b.tick()
-            await anyio.sleep(0.05)  # a heartbeat's pace, shortened: the next tick looks again
+async def dies(engine: AsyncEngine, a: Partitions) -> None:
+    """A's lock session ends, and is gone once this returns (`pg_terminate_backend` waits for the backend's end):
+    the next heartbeat of another instance sees it dead and takes its partitions."""
+    async with engine.begin() as conn:
+        ended = await conn.scalar(text("SELECT pg_terminate_backend(:pid, 10000)"), {"pid": a.pid})
+    assert ended, "A's lock session did not end within 10 s"
 
 
 async def test_an_instance_takes_up_only_its_own_users_questions_until_it_takes_the_others_over(
@@ -65,9 +64,9 @@ async def test_an_instance_takes_up_only_its_own_users_questions_until_it_takes_
         async with anyio.create_task_group() as tg:
             await takeovers.restore(tg)  # B starts again: only Bob's question is B's
             assert [q.origin.user_id for q in await book.open_questions()] == [alice]
-            async with engine.begin() as conn:  # A dies
-                await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": a.pid})
-            await takes_over(b, alice)  # and with her partition her question
+            await dies(engine, a)
+            await b.tick()
+            assert b.owns(alice)  # and with her partition her question
             await takeovers.restore(tg)
             assert await book.open_questions() == []
     finally:
@@ -99,9 +98,9 @@ async def test_an_instance_takes_up_only_its_own_users_tasks_until_it_takes_the_
         async with anyio.create_task_group() as tg:
             await takeovers.restore(tg)  # B starts again: only Bob's task is B's
             assert [t.origin.user_id for t in await tasks.open_tasks()] == [alice]
-            async with engine.begin() as conn:  # A dies
-                await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": a.pid})
-            await takes_over(b, alice)
+            await dies(engine, a)
+            await b.tick()
+            assert b.owns(alice)
             await takeovers.restore(tg)
             assert await tasks.open_tasks() == []
     finally:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-import anyio
 import httpx2
 from mcp.client.auth import OAuthClientProvider
 from mcp.shared.auth import (
@@ -92,14 +91,12 @@ async def card_for(s: Chat, person: FakeUser, page: Page) -> Msg:
 
 
 async def follow(port: int, page: Page) -> dict[str, Any]:
-    """The page's script: poll until the answer, as the page does; what it got (`redirect` when it goes on)."""
+    """The page's script's next poll once the person's tap was answered (the bot writes the decision before it
+    answers the tap): what it got (`redirect` when it goes on)."""
     async with http(port) as browser:
-        with anyio.fail_after(15):
-            while True:
-                answer: dict[str, Any] = (await browser.get(PUBLIC_URL + page.wait)).json()
-                if answer["status"] != "waiting":
-                    return answer
-                await anyio.sleep(0.05)  # the page's own pace is POLL_MS; a test need not wait that long
+        answer: dict[str, Any] = (await browser.get(PUBLIC_URL + page.wait)).json()
+    assert answer["status"] != "waiting", "the tap was answered, but the page still waits"
+    return answer
 
 
 def redirect_params(redirect: str) -> dict[str, str]:

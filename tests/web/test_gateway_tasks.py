@@ -16,7 +16,6 @@ import httpx
 import mcp_types as types
 import pytest
 from anyio.abc import Process, TaskGroup
-from anyio.streams.text import TextReceiveStream
 from mcp import Client, MCPError
 
 from bot.config import Secret, StorageConfig
@@ -27,6 +26,7 @@ from tests.fakes.telegram import FakeTelegram
 from tests.ports import free_port
 from tests.telegram.harness import ALICE_ID
 from tests.telegram.test_approvals_restart import BOB_ID, CAROL_ID, DAVE_ID, EXE, OPS, REPO, ledger_lines
+from tests.telegram.test_drain import Bot
 from tests.web.agents import agent, make_token, revoke, text_of
 from tests.web.test_gateway import submit
 from tests.web.test_gateway_approvals import DEPLOY, ops_scene
@@ -64,24 +64,13 @@ LISTENING = "web endpoint listening"
 """What a bot process logs once its web endpoint (the gateway with it) takes requests."""
 
 
-async def listening(process: Process, tg: TaskGroup) -> None:
-    """Until the bot process logs that its web endpoint listens (bounded); its stderr is then read on in `tg` (a
-    full pipe would stall the bot)."""
-    assert process.stderr is not None
-    stream = TextReceiveStream(process.stderr)
-    seen = ""
-    with anyio.fail_after(60):
-        while LISTENING not in seen:
-            try:
-                seen += await stream.receive()
-            except anyio.EndOfStream:
-                raise AssertionError(f"the bot ended before its web endpoint listened:\n{seen}") from None
-    tg.start_soon(_drain, stream)
-
-
-async def _drain(stream: TextReceiveStream) -> None:
-    async for _ in stream:
-        pass
+async def listening(process: Process, tg: TaskGroup) -> Bot:
+    """The bot process, once it logged that its web endpoint listens (bounded); its log is read on in `tg` (a full
+    pipe would stall the bot)."""
+    bot = Bot(process)
+    tg.start_soon(bot.read)
+    await bot.logged(LISTENING, timeout=60)
+    return bot
 
 
 async def get_task(client: Client, task_id: str) -> types.GetTaskResult:

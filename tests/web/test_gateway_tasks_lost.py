@@ -34,15 +34,13 @@ COUNT = {"steps": 100_000, "delay_s": 0.05}
 """Long enough to be running whenever the process is stopped."""
 
 
-async def running(db: Path, task_id: str) -> GatewayTask:
-    """The task, once the process running its call says so in the store (bounded)."""
+RUNS = "an agent's task runs its call here"
+"""What the bot logs once it has said in the store that a task's call runs in it."""
+
+
+async def task_in(db: Path, task_id: str) -> GatewayTask | None:
     async with open_store(StorageConfig(url=Secret(f"sqlite:///{db}"))) as store:
-        with anyio.fail_after(30):
-            while True:
-                task = await store.tasks.get(task_id, None)
-                if task is not None and task.alive is not None:
-                    return task
-                await anyio.sleep(0.2)
+        return await store.tasks.get(task_id, None)
 
 
 @asynccontextmanager
@@ -87,7 +85,7 @@ async def test_an_agents_task_running_when_its_process_ends_is_reported_failed_b
         second = None
         try:
             async with anyio.create_task_group() as tg:
-                await listening(first, tg)
+                bot = await listening(first, tg)
                 token = await make_token(f"sqlite:///{db}", ALICE_ID, "ci-bot")
                 if era == "2025-11-25":
                     task_id = (await call_as_task(port, token, "count__count", COUNT)).task.task_id
@@ -98,7 +96,8 @@ async def test_an_agents_task_running_when_its_process_ends_is_reported_failed_b
                     task_id = created.task_id
                 card = await fake.wait_for(lambda m: m.chat_id == OPS and bool(m.reply_markup), timeout=30)
                 await bob.press(card, "✅ Approve", timeout=30)
-                before = await running(db, task_id)
+                await bot.logged(RUNS)
+                before = await task_in(db, task_id)
                 first.send_signal(stop)
                 await first.wait()
 
@@ -124,5 +123,5 @@ async def test_an_agents_task_running_when_its_process_ends_is_reported_failed_b
                 if proc is not None and proc.returncode is None:
                     proc.kill()
                     await proc.wait()
-    assert before.state.value == "working"
+    assert before is not None and before.state.value == "working" and before.alive is not None
     assert status == "failed" and line == ORPHANED
