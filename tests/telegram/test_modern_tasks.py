@@ -5,8 +5,6 @@ server in its own process that serves the extension (`tests.fakes.servers.modern
 from __future__ import annotations
 
 import signal
-import socket
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,7 +16,7 @@ import pytest
 from tests.fakes.telegram import FakeTelegram, FakeUser
 from tests.telegram.harness import bot_scene, is_result, result_body
 from tests.telegram.test_drain import bot_process, write_config
-from tests.telegram.test_restart import ALICE, REPO, Durable
+from tests.telegram.test_restart import ALICE, Durable, socket_server
 from tests.telegram.test_tasks_restart import kept_tasks
 
 pytestmark = pytest.mark.anyio
@@ -28,26 +26,10 @@ pytestmark = pytest.mark.anyio
 async def tasks_server(tmp_path: Path) -> AsyncIterator[Durable]:
     """`tests.fakes.servers.modern_tasks` in a process of its own, on a socket listening before it starts (it
     outlives the bot's processes)."""
-    log = tmp_path / "received.jsonl"
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        fd = listener.fileno()
-        command = [
-            sys.executable,
-            "-m",
-            "tests.fakes.servers.modern_tasks",
-            "--fd",
-            str(fd),
-            "--log",
-            str(log),
-        ]
-        async with await anyio.open_process(
-            command, cwd=REPO, pass_fds=[fd], stdout=None, stderr=None
-        ) as server:
-            try:
-                yield Durable(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp", log)
-            finally:
-                server.terminate()
-                await server.wait()
+    # Started cold, not through the tests' zygote: its passing of a listening socket fails once a PostgreSQL
+    # server was started in the same session (test_restart.py's durable server shows it too).
+    async with socket_server(tmp_path, "tests.fakes.servers.modern_tasks", cold=True) as server:
+        yield server
 
 
 async def finish(server: Durable) -> None:

@@ -50,13 +50,16 @@ class Durable:
 
 
 @asynccontextmanager
-async def durable_server(tmp_path: Path) -> AsyncIterator[Durable]:
-    """`tests.fakes.servers.durable` in a process of its own, on a socket listening before it starts."""
+async def socket_server(
+    tmp_path: Path, module: str, *, env: dict[str, str] | None = None, cold: bool = False
+) -> AsyncIterator[Durable]:
+    """The MCP server `module` (`--fd`, `--log`) in a process of its own, on a socket listening before it starts,
+    so it outlives the bot's processes. `cold`: started by the interpreter, not through the tests' zygote."""
     log = tmp_path / "received.jsonl"
-    env = {**os.environ, "DURABLE_STATE_KEY": secrets.token_hex(32)}
     with socket.create_server(("127.0.0.1", 0)) as listener:
         fd = listener.fileno()
-        command = server_command("tests.fakes.servers.durable", "--fd", str(fd), "--log", str(log))
+        args = ("--fd", str(fd), "--log", str(log))
+        command = [sys.executable, "-m", module, *args] if cold else server_command(module, *args)
         async with await anyio.open_process(
             command, env=env, cwd=REPO, pass_fds=[fd], stdout=None, stderr=None
         ) as server:
@@ -65,6 +68,14 @@ async def durable_server(tmp_path: Path) -> AsyncIterator[Durable]:
             finally:
                 server.terminate()
                 await server.wait()
+
+
+@asynccontextmanager
+async def durable_server(tmp_path: Path) -> AsyncIterator[Durable]:
+    """`tests.fakes.servers.durable` (its state key fresh)."""
+    env = {**os.environ, "DURABLE_STATE_KEY": secrets.token_hex(32)}
+    async with socket_server(tmp_path, "tests.fakes.servers.durable", env=env) as server:
+        yield server
 
 
 def write_config(

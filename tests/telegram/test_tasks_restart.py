@@ -9,8 +9,6 @@ fake Bot API, a streamable HTTP MCP server in its own process that keeps its tas
 from __future__ import annotations
 
 import signal
-import socket
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,7 +23,7 @@ from bot.store.tables import tool_tasks
 from tests.fakes.telegram import FakeTelegram
 from tests.telegram.harness import is_result, result_body
 from tests.telegram.test_drain import bot_process, write_config
-from tests.telegram.test_restart import ALICE, REPO, Durable
+from tests.telegram.test_restart import ALICE, Durable, socket_server
 
 pytestmark = pytest.mark.anyio
 
@@ -33,20 +31,10 @@ pytestmark = pytest.mark.anyio
 @asynccontextmanager
 async def tasks_server(tmp_path: Path) -> AsyncIterator[Durable]:
     """`tests.fakes.servers.tasks_http` in a process of its own, on a socket listening before it starts."""
-    log = tmp_path / "received.jsonl"
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        fd = listener.fileno()
-        # Started cold, not through the tests' zygote: its passing of a listening socket fails once a PostgreSQL
-        # server was started in the same session (test_restart.py's durable server shows it too).
-        command = [sys.executable, "-m", "tests.fakes.servers.tasks_http", "--fd", str(fd), "--log", str(log)]
-        async with await anyio.open_process(
-            command, cwd=REPO, pass_fds=[fd], stdout=None, stderr=None
-        ) as server:
-            try:
-                yield Durable(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp", log)
-            finally:
-                server.terminate()
-                await server.wait()
+    # Started cold, not through the tests' zygote: its passing of a listening socket fails once a PostgreSQL
+    # server was started in the same session (test_restart.py's durable server shows it too).
+    async with socket_server(tmp_path, "tests.fakes.servers.tasks_http", cold=True) as server:
+        yield server
 
 
 async def kept_tasks(url: str) -> int:

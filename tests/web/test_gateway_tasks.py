@@ -7,7 +7,6 @@ and started again."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -15,7 +14,6 @@ import anyio
 import httpx
 import mcp_types as types
 import pytest
-from anyio.abc import Process, TaskGroup
 from mcp import Client, MCPError
 
 from bot.config import Secret, StorageConfig
@@ -25,12 +23,12 @@ from bot.web.gateway import GATEWAY_PATH
 from tests.fakes.telegram import FakeTelegram
 from tests.ports import free_port
 from tests.telegram.harness import ALICE_ID
-from tests.telegram.test_approvals_restart import BOB_ID, CAROL_ID, DAVE_ID, EXE, OPS, REPO, ledger_lines
-from tests.telegram.test_drain import Bot
+from tests.telegram.test_approvals_restart import BOB_ID, CAROL_ID, DAVE_ID, OPS, ledger_lines
+from tests.telegram.test_drain import Bot, bot_process
 from tests.web.agents import agent, make_token, revoke, text_of
 from tests.web.test_gateway import submit
 from tests.web.test_gateway_approvals import DEPLOY, ops_scene
-from tests.zygote import open_bot, server_toml
+from tests.zygote import server_toml
 
 pytestmark = pytest.mark.anyio
 
@@ -64,11 +62,8 @@ LISTENING = "web endpoint listening"
 """What a bot process logs once its web endpoint (the gateway with it) takes requests."""
 
 
-async def listening(process: Process, tg: TaskGroup) -> Bot:
-    """The bot process, once it logged that its web endpoint listens (bounded); its log is read on in `tg` (a full
-    pipe would stall the bot)."""
-    bot = Bot(process)
-    tg.start_soon(bot.read)
+async def serving(bot: Bot) -> Bot:
+    """`bot` once it logged that its web endpoint (the gateway with it) listens."""
     await bot.logged(LISTENING, timeout=60)
     return bot
 
@@ -158,40 +153,26 @@ async def test_an_agents_task_survives_a_sigkill_between_two_approvals_and_runs_
             + f'[[approvals]]\nservers = ["prod"]\ntools = ["deploy"]\napprovers = [{BOB_ID}, {CAROL_ID}, {DAVE_ID}]\n'
             f"quorum = 2\nchat = {OPS}\n"
         )
-        env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token}
-        command = [str(EXE), "--config", str(config)]
+        async with bot_process(config, fake) as first:
+            await serving(first)
+            token = await make_token(f"sqlite:///{db}", ALICE_ID, "ci-bot")
+            created = await call_as_task(port, token, "prod__deploy", DEPLOY)
+            assert created.task.status == "working"
+            card = await fake.wait_for(lambda m: m.chat_id == OPS and bool(m.reply_markup), timeout=30)
+            await bob.press(card, "✅ Approve", timeout=30)
+            await fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text, timeout=30)
+            first.process.kill()  # SIGKILL: no shutdown of any kind
+            await first.process.wait()
+        assert ledger_lines(ledger) == []
 
-        first = await open_bot(command, env=env, cwd=REPO, stdout=None)
-        second = None
-        try:
-            async with anyio.create_task_group() as tg:
-                await listening(first, tg)
-                token = await make_token(f"sqlite:///{db}", ALICE_ID, "ci-bot")
-                created = await call_as_task(port, token, "prod__deploy", DEPLOY)
-                assert created.task.status == "working"
-                card = await fake.wait_for(lambda m: m.chat_id == OPS and bool(m.reply_markup), timeout=30)
-                await bob.press(card, "✅ Approve", timeout=30)
-                await fake.wait_for(lambda m: m is card and "Approved by Bob, 1 of 2" in m.text, timeout=30)
-                first.kill()  # SIGKILL: no shutdown of any kind
-                await first.wait()
-                assert ledger_lines(ledger) == []
-
-                second = await open_bot(command, env=env, cwd=REPO, stdout=None)
-                await listening(second, tg)
-                answer = await carol.press(card, "✅ Approve", timeout=60)
-                assert not answer.show_alert, answer.text
-                async with agent(port, token, mode="legacy") as client:
-                    done = await polled(client, created.task.task_id)
-                    result = await task_result(client, created.task.task_id)
-                second.terminate()
-                with anyio.fail_after(15):
-                    assert await second.wait() == 0
-                tg.cancel_scope.cancel()
-        finally:
-            for proc in (first, second):
-                if proc is not None and proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
+        async with bot_process(config, fake) as second:
+            await serving(second)
+            answer = await carol.press(card, "✅ Approve", timeout=60)
+            assert not answer.show_alert, answer.text
+            async with agent(port, token, mode="legacy") as client:
+                done = await polled(client, created.task.task_id)
+                result = await task_result(client, created.task.task_id)
+            assert await second.terminate() == 0
     assert done.status == "completed"
     assert text_of(result) == "deployed web 1.2.3" and not result.is_error
     assert ledger_lines(ledger) == [{"tool": "deploy", "arguments": DEPLOY}]

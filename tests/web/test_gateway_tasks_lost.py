@@ -5,13 +5,11 @@ or SIGTERMed while the approved call runs, and started again on the same databas
 
 from __future__ import annotations
 
-import os
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import anyio
 import pytest
 
 from bot.config import Secret, StorageConfig
@@ -20,13 +18,14 @@ from bot.store.gateway_tasks import ORPHANED, GatewayTask
 from tests.fakes.telegram import FakeTelegram, FakeUser
 from tests.ports import free_port
 from tests.telegram.harness import ALICE_ID
-from tests.telegram.test_approvals_restart import BOB_ID, EXE, OPS, REPO
+from tests.telegram.test_approvals_restart import BOB_ID, OPS
+from tests.telegram.test_drain import bot_process
 from tests.web.agents import agent as legacy_agent
 from tests.web.agents import make_token
-from tests.web.test_gateway_tasks import call_as_task, listening
+from tests.web.test_gateway_tasks import call_as_task, serving
 from tests.web.test_gateway_tasks import polled as legacy_polled
 from tests.web.test_gateway_tasks_2026 import CreatedTask, Tasks, agent, polled
-from tests.zygote import open_bot, server_toml
+from tests.zygote import server_toml
 
 pytestmark = pytest.mark.anyio
 
@@ -44,9 +43,8 @@ async def task_in(db: Path, task_id: str) -> GatewayTask | None:
 
 
 @asynccontextmanager
-async def world(tmp_path: Path) -> AsyncIterator[tuple[FakeTelegram, FakeUser, list[str], int, Path]]:
-    """The fake Bot API with Alice and the approver Bob in OPS; Bob; the installed bot's command; its port; its
-    database."""
+async def world(tmp_path: Path) -> AsyncIterator[tuple[FakeTelegram, FakeUser, Path, int, Path]]:
+    """The fake Bot API with Alice and the approver Bob in OPS; Bob; the bot's config; its port; its database."""
     db, config, heard = tmp_path / "bot.db", tmp_path / "bot.toml", tmp_path / "heard"
     port = free_port()
     async with FakeTelegram() as fake:
@@ -64,7 +62,7 @@ async def world(tmp_path: Path) -> AsyncIterator[tuple[FakeTelegram, FakeUser, l
             + f'[[approvals]]\nservers = ["count"]\ntools = ["count"]\napprovers = [{BOB_ID}]\n'
             f'quorum = 1\nchat = {OPS}\ncallers = ["agent"]\n'
         )
-        yield fake, bob, [str(EXE), "--config", str(config)], port, db
+        yield fake, bob, config, port, db
 
 
 @pytest.mark.parametrize(
@@ -79,49 +77,37 @@ async def test_an_agents_task_running_when_its_process_ends_is_reported_failed_b
     stopped (SIGKILL: no shutdown at all; SIGTERM: a clean stop) and started again: the agent's poll of the new
     process finds the task failed, saying the process ended and that the call may or may not have run (2025-11-25:
     its status message; 2026-07-28: its inlined error)."""
-    async with world(tmp_path) as (fake, bob, command, port, db):
-        env = {**os.environ, "TELEGRAM_BOT_TOKEN": fake.token}
-        first = await open_bot(command, env=env, cwd=REPO, stdout=None)
-        second = None
-        try:
-            async with anyio.create_task_group() as tg:
-                bot = await listening(first, tg)
-                token = await make_token(f"sqlite:///{db}", ALICE_ID, "ci-bot")
-                if era == "2025-11-25":
-                    task_id = (await call_as_task(port, token, "count__count", COUNT)).task.task_id
-                else:
-                    async with agent(port, token, Tasks()) as client:
-                        created = await client.session.call_tool("count__count", COUNT, allow_claimed=True)
-                    assert isinstance(created, CreatedTask), created
-                    task_id = created.task_id
-                card = await fake.wait_for(lambda m: m.chat_id == OPS and bool(m.reply_markup), timeout=30)
-                await bob.press(card, "✅ Approve", timeout=30)
-                await bot.logged(RUNS)
-                before = await task_in(db, task_id)
-                first.send_signal(stop)
-                await first.wait()
+    async with world(tmp_path) as (fake, bob, config, port, db):
+        async with bot_process(config, fake) as first:
+            await serving(first)
+            token = await make_token(f"sqlite:///{db}", ALICE_ID, "ci-bot")
+            if era == "2025-11-25":
+                task_id = (await call_as_task(port, token, "count__count", COUNT)).task.task_id
+            else:
+                async with agent(port, token, Tasks()) as client:
+                    created = await client.session.call_tool("count__count", COUNT, allow_claimed=True)
+                assert isinstance(created, CreatedTask), created
+                task_id = created.task_id
+            card = await fake.wait_for(lambda m: m.chat_id == OPS and bool(m.reply_markup), timeout=30)
+            await bob.press(card, "✅ Approve", timeout=30)
+            await first.logged(RUNS)
+            before = await task_in(db, task_id)
+            first.process.send_signal(stop)
+            await first.process.wait()
 
-                second = await open_bot(command, env=env, cwd=REPO, stdout=None)
-                await listening(second, tg)
-                if era == "2025-11-25":
-                    async with legacy_agent(port, token, mode="legacy") as client:
-                        legacy = await legacy_polled(client, task_id, within_s=60)
-                    status: str = legacy.status
-                    line = legacy.status_message
-                else:
-                    async with agent(port, token, Tasks()) as client:
-                        modern = await polled(client.session, task_id, within_s=60)
-                    status = modern.status
-                    line = (modern.error or {}).get("message")
-                    assert modern.result is None and (modern.error or {}).get("code") == -32603
-                second.terminate()
-                with anyio.fail_after(15):
-                    assert await second.wait() == 0
-                tg.cancel_scope.cancel()
-        finally:
-            for proc in (first, second):
-                if proc is not None and proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
+        async with bot_process(config, fake) as second:
+            await serving(second)
+            if era == "2025-11-25":
+                async with legacy_agent(port, token, mode="legacy") as client:
+                    legacy = await legacy_polled(client, task_id, within_s=60)
+                status: str = legacy.status
+                line = legacy.status_message
+            else:
+                async with agent(port, token, Tasks()) as client:
+                    modern = await polled(client.session, task_id, within_s=60)
+                status = modern.status
+                line = (modern.error or {}).get("message")
+                assert modern.result is None and (modern.error or {}).get("code") == -32603
+            assert await second.terminate() == 0
     assert before is not None and before.state.value == "working" and before.alive is not None
     assert status == "failed" and line == ORPHANED
