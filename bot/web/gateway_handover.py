@@ -59,24 +59,9 @@ class HandOver:
         the agent's request is. Meanwhile the agent gets a beat every `keepalive_s` (the server's own progress
         stays with the call's instance). When the agent goes (it cancels, its connection drops, its access ends)
         the call is left: not run if nobody claimed it yet, else ended by its instance as the agent's doing."""
-        try:
-            key = await self.calls.send(
-                AgentCall(caller.token_id, caller.user_id, caller.agent, name, arguments)
-            )
-        except StoreUnavailable:
-            logger.warning(
-                "gateway: an agent's call could not be handed to its person's instance: database down"
-            )
-            return text_result(
-                "toolnexus-bot: the call could not reach the bot instance serving this person (its database is "
-                "unavailable); try again",
-                error=True,
-            )
-        logger.info(
-            "gateway: a call of agent %s of user %s handed to the instance that owns them",
-            caller.agent,
-            caller.user_id,
-        )
+        key = await self._send(caller, name, arguments, "a call")
+        if not isinstance(key, str):
+            return key
         progress = AgentProgress(to_agent(ctx))
         ended: list[Ended] = []
 
@@ -91,12 +76,7 @@ class HandOver:
                 gone = gone_event(ctx)
                 if gone is not None:
                     tg.start_soon(leave_on, gone, Outcome.AGENT_CANCELLED)
-                try:
-                    ended.append(await self.calls.result(key))
-                except anyio.get_cancelled_exc_class():
-                    with anyio.CancelScope(shield=True):
-                        await self.leave(key, Outcome.AGENT_CANCELLED)
-                    raise
+                ended.append(await self._result(key))
                 tg.cancel_scope.cancel()
         if ending.event.is_set():
             return text_result(ending.line, error=True)
@@ -146,28 +126,39 @@ class HandOver:
         (the task was cancelled, or its access ended), the call is left: not run if nobody claimed it yet, else
         ended by its instance as the agent's doing. The owner runs it as a call, not as this task: an approval
         it waits for does not outlive that instance's restart as the task's own would."""
+        key = await self._send(caller, name, arguments, "a task's call")
+        if not isinstance(key, str):
+            return key
+        return handed_back(await self._result(key))
+
+    async def _send(
+        self, caller: Caller, name: str, arguments: dict[str, Any], what: str
+    ) -> str | types.CallToolResult:
+        """The call handed over (`AgentCalls.send`): its key; or, the database down, the error for the agent."""
         try:
             key = await self.calls.send(
                 AgentCall(caller.token_id, caller.user_id, caller.agent, name, arguments)
             )
         except StoreUnavailable:
-            logger.warning(
-                "gateway: a task's call could not be handed to its person's instance: database down"
-            )
+            logger.warning("gateway: %s could not be handed to its person's instance: database down", what)
             return text_result(
                 "toolnexus-bot: the call could not reach the bot instance serving this person (its database is "
-                "unavailable)",
+                "unavailable); try again",
                 error=True,
             )
         logger.info(
-            "gateway: a task's call of agent %s of user %s handed to the instance that owns them",
+            "gateway: %s of agent %s of user %s handed to the instance that owns them",
+            what,
             caller.agent,
             caller.user_id,
         )
+        return key
+
+    async def _result(self, key: str) -> Ended:
+        """The handed-over call's end; cancelled meanwhile (the agent or its task went), the call is left."""
         try:
-            ended = await self.calls.result(key)
+            return await self.calls.result(key)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self.leave(key, Outcome.AGENT_CANCELLED)
             raise
-        return handed_back(ended)
