@@ -5,6 +5,8 @@ in tests/hooks; here the events they do not send there (a PreToolUse, an Edit, a
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -12,9 +14,12 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from sqlalchemy import insert, select
 
 from bot.config import Secret, StorageConfig
-from bot.store import open_store
+from bot.core.remembered import canonical_input
+from bot.store import open_engine, open_store
+from bot.store.tables import agent_tokens, remembered_decisions
 from tests.fakes.telegram import Msg
 from tests.telegram.harness import ALICE_ID, Chat
 from tests.web.agents import gateway_scene, make_token, revoke
@@ -198,3 +203,52 @@ async def test_an_allow_does_not_reach_an_agent_whose_token_was_revoked_while_th
             await s.alice.press(card, "✅ Allow")
     decision = got[0].json()["hookSpecificOutput"]["decision"]
     assert decision["behavior"] == "deny" and "revoked" in decision["message"]
+
+
+async def test_a_remembered_allow_a_database_writer_inserts_answers_the_prompt_but_its_audit_shows_no_making(
+    tmp_path: Path,
+) -> None:
+    """SECURITY.md "The database", as its attacker tries it: beside an "allow for an hour" Alice gave on her
+    phone, someone who can write the database inserts one of their own for another edit. The bot cannot tell it
+    from hers (that prompt is allowed with no card); what it keeps is the record: the prompt's
+    `permission_decided` names a decision that no `decision_remembered` row made, while hers has its row."""
+    edit: dict[str, object] = {"file_path": "/etc/passwd", "old_string": "x", "new_string": "y"}
+    ask = {**CLAUDE_EDIT, "hook_event_name": "PermissionRequest", "tool_input": edit}
+    async with gateway_scene(tmp_path) as (s, port, url):
+        token = await make_token(url, ALICE_ID, "laptop")
+        mine = {**CLAUDE_EDIT, "hook_event_name": "PermissionRequest"}
+        await answered(s, port, "claude-code", mine, token, "Allow for an hour")
+        now = dt.datetime.now(dt.UTC)
+        tool_input = canonical_input(edit)
+        engine = await open_engine(url, migrate=False)
+        try:
+            async with engine.begin() as conn:
+                agent_id = await conn.scalar(
+                    select(agent_tokens.c.id).where(agent_tokens.c.user_id == ALICE_ID)
+                )
+                await conn.execute(
+                    insert(remembered_decisions).values(
+                        user_id=ALICE_ID,
+                        agent_id=agent_id,
+                        tool="Edit",
+                        input=tool_input,
+                        input_hash=hashlib.sha256(tool_input.encode()).hexdigest(),
+                        allow=True,
+                        span="hour",
+                        session="",
+                        made_at=now.isoformat(timespec="microseconds"),
+                        until=(now + dt.timedelta(hours=1)).isoformat(timespec="microseconds"),
+                    )
+                )
+        finally:
+            await engine.dispose()
+        answer = await post(port, "claude-code", ask, token)
+        async with open_store(StorageConfig(url=Secret(url))) as store:
+            rows = [r.as_dict() for r in await store.audit.rows()]
+    assert answer.json()["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
+    assert len([m for m in s.fake.messages(ALICE_ID, from_bot=True) if ASKS in m.text]) == 1  # hers only
+    used = [
+        r["detail"] for r in rows if r["event"] == "permission_decided" and r["detail"]["by"] == "remembered"
+    ]
+    made = [r["detail"]["decision"] for r in rows if r["event"] == "decision_remembered"]
+    assert len(made) == 1 and [u["decision_id"] in made for u in used] == [False]
