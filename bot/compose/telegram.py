@@ -147,7 +147,9 @@ def bot_parts(process: Process[TelegramFront], refusals: Refusals) -> BotParts:
     approvals = (
         None
         if service is None
-        else TelegramApprovals(service, surface, hub, codes, tasks=None if store is None else store.tasks)
+        else TelegramApprovals(
+            service, surface, hub, codes, access=front.allowed, tasks=None if store is None else store.tasks
+        )
     )
     runner = ToolRunner(hub, prompts, surface, front.allowed)
     buttons = ToolButtons(lists=process.shares.tool_lists)

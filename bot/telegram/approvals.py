@@ -21,7 +21,8 @@ from bot.approvals import AGENT_GONE, GONE, STOPPING, ApprovalService, orphaned
 from bot.core.approvals import ApprovalRecord, ApprovalStatus, Verdict, Vote, names
 from bot.errors import StoreUnavailable
 from bot.servers.hub import Hub
-from bot.store.gateway_tasks import GatewayTaskStore
+from bot.store.gateway_tasks import GatewayTaskStore, TaskState
+from bot.telegram.access import Access
 from bot.telegram.approval_cards import (
     agent_note,
     approval_screen,
@@ -53,11 +54,14 @@ class TelegramApprovals:
         hub: Hub,
         codes: SecondFactors | None = None,
         *,
+        access: Access,
         tasks: GatewayTaskStore | None = None,
     ) -> None:
         self.service = service
         self.surface = surface
         self.hub = hub
+        self.access = access
+        """Who may use the bot now: an approved call of someone removed since it was asked is not run."""
         self.tasks = tasks
         """The gateway's tasks: an agent's call made as a task, approved after a restart, keeps its result there."""
         self.codes = codes
@@ -196,6 +200,26 @@ class TelegramApprovals:
         to the task, for the agent's poll (not run when the task was cancelled or is gone meanwhile)."""
         ask = record.ask
         task = ask.origin.task
+        if not self.access.allows(ask.origin.user_id):
+            # Removed from the people allowed since they asked (the rules are read at start): never run for them.
+            logger.warning(
+                "approval %s: its requester %s may no longer use the bot; not run",
+                record.id,
+                ask.origin.user_id,
+            )
+            if task is not None and self.tasks is not None:
+                try:
+                    await self.tasks.finish(
+                        task, TaskState.FAILED, message="the agent's person may no longer use the bot"
+                    )
+                except StoreUnavailable:
+                    logger.exception("could not end the task of approval %s", record.id)
+            await self._notify(
+                record,
+                f"⚠️ <b>{esc(f'{ask.server} · {ask.tool}', TITLE_CLIP)}</b>{agent_note(ask)}: approved, but its "
+                "requester may no longer use the bot; not run",
+            )
+            return
         if task is not None:
             try:
                 kept = None if self.tasks is None else await self.tasks.runnable(task)
